@@ -1,0 +1,1 @@
+"""Each module here defines `register(app)` adding its command(s) to the typer app."""

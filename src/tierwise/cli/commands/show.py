@@ -1,0 +1,49 @@
+"""`tierwise show cluster|model`: what each tier delivers; a model's shape and parameters."""
+
+from __future__ import annotations
+
+import typer
+
+from tierwise.cli.options import JsonOpt, cluster_options
+from tierwise.cli.output import console, print_json, table
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.summary import cluster_summary
+
+show_app = typer.Typer(help="Show a cluster's tiers or a model's shape.", no_args_is_help=True)
+
+
+@show_app.command("cluster")
+@cluster_options
+def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
+    """Tiers of a cluster: per-GPU bandwidth, latency and ratio to the fastest tier."""
+    s = cluster_summary(cluster_spec)
+    if as_json:
+        print_json(s)
+        return
+    console.print(
+        f"[bold]{s['cluster']}[/]: {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
+        f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
+        f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) per node"
+    )
+    rows = [
+        (t["name"], t["medium"], t["bw_GBps_per_gpu"], t["eff_GBps_per_gpu"], t["latency_us"],
+         f"{t['ratio_to_fastest']:.1f}x", t["gpus_in_scope"])
+        for t in s["tiers"]
+    ]
+    console.print(
+        table(
+            "tiers (bandwidth per GPU per direction, GB/s)",
+            ["tier", "links", "line GB/s", "effective GB/s", "latency us", "vs fastest", "GPUs in scope"],
+            rows,
+        )
+    )
+    if "intra_inter_ratio_per_direction" in s:
+        console.print(
+            f"intra:inter per GPU per direction = {s['intra_inter_ratio_per_direction']:.1f}x; "
+            f"intra bidirectional vs one NIC = {s['intra_bidirectional_vs_one_nic_ratio']:.1f}x"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `show` command group."""
+    app.add_typer(show_app, name="show")

@@ -1,0 +1,1 @@
+"""Hardware layer: catalog, cluster spec, topology graph and tiers, ingestion."""

@@ -1,0 +1,147 @@
+"""Where ranks sit: rank -> (node, local GPU), and what a group of ranks spans.
+
+A `Placement` maps global ranks to nodes (indices into the cluster) and local GPU slots.
+`span()` answers, for one group of ranks, which tiers it crosses, how many ranks share a
+node, how many rails (NICs) it can use, and how often its ring order crosses each boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.tiers import Tier, tier
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Global rank r runs on node `node_of[r]`, GPU slot `local_of[r]` of `cluster`."""
+
+    cluster: ClusterSpec
+    node_of: np.ndarray
+    local_of: np.ndarray
+
+    @classmethod
+    def contiguous(cls, cluster: ClusterSpec, world: int | None = None,
+                   nodes: Sequence[int] | None = None, ranks_per_node: int | None = None) -> Placement:
+        """Ranks fill GPUs node by node (torchrun/Slurm block order) over `nodes` (default 0..)."""
+        k = ranks_per_node or cluster.gpus_per_node
+        if k > cluster.gpus_per_node:
+            raise SpecError(
+                f"--ranks-per-node: {k} exceeds gpus_per_node={cluster.gpus_per_node}"
+            )
+        world = world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
+        node_list = np.asarray(nodes if nodes is not None else range(cluster.nodes), dtype=np.int64)
+        needed = -(-world // k)
+        if needed > len(node_list):
+            raise SpecError(
+                f"world size {world} needs {needed} nodes of {k} ranks; the cluster has {len(node_list)}"
+            )
+        ranks = np.arange(world)
+        return cls(cluster, node_list[ranks // k], ranks % k)
+
+    @property
+    def world(self) -> int:
+        """Number of ranks placed."""
+        return len(self.node_of)
+
+    def nic_of(self, ranks: np.ndarray) -> np.ndarray:
+        """Rail (NIC index within its node) each rank's GPU uses: GPUs are split evenly over NICs."""
+        c = self.cluster
+        nics = max(c.inter.nics_per_node, 1)
+        return (self.local_of[ranks] * nics) // c.gpus_per_node
+
+    def span(self, ranks: Sequence[int] | np.ndarray) -> GroupSpan:
+        """What the group `ranks` (in ring order) spans on the cluster."""
+        return GroupSpan.of(self, np.asarray(ranks, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class GroupSpan:
+    """Shape of one process group on the cluster (see module docstring)."""
+
+    size: int
+    nodes: int
+    domains: int
+    leaves: int
+    pods: int
+    ranks_per_domain: int
+    rails: int
+    domain_crossings: int
+    leaf_crossings: int
+    pod_crossings: int
+    top: Tier
+    intra: Tier
+
+    @classmethod
+    def of(cls, placement: Placement, ranks: np.ndarray) -> GroupSpan:
+        c = placement.cluster
+        node = placement.node_of[ranks]
+        domain = node // c.nodes_per_domain
+        leaf = node // c.nodes_per_leaf
+        pod_nodes = c.nodes_per_leaf * (c.topology.leaves_per_pod or max(c.nodes, 1))
+        pod = node // pod_nodes
+        n_domains = len(np.unique(domain))
+        n_leaves = len(np.unique(leaf))
+        n_pods = len(np.unique(pod))
+        top_name = (
+            "intra" if n_domains == 1 else "leaf" if n_leaves == 1 else "spine" if n_pods == 1 else "core"
+        )
+        _, per_domain = np.unique(domain, return_counts=True)
+        return cls(
+            size=len(ranks),
+            nodes=len(np.unique(node)),
+            domains=n_domains,
+            leaves=n_leaves,
+            pods=n_pods,
+            ranks_per_domain=int(per_domain.max()),
+            rails=_rails(placement, ranks, node),
+            domain_crossings=_crossings(domain),
+            leaf_crossings=_crossings(leaf),
+            pod_crossings=_crossings(pod),
+            top=tier(c, top_name),
+            intra=tier(c, "intra"),
+        )
+
+    @property
+    def tiers_spanned(self) -> list[str]:
+        """Names of the tiers the group's traffic uses, fastest first."""
+        if self.domains == 1:
+            return ["intra"]
+        order = ["intra", "leaf", "spine", "core"]
+        used = order[1 : order.index(self.top.name) + 1]
+        return (["intra"] if self.ranks_per_domain > 1 else []) + used
+
+
+def _crossings(label: np.ndarray) -> int:
+    """Times a cyclic ring over the ranks steps between different labels (0 inside one)."""
+    if len(label) < 2 or np.all(label == label[0]):
+        return 0
+    return int(np.count_nonzero(label != np.roll(label, -1)))
+
+
+def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
+    """Distinct NICs the group's GPUs use in its least-connected node."""
+    nic = placement.nic_of(ranks)
+    per_node = [len(np.unique(nic[node == n])) for n in np.unique(node)]
+    return max(1, min(per_node))
+
+
+def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
+    """Most groups that cross nodes and use one same NIC when all `groups` run at once."""
+    if not groups:
+        return 1
+    c = placement.cluster
+    use: dict[tuple[int, int], int] = {}
+    for g in groups:
+        ranks = np.asarray(g, dtype=np.int64)
+        node = placement.node_of[ranks]
+        if len(np.unique(node // c.nodes_per_domain)) < 2:
+            continue
+        for key in set(zip(node.tolist(), placement.nic_of(ranks).tolist(), strict=True)):
+            use[key] = use.get(key, 0) + 1
+    return max(use.values(), default=1)
