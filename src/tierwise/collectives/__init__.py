@@ -1,0 +1,1 @@
+"""Collective cost model: time of each collective/algorithm/protocol on a placed group."""

@@ -1,0 +1,46 @@
+"""A prediction as an nccl-tests table (`NcclTest`), so it prints and diffs like a measurement."""
+
+from __future__ import annotations
+
+from tierwise.collectives.predict import Prediction
+from tierwise.formats.nccl_tests import NcclHalf, NcclRow, NcclTest
+
+ELEMENT_BYTES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4, "int8": 1}
+_REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
+_ROOTED = {"broadcast", "reduce"}
+
+
+def prediction_test(pred: Prediction, nodes: int, gpus_per_node: int,
+                    dtype: str = "float") -> NcclTest:
+    """nccl-tests rows for a prediction (in-place = out-of-place), with `algo`/`proto` columns."""
+    elem = ELEMENT_BYTES[dtype]
+    rows = []
+    for r in pred.rows():
+        half = NcclHalf(
+            time_us=round(float(r["time_us"]), 2),  # type: ignore[arg-type]
+            algbw_GBps=round(float(r["algbw_GBps"]), 2),  # type: ignore[arg-type]
+            busbw_GBps=round(float(r["busbw_GBps"]), 2),  # type: ignore[arg-type]
+            wrong=None,
+        )
+        rows.append(
+            NcclRow(
+                size_bytes=int(r["size_bytes"]),  # type: ignore[call-overload]
+                count=int(r["size_bytes"]) // elem,  # type: ignore[call-overload]
+                type=dtype,
+                redop="sum" if pred.op in _REDUCING else "none",
+                root=0 if pred.op in _ROOTED else -1,
+                out_of_place=half,
+                in_place=half,
+                extra={"algo": str(r["algo"]), "proto": str(r["proto"])},
+            )
+        )
+    busbw = [row.out_of_place.busbw_GBps or 0.0 for row in rows]
+    return NcclTest(
+        op=pred.op,
+        rows=tuple(rows),
+        nranks=pred.nranks,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        avg_busbw_GBps=round(sum(busbw) / len(busbw), 3) if busbw else None,
+        out_of_bounds=0,
+    )

@@ -1,0 +1,101 @@
+"""Predict a collective over message sizes: time, algbw, busbw and the algorithm chosen."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.collectives.model import ALGOS, Candidate, bus_factor, candidates
+from tierwise.collectives.shape import Shape, shape_of
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.placement import Placement
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Per-size prediction; times in us, bandwidths in GB/s (1e9 B/s) as nccl-tests prints."""
+
+    op: str
+    nranks: int
+    size_bytes: np.ndarray
+    time_us: np.ndarray
+    algbw_GBps: np.ndarray
+    busbw_GBps: np.ndarray
+    algo: list[str]
+    proto: list[str]
+
+    def rows(self) -> list[dict[str, object]]:
+        """JSON rows with unit-suffixed keys."""
+        return [
+            {
+                "size_bytes": int(n),
+                "time_us": float(t),
+                "algbw_GBps": float(a),
+                "busbw_GBps": float(b),
+                "algo": al,
+                "proto": pr,
+            }
+            for n, t, a, b, al, pr in zip(self.size_bytes, self.time_us, self.algbw_GBps,
+                                          self.busbw_GBps, self.algo, self.proto, strict=True)
+        ]
+
+
+def group_shape(cluster: ClusterSpec, ranks: Sequence[int] | None = None,
+                placement: Placement | None = None, nic_share: int = 1,
+                uplink_share: float = 1.0) -> Shape:
+    """Shape of `ranks` (default: every GPU) under `placement` (default: contiguous)."""
+    placement = placement or Placement.contiguous(cluster)
+    ranks = list(range(placement.world)) if ranks is None else ranks
+    return shape_of(cluster, placement.span(ranks), nic_share, uplink_share)
+
+
+def pick(op: str, shape: Shape, algo: str = "auto") -> list[Candidate]:
+    """Candidates for `op`, all (auto) or those of one algorithm; an impossible one is an error."""
+    if algo != "auto" and algo not in ALGOS:
+        raise SpecError(f"--algo: unknown algorithm {algo!r}; allowed: auto, {', '.join(ALGOS)}")
+    cands = candidates(op, shape)
+    if algo == "auto":
+        return cands
+    chosen = [c for c in cands if c.algo == algo]
+    if not chosen and shape.p > 1:
+        offered = sorted({c.algo for c in cands})
+        raise SpecError(
+            f"--algo: {algo!r} does not apply to {op} on this group "
+            f"({shape.p} ranks, {shape.n_dom} NVLink domains); available: {', '.join(offered)}"
+        )
+    return chosen
+
+
+def predict(op: str, shape: Shape, sizes: Sequence[int] | np.ndarray,
+            algo: str = "auto") -> Prediction:
+    """Fastest candidate per size (as NCCL's tuner picks), or the fastest of one algorithm."""
+    n = np.asarray(sizes, dtype=np.int64)
+    cands = pick(op, shape, algo)
+    if not cands:  # one rank: nothing moves
+        zeros = np.zeros(len(n))
+        return Prediction(op, shape.p, n, zeros, zeros, zeros, ["none"] * len(n), ["-"] * len(n))
+    lat = np.array([c.lat_us for c in cands])[:, None]
+    bw = np.array([c.algbw_GBps for c in cands])[:, None]
+    times = lat + n[None, :] / (1e3 * bw)
+    best = np.argmin(times, axis=0)
+    t = times[best, np.arange(len(n))]
+    algbw = np.where(t > 0, n / (t * 1e3), 0.0)
+    return Prediction(
+        op=op,
+        nranks=shape.p,
+        size_bytes=n,
+        time_us=t,
+        algbw_GBps=algbw,
+        busbw_GBps=algbw * bus_factor(op, shape.p),
+        algo=[cands[i].algo for i in best],
+        proto=[cands[i].proto for i in best],
+    )
+
+
+def time_us(op: str, shape: Shape, size_bytes: float, algo: str = "auto") -> float:
+    """One size, fastest candidate: the planner's and step-time model's hot path."""
+    cands = pick(op, shape, algo)
+    return min((c.lat_us + size_bytes / (1e3 * c.algbw_GBps) for c in cands), default=0.0)

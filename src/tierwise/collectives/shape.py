@@ -1,0 +1,114 @@
+"""The scalar shape of a process group that the cost formulas need.
+
+Built once per (cluster, group placement, concurrency) from a `GroupSpan`; sub-shapes describe
+the stages of hierarchical algorithms (the ranks of one domain; one rank per domain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.placement import GroupSpan
+from tierwise.hardware.tiers import tier
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A group: p ranks, k per NVLink domain over n_dom domains, in n_leaf leaves.
+
+    Bandwidths are GB/s per GPU per direction (effective). `port_GBps` is one NIC's effective
+    bandwidth; `rails` the NICs the group's GPUs use per node; `nic_share` how many groups
+    running at once use one NIC; `uplink_GBps_per_node` the bandwidth one node has through the
+    leaf uplinks (port x rails / oversubscription x the share of the uplink this job gets).
+    """
+
+    p: int
+    k: int
+    n_dom: int
+    n_leaf: int
+    dom_crossings: int
+    leaf_crossings: int
+    rails: int
+    nic_share: int
+    intra_GBps: float
+    intra_line_GBps: float
+    intra_kind: str
+    intra_latency_us: float
+    port_GBps: float
+    net_latency_us: float
+    uplink_GBps_per_node: float
+    nvls: bool
+    sharp: bool
+    ranks_per_leaf: int
+
+    @property
+    def crosses_domains(self) -> bool:
+        """The group leaves its NVLink domain."""
+        return self.n_dom > 1
+
+    @property
+    def even(self) -> bool:
+        """Every domain holds k > 1 ranks (a two-level algorithm applies)."""
+        return self.k > 1 and self.p == self.k * self.n_dom
+
+    @property
+    def rail_contention(self) -> int:
+        """Local ranks (and concurrent groups) that take turns on one NIC."""
+        return -(-self.k // self.rails) * self.nic_share
+
+    def intra_group(self) -> Shape:
+        """The ranks of one NVLink domain (first stage of a hierarchical collective)."""
+        return replace(self, p=self.k, n_dom=1, n_leaf=1, dom_crossings=0, leaf_crossings=0,
+                       ranks_per_leaf=self.k)
+
+    def inter_group(self) -> Shape:
+        """One rank per domain, all local ranks doing this at once on their own rails."""
+        return replace(self, p=self.n_dom, k=1, dom_crossings=self.n_dom,
+                       leaf_crossings=self.n_leaf if self.n_leaf > 1 else 0,
+                       rails=1, nic_share=self.rail_contention,
+                       uplink_GBps_per_node=self.uplink_GBps_per_node / self.rails,
+                       ranks_per_leaf=max(1, self.n_dom // self.n_leaf))
+
+    def leaf_group(self) -> Shape:
+        """One rank per domain inside one leaf (middle stage of a 3-level collective)."""
+        inter = self.inter_group()
+        per_leaf = max(1, self.n_dom // self.n_leaf)
+        return replace(inter, p=per_leaf, n_dom=per_leaf, n_leaf=1, dom_crossings=per_leaf,
+                       leaf_crossings=0, ranks_per_leaf=per_leaf)
+
+    def spine_group(self) -> Shape:
+        """One rank per leaf (top stage of a 3-level collective)."""
+        inter = self.inter_group()
+        return replace(inter, p=self.n_leaf, n_dom=self.n_leaf, dom_crossings=self.n_leaf,
+                       leaf_crossings=self.n_leaf, ranks_per_leaf=1)
+
+
+def shape_of(cluster: ClusterSpec, span: GroupSpan, nic_share: int = 1,
+             uplink_share: float = 1.0) -> Shape:
+    """The Shape of a placed group; `nic_share` groups use each NIC at once, and the job gets
+    `uplink_share` (0-1] of its leaves' uplinks (other jobs take the rest)."""
+    gpn, nics = cluster.gpus_per_node, max(cluster.inter.nics_per_node, 1)
+    leaf = tier(cluster, "leaf")
+    port = leaf.eff_GBps * gpn / nics
+    over = cluster.topology.oversubscription
+    return Shape(
+        p=span.size,
+        k=span.ranks_per_domain,
+        n_dom=span.domains,
+        n_leaf=span.leaves,
+        dom_crossings=span.domain_crossings,
+        leaf_crossings=span.leaf_crossings,
+        rails=min(span.rails, nics),
+        nic_share=max(1, nic_share),
+        intra_GBps=span.intra.eff_GBps,
+        intra_line_GBps=span.intra.line_GBps,
+        intra_kind=cluster.intra.kind,
+        intra_latency_us=span.intra.latency_us,
+        port_GBps=port,
+        net_latency_us=span.top.latency_us if span.domains > 1 else leaf.latency_us,
+        uplink_GBps_per_node=port * min(span.rails, nics) / over * uplink_share,
+        nvls=cluster.nvls,
+        sharp=cluster.sharp,
+        ranks_per_leaf=max(1, span.size // span.leaves),
+    )
