@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from tierwise.collectives import tables as T
-from tierwise.collectives.shape import Shape
+from tierwise.collectives.shape import Shape, intra_class
 from tierwise.errors import SpecError
 from tierwise.formats.ops import BUSBW_FACTORS
 
@@ -47,8 +48,15 @@ def bus_factor(op: str, p: int) -> float:
     return BUSBW_FACTORS[op](p)
 
 
-def candidates(op: str, s: Shape) -> list[Candidate]:
-    """Every algorithm/protocol NCCL (or tierwise's runtime) could run for `op` on `s`."""
+@lru_cache(maxsize=65536)
+def candidates(op: str, s: Shape) -> tuple[Candidate, ...]:
+    """Every algorithm/protocol NCCL (or tierwise's runtime) could run for `op` on `s`.
+
+    Cached per (op, shape): like NCCL's per-communicator tables, built once, read often."""
+    return tuple(_candidates(op, s))
+
+
+def _candidates(op: str, s: Shape) -> list[Candidate]:
     if op not in OPS:
         raise SpecError(f"--op: unknown collective {op!r}; allowed: {', '.join(OPS)}")
     if s.p < 2:
@@ -91,11 +99,14 @@ def _proto_bw_factor(op: str, proto: str, s: Shape, algo: str) -> float:
 def _step_lat(s: Shape, algo: str, proto: str, net: bool) -> float:
     """Latency of one ring/tree step on the intra link or across the network, us."""
     if net:
-        extra = max(0.0, s.net_latency_us - T.NET_REFERENCE_LATENCY_US)
-        return T.STEP_LAT_US["net"][algo][proto] + extra
-    cls = "nvlink" if s.intra_kind == "nvlink" else "pcie"
-    extra = max(0.0, s.intra_latency_us - T.INTRA_REFERENCE_LATENCY_US[s.intra_kind])
-    return T.STEP_LAT_US[cls][algo][proto] + extra
+        return max(0.0, T.STEP_LAT_US["net"][algo][proto] + s.net_step_extra_us)
+    table = T.STEP_LAT_US[intra_class(s.intra_kind)][algo][proto]
+    return max(0.0, table + s.intra_step_extra_us)
+
+
+def _simple_overhead(s: Shape, proto: str) -> float:
+    """Calibrated fixed cost of a bandwidth-protocol collective (0 uncalibrated), us."""
+    return s.overhead_us if proto == "Simple" else 0.0
 
 
 def ring_busbw(s: Shape) -> float:
@@ -129,7 +140,7 @@ def _ring(op: str, s: Shape) -> list[Candidate]:
     total, inter = _ring_steps(op, s)
     out = []
     for proto in _protocols(s):
-        lat = (T.BASE_LAT_US["ring"][proto]
+        lat = (T.BASE_LAT_US["ring"][proto] + _simple_overhead(s, proto)
                + (total - inter) * _step_lat(s, "ring", proto, net=False)
                + inter * _step_lat(s, "ring", proto, net=True))
         bw = busbw * _proto_bw_factor(op, proto, s, "ring") / bus_factor(op, s.p)
@@ -150,7 +161,7 @@ def _tree(s: Shape) -> list[Candidate]:
     depth = math.ceil(math.log2(s.n_dom)) if s.crosses_domains else 0
     out = []
     for proto in _protocols(s):
-        lat = T.BASE_LAT_US["tree"][proto] + 2 * (
+        lat = T.BASE_LAT_US["tree"][proto] + _simple_overhead(s, proto) + 2 * (
             (s.k - 1) * _step_lat(s, "tree", proto, net=False)
             + depth * _step_lat(s, "tree", proto, net=True)
         )
@@ -214,7 +225,8 @@ def _hierarchical(op: str, s: Shape) -> list[Candidate]:
 
 def _nvls_stage(s: Shape) -> Candidate:
     """One NVLS all-reduce inside the NVSwitch domain (each GPU sends and receives n once)."""
-    return Candidate("nvls", "Simple", T.NVLS_LAT_US, T.NVLS_ALGBW_EFFICIENCY * s.intra_line_GBps)
+    return Candidate("nvls", "Simple", T.NVLS_LAT_US + s.intra_overhead_us,
+                     T.NVLS_ALGBW_EFFICIENCY * s.intra_line_GBps * s.intra_calibration_scale)
 
 
 def _nvls(s: Shape) -> list[Candidate]:
@@ -232,7 +244,7 @@ def _sharp(s: Shape) -> list[Candidate]:
     rail_bw = s.port_GBps / s.rail_contention * T.SHARP_ALGBW_EFFICIENCY
     if s.n_leaf > 1:
         rail_bw = min(rail_bw, s.uplink_GBps_per_node / (s.rails * s.rail_contention))
-    switch = Candidate("sharp", "Simple", T.SHARP_LAT_US, rail_bw)
+    switch = Candidate("sharp", "Simple", T.SHARP_LAT_US + s.net_overhead_us, rail_bw)
     if s.k == 1:
         return [switch]
     if s.nvls:

@@ -52,14 +52,14 @@ def group_shape(cluster: ClusterSpec, ranks: Sequence[int] | None = None,
     return shape_of(cluster, placement.span(ranks), nic_share, uplink_share)
 
 
-def pick(op: str, shape: Shape, algo: str = "auto") -> list[Candidate]:
+def pick(op: str, shape: Shape, algo: str = "auto") -> tuple[Candidate, ...]:
     """Candidates for `op`, all (auto) or those of one algorithm; an impossible one is an error."""
     if algo != "auto" and algo not in ALGOS:
         raise SpecError(f"--algo: unknown algorithm {algo!r}; allowed: auto, {', '.join(ALGOS)}")
     cands = candidates(op, shape)
     if algo == "auto":
         return cands
-    chosen = [c for c in cands if c.algo == algo]
+    chosen = tuple(c for c in cands if c.algo == algo)
     if not chosen and shape.p > 1:
         offered = sorted({c.algo for c in cands})
         raise SpecError(

@@ -10,7 +10,25 @@ from dataclasses import dataclass, replace
 
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import GroupSpan
-from tierwise.hardware.tiers import tier
+from tierwise.collectives import tables as T
+from tierwise.hardware.tiers import Tier, tier
+
+
+def intra_class(kind: str) -> str:
+    """NCCL's latency table row for an intra-node link kind."""
+    return "nvlink" if kind == "nvlink" else "pcie"
+
+
+def step_extra_us(t: Tier, cls: str) -> float:
+    """Per-step latency a tier adds to NCCL's table value, us.
+
+    Calibrated: the fitted LL step latency minus the table's; else the tier's hardware latency
+    minus the hardware latency the table was measured with.
+    """
+    if t.alpha_us is not None:
+        return t.alpha_us - T.STEP_LAT_US[cls]["ring"]["LL"]
+    reference = T.NET_REFERENCE_LATENCY_US if cls == "net" else T.INTRA_REFERENCE_LATENCY_US[cls]
+    return max(0.0, t.latency_us - reference)
 
 
 @dataclass(frozen=True)
@@ -18,7 +36,8 @@ class Shape:
     """A group: p ranks, k per NVLink domain over n_dom domains, in n_leaf leaves.
 
     Bandwidths are GB/s per GPU per direction (effective). `port_GBps` is one NIC's effective
-    bandwidth; `rails` the NICs the group's GPUs use per node; `nic_share` how many groups
+    bandwidth; `intra_calibration_scale` the fitted/catalog ratio of the intra bandwidth (it
+    scales NVLS too); `rails` the NICs the group's GPUs use per node; `nic_share` how many groups
     running at once use one NIC; `uplink_GBps_per_node` the bandwidth one node has through the
     leaf uplinks (port x rails / oversubscription x the share of the uplink this job gets).
     """
@@ -33,10 +52,13 @@ class Shape:
     nic_share: int
     intra_GBps: float
     intra_line_GBps: float
+    intra_calibration_scale: float
     intra_kind: str
-    intra_latency_us: float
+    intra_step_extra_us: float
+    intra_overhead_us: float
     port_GBps: float
-    net_latency_us: float
+    net_step_extra_us: float
+    net_overhead_us: float
     uplink_GBps_per_node: float
     nvls: bool
     sharp: bool
@@ -46,6 +68,11 @@ class Shape:
     def crosses_domains(self) -> bool:
         """The group leaves its NVLink domain."""
         return self.n_dom > 1
+
+    @property
+    def overhead_us(self) -> float:
+        """Calibrated fixed cost of one bandwidth-protocol collective on the top tier, us."""
+        return self.net_overhead_us if self.crosses_domains else self.intra_overhead_us
 
     @property
     def even(self) -> bool:
@@ -90,6 +117,7 @@ def shape_of(cluster: ClusterSpec, span: GroupSpan, nic_share: int = 1,
     `uplink_share` (0-1] of its leaves' uplinks (other jobs take the rest)."""
     gpn, nics = cluster.gpus_per_node, max(cluster.inter.nics_per_node, 1)
     leaf = tier(cluster, "leaf")
+    net = span.top if span.domains > 1 else leaf
     port = leaf.eff_GBps * gpn / nics
     over = cluster.topology.oversubscription
     return Shape(
@@ -103,10 +131,13 @@ def shape_of(cluster: ClusterSpec, span: GroupSpan, nic_share: int = 1,
         nic_share=max(1, nic_share),
         intra_GBps=span.intra.eff_GBps,
         intra_line_GBps=span.intra.line_GBps,
+        intra_calibration_scale=span.intra.eff_GBps / cluster.intra.effective_GBps,
         intra_kind=cluster.intra.kind,
-        intra_latency_us=span.intra.latency_us,
+        intra_step_extra_us=step_extra_us(span.intra, intra_class(cluster.intra.kind)),
+        intra_overhead_us=span.intra.overhead_us,
         port_GBps=port,
-        net_latency_us=span.top.latency_us if span.domains > 1 else leaf.latency_us,
+        net_step_extra_us=step_extra_us(net, "net"),
+        net_overhead_us=net.overhead_us,
         uplink_GBps_per_node=port * min(span.rails, nics) / over * uplink_share,
         nvls=cluster.nvls,
         sharp=cluster.sharp,

@@ -30,7 +30,7 @@ STEP_LAT_US: dict[str, dict[str, dict[str, float]]] = {
 # slower NIC (RoCE, TCP, EFA) adds its difference per inter-node step, us.
 NET_REFERENCE_LATENCY_US = 1.2
 # Same for intra-node links: the NVLINK/PCI rows assume this hardware latency, us.
-INTRA_REFERENCE_LATENCY_US = {"nvlink": 0.6, "pcie": 1.0, "xgmi": 1.0, "loopback": 1.0}
+INTRA_REFERENCE_LATENCY_US = {"nvlink": 0.6, "pcie": 1.0}
 
 # In-network reduction: one Simple-protocol collective through NVSwitch (NVLS) or the IB
 # switch (SHARP/CollNet) has a large fixed cost, us (tuning.cc NVLS/CollNet hwLat ~25-31 us).

@@ -57,10 +57,16 @@ class TopologySpec(_Spec):
 
 
 class TierCalibration(_Spec):
-    """Fitted per-tier constants: alpha_us per step latency, beta_GBps per-GPU bandwidth."""
+    """Fitted per-tier constants (`tierwise calibrate`).
+
+    alpha_us: latency of one LL-protocol ring step on this tier (NCCL's software + wire), us;
+    beta_GBps: effective bandwidth per GPU per direction, GB/s; overhead_us: fixed extra time of
+    one bandwidth-protocol (Simple/NVLS) collective on this tier, us.
+    """
 
     alpha_us: float = Field(ge=0)
     beta_GBps: float = Field(gt=0)
+    overhead_us: float = Field(default=0.0, ge=0)
 
 
 class ClusterSpec(_Spec):
@@ -115,14 +121,15 @@ class ClusterSpec(_Spec):
 
     @property
     def nodes_per_leaf(self) -> int:
-        """Nodes under one leaf switch group; single-switch puts all nodes under one."""
+        """Nodes under one leaf switch group (a preset's scalable unit, at most all nodes);
+        single-switch puts all nodes under one."""
         topo = self.topology
         if topo.kind == "single-switch":
             return self.nodes
         if topo.nodes_per_leaf:
-            return topo.nodes_per_leaf
+            return min(topo.nodes_per_leaf, self.nodes)
         if topo.gpus_per_leaf:
-            return max(1, topo.gpus_per_leaf // self.gpus_per_node)
+            return min(max(1, topo.gpus_per_leaf // self.gpus_per_node), self.nodes)
         return self.nodes
 
     @property
@@ -190,17 +197,8 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
             topo["oversubscription"] = value
         else:
             raise SpecError(f"unknown cluster override {key!r}")
-    if "nodes" in overrides and overrides["nodes"] is not None:
-        _fit_leaf_to_nodes(topo, overrides["nodes"])
     out["inter"], out["topology"] = inter, topo
     return out
-
-
-def _fit_leaf_to_nodes(topo: dict[str, Any], nodes: int) -> None:
-    """A preset's leaf size is its scalable unit; fewer nodes than that all sit under one leaf."""
-    npl = topo.get("nodes_per_leaf")
-    if isinstance(npl, int) and 0 < nodes < npl:
-        topo["nodes_per_leaf"] = nodes
 
 
 def dump_cluster(spec: ClusterSpec) -> dict[str, Any]:

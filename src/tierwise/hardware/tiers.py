@@ -8,7 +8,7 @@ Bandwidths are GB/s per GPU per direction; `*_eff_GBps` is what a ring reaches
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tierwise.hardware.cluster import ClusterSpec
 
@@ -29,6 +29,8 @@ class Tier:
     latency_us: float
     gpus_in_scope: int
     calibrated: bool
+    alpha_us: float | None = None
+    overhead_us: float = 0.0
 
 
 def tiers(cluster: ClusterSpec) -> list[Tier]:
@@ -83,7 +85,8 @@ def _pod_leaves(cluster: ClusterSpec) -> int:
 
 def _above(cluster: ClusterSpec, below: Tier, name: str, level: int, over: float,
            nodes_in_scope: int) -> Tier:
-    tier = Tier(
+    tier = replace(
+        below,
         name=name,
         level=level,
         medium=f"{below.medium} {over:g}:1",
@@ -91,7 +94,6 @@ def _above(cluster: ClusterSpec, below: Tier, name: str, level: int, over: float
         eff_GBps=below.eff_GBps / over,
         latency_us=below.latency_us + EXTRA_LEVEL_LATENCY_US,
         gpus_in_scope=min(nodes_in_scope, cluster.nodes) * cluster.gpus_per_node,
-        calibrated=below.calibrated,
     )
     return _calibrated(cluster, tier)
 
@@ -100,16 +102,8 @@ def _calibrated(cluster: ClusterSpec, tier: Tier) -> Tier:
     cal = cluster.calibration.get(tier.name)  # type: ignore[call-overload]
     if cal is None:
         return tier
-    return Tier(
-        name=tier.name,
-        level=tier.level,
-        medium=tier.medium,
-        line_GBps=tier.line_GBps,
-        eff_GBps=cal.beta_GBps,
-        latency_us=cal.alpha_us,
-        gpus_in_scope=tier.gpus_in_scope,
-        calibrated=True,
-    )
+    return replace(tier, eff_GBps=cal.beta_GBps, calibrated=True, alpha_us=cal.alpha_us,
+                   overhead_us=cal.overhead_us)
 
 
 def tier(cluster: ClusterSpec, name: str) -> Tier:

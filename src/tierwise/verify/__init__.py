@@ -1,0 +1,1 @@
+"""Verify layer: calibration fits from logs, fabric contracts, NIC counters."""

@@ -1,0 +1,63 @@
+"""End-to-end `tierwise collective`: nccl-tests table, JSON keys, plot, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.formats.nccl_reader import parse_log
+
+
+def test_json_rows_and_busbw_factor() -> None:
+    out = cli_json("collective", "-c", "dgx-h100", "--nodes", "2", "--op", "all_gather",
+                   "-b", "8", "-e", "1G", "-f", "4")
+    rows = out["rows"]
+    assert [r["size_bytes"] for r in rows][:3] == [8, 32, 128]
+    assert set(rows[0]) >= {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algo"}
+    last = rows[-1]
+    assert last["busbw_GBps"] == pytest.approx(last["algbw_GBps"] * 15 / 16)
+    assert out["nranks"] == 16
+
+
+def test_human_table_is_nccl_tests_and_parses_back() -> None:
+    text = run_cli("collective", "-c", "dgx-h100", "--nodes", "1", "-b", "8", "-e", "64M").stdout
+    tests = parse_log(text)
+    assert len(tests) == 1 and tests[0].op == "all_reduce"
+    rows = tests[0].rows
+    assert rows[0].size_bytes == 8 and rows[-1].size_bytes == 64 << 20
+    assert rows[-1].extra["algo"] == "nvls"
+    json_rows = cli_json("collective", "-c", "dgx-h100", "--nodes", "1", "-b", "8", "-e", "64M")
+    for parsed, exact in zip(rows, json_rows["rows"], strict=True):
+        assert parsed.out_of_place.busbw_GBps == pytest.approx(exact["busbw_GBps"], abs=0.006)
+
+
+def test_algo_override_and_ranks_per_node() -> None:
+    ring = cli_json("collective", "-c", "dgx-h100", "--nodes", "4", "--ranks-per-node", "1",
+                    "--algo", "ring", "-b", "1G", "-e", "1G")
+    assert ring["nranks"] == 4 and ring["rows"][0]["algo"] == "ring"
+    assert ring["rows"][0]["busbw_GBps"] < 50
+
+
+def test_plot_is_written(tmp_path: Path) -> None:
+    png = tmp_path / "busbw.png"
+    run_cli("collective", "-c", "dgx-h100", "--nodes", "4", "-b", "1K", "-e", "1G", "--plot",
+            str(png))
+    assert png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--op", "allsum"], ["allsum", "allowed"]),
+        (["--algo", "magic"], ["--algo", "magic"]),
+        (["--algo", "sharp"], ["sharp", "available"]),
+        (["-b", "12Q"], ["--min-bytes", "12Q"]),
+        (["-b", "1G", "-e", "8"], ["--min-bytes"]),
+        (["--gpus", "100000"], ["world size 100000"]),
+    ],
+)
+def test_bad_input(args: list[str], needles: list[str]) -> None:
+    proc = run_cli("collective", "-c", "dgx-h100", "--nodes", "2", *args, check=False)
+    assert_user_error(proc, *needles)
