@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
+from tierwise.cli.model_view import show_model
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table
 from tierwise.hardware.cluster import ClusterSpec
@@ -42,6 +45,15 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
             f"intra:inter per GPU per direction = {s['intra_inter_ratio_per_direction']:.1f}x; "
             f"intra bidirectional vs one NIC = {s['intra_bidirectional_vs_one_nic_ratio']:.1f}x"
         )
+
+
+@show_app.command("model")
+def show_model_command(
+    model: Annotated[str, typer.Argument(help="Preset, model YAML or Hugging Face config.json.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """A model's shape and parameter counts (total and active per token)."""
+    show_model(model, as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,251 @@
+"""Forward/training FLOPs and elementwise HBM bytes of a model, per GPU, vectorised.
+
+Conventions (see README.md):
+
+- 2 FLOPs per multiply-accumulate; every count is for one micro-batch of ``mbs`` sequences of
+  ``seq`` tokens on one GPU of a (tp, cp) group. Arguments may be numpy arrays (broadcast).
+- Attention scores and context (``QK^T`` and ``PV``) count the full ``s^2`` by default, as
+  Megatron's formula and MFU conventions do; ``causal=True`` counts the half a causal kernel
+  really computes. Model FLOPs (MFU) use the full ``s^2``.
+- Training = 3 x forward; full recompute adds one forward of the layers (not the logits),
+  selective recompute adds the attention core's forward.
+- Tensor parallelism splits heads and FFN columns; when ``tp > kv_heads`` each rank holds one
+  whole KV head (replicated ``tp / kv_heads`` times) and computes its projection.
+- Context parallelism: each rank holds ``seq / cp`` tokens; its queries meet all ``seq`` keys.
+- MoE: a capacity factor pads every expert to ``cf * tokens * top_k / experts`` slots, so
+  expert compute scales by ``cf``; dropless (None) computes exactly top_k per token.
+- Elementwise bytes: norms, residual adds, rotary, MLP activation, MoE permute/unpermute in
+  16-bit activations (also under fp8, whose GEMM inputs are cast inside the GEMM kernels);
+  attention is a fused (flash) kernel, so softmax adds no HBM traffic. Norm/residual work is
+  split over TP ranks only with sequence parallelism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.workload.params import NORMS_PER_LAYER
+from tierwise.workload.spec import ModelSpec
+
+Array = float | np.ndarray
+
+FLOPS_PER_MAC = 2
+TRAINING_PASSES = 3
+"""Forward + backward (backward = 2 x forward: input and weight gradients)."""
+CAUSAL_FRACTION = 0.5
+"""Share of the ``s^2`` score matrix a causal kernel computes."""
+ACT_BYTES = 2
+"""Bytes per activation element in elementwise kernels (bf16)."""
+RESIDUAL_ADDS_PER_LAYER = 2
+ELEMENTWISE_BACKWARD_FACTOR = 2.0
+"""Backward elementwise traffic / forward: reads saved input and output grad, writes grad."""
+ACTIVATION_ELEMENTS = {"swiglu": 3, "gelu": 2, "squared-relu": 2}
+"""Elements the MLP activation reads + writes per ffn column (SwiGLU: gate, up in; one out)."""
+ELEMENTS_PER_NORM = 2
+ELEMENTS_PER_RESIDUAL_ADD = 3
+PERMUTES_PER_MOE_LAYER = 2
+"""Token copies into expert order (dispatch) and back (combine), each a read + write."""
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
+"""Integer codes of ``Layout.recompute`` used by the vectorised functions."""
+
+
+@dataclass(frozen=True)
+class LayerFlops:
+    """Forward FLOPs and elementwise HBM bytes of one layer, one micro-batch, one GPU."""
+
+    qkv: Array
+    attention: Array
+    """Scores and context (the ``s^2`` part)."""
+    out: Array
+    mlp: Array
+    """Dense MLP, or the shared experts of a MoE layer."""
+    router: Array
+    experts: Array
+    """Routed experts (top_k per token, times the capacity factor)."""
+    elementwise_bytes: Array
+
+    @property
+    def gemm(self) -> Array:
+        """Weight-GEMM FLOPs (everything but the attention core)."""
+        return self.qkv + self.out + self.mlp + self.router + self.experts
+
+    @property
+    def total(self) -> Array:
+        """All forward FLOPs of the layer."""
+        return self.gemm + self.attention
+
+
+def kv_heads_per_rank(kv_heads: int, tp: Array) -> Array:
+    """KV heads one TP rank holds: ``kv/tp``, or one (replicated) when ``tp > kv``."""
+    share = kv_heads / tp
+    return share + (share < 1) * (1 - share)
+
+
+def layer_flops(
+    m: ModelSpec,
+    seq: Array,
+    mbs: Array,
+    *,
+    tp: Array = 1,
+    cp: Array = 1,
+    sp: Array = True,
+    moe_layer: bool = False,
+    causal: bool = False,
+) -> LayerFlops:
+    """Forward cost of one dense (or, with ``moe_layer``, MoE) layer."""
+    h, nmat = m.hidden, m.matmuls_per_mlp
+    tokens = mbs * seq / cp
+    q_rank = m.q_dim / tp
+    kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
+    mac = FLOPS_PER_MAC * tokens
+    score_share = CAUSAL_FRACTION if causal else 1.0
+    attention = 2 * mac * seq * q_rank * score_share
+    norm_tokens = tokens / (1 + sp * (tp - 1))
+    norm_elems = (
+        NORMS_PER_LAYER * ELEMENTS_PER_NORM + RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD
+    ) * h
+    rope_elems = (q_rank + kv_rank) * 2 * (m.position == "rope")
+    act = ACTIVATION_ELEMENTS[m.activation]
+    if moe_layer and m.moe is not None:
+        moe = m.moe
+        routed = moe.top_k * (moe.capacity_factor or 1.0)
+        mlp = mac * h * moe.shared_ffn * nmat * moe.shared_experts / tp
+        experts = mac * h * moe.expert_ffn_hidden * nmat * routed / tp
+        router = mac * h * moe.experts / tp
+        act_elems = act * (moe.shared_experts * moe.shared_ffn + routed * moe.expert_ffn_hidden)
+        norm_elems = norm_elems + PERMUTES_PER_MOE_LAYER * moe.top_k * 2 * h
+    else:
+        mlp = mac * h * m.ffn * nmat / tp
+        experts = router = 0.0
+        act_elems = act * m.ffn
+    elementwise = ACT_BYTES * (norm_tokens * norm_elems + tokens * (rope_elems + act_elems / tp))
+    return LayerFlops(
+        qkv=mac * h * (q_rank + 2 * kv_rank),
+        attention=attention,
+        out=mac * q_rank * h,
+        mlp=mlp,
+        router=router,
+        experts=experts,
+        elementwise_bytes=elementwise,
+    )
+
+
+def logits_flops(m: ModelSpec, seq: Array, mbs: Array, *, tp: Array = 1, cp: Array = 1) -> Array:
+    """Forward FLOPs of the output projection (vocab split over TP)."""
+    return FLOPS_PER_MAC * mbs * seq / cp * m.hidden * m.vocab / tp
+
+
+def _layers(
+    m: ModelSpec, seq: Array, mbs: Array, tp: Array, cp: Array, sp: Array, causal: bool
+) -> tuple[LayerFlops, LayerFlops]:
+    """The dense and the MoE layer (the same object for a dense model)."""
+    dense = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, causal=causal)
+    if m.moe is None:
+        return dense, dense
+    return dense, layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, moe_layer=True, causal=causal)
+
+
+def forward_flops(
+    m: ModelSpec,
+    seq: Array,
+    mbs: Array,
+    *,
+    tp: Array = 1,
+    cp: Array = 1,
+    causal: bool = False,
+) -> Array:
+    """Forward FLOPs of the whole model (all layers + logits) for one micro-batch, per GPU."""
+    dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
+    layers = m.dense_layers * dense.total + m.moe_layers * moe.total
+    return layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)
+
+
+def training_flops(
+    m: ModelSpec,
+    seq: Array,
+    mbs: Array,
+    *,
+    tp: Array = 1,
+    cp: Array = 1,
+    recompute: Array = RECOMPUTE_NONE,
+    causal: bool = False,
+) -> Array:
+    """Hardware FLOPs of forward + backward (+ recompute) for one micro-batch, per GPU."""
+    dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
+    layers = m.dense_layers * dense.total + m.moe_layers * moe.total
+    attention = m.dense_layers * dense.attention + m.moe_layers * moe.attention
+    extra = (recompute == RECOMPUTE_FULL) * layers + (recompute == RECOMPUTE_SELECTIVE) * attention
+    return TRAINING_PASSES * (layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)) + extra
+
+
+def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array, *, causal: bool = False) -> Array:
+    """Model FLOPs of one step over all GPUs (3 x forward, no recompute): MFU's numerator."""
+    return TRAINING_PASSES * forward_flops(m, seq, gbs, causal=causal)
+
+
+def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: int) -> Array:
+    """Narayanan et al. SC'21 eq. 3: ``96 B s l h^2 (1 + s/6h + V/16lh)``, B = global batch.
+
+    Counts the full-recompute forward (4 passes) of a GELU, ffn = 4h, MHA GPT.
+    """
+    h = hidden
+    return 96 * gbs * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (16 * layers * h))
+
+
+@dataclass(frozen=True)
+class StageFlops:
+    """Training work of one micro-batch on one GPU of the busiest pipeline stage.
+
+    The busiest stage is taken to hold ``ceil(layers / pp)`` layers (MoE and dense in the
+    model's proportion) plus the logits.
+    """
+
+    model: Array
+    """FLOPs without recompute."""
+    hardware: Array
+    """FLOPs with recompute."""
+    attention: Array
+    """Share of ``hardware`` in the attention core."""
+    logits: Array
+    """Share of ``hardware`` in the output projection."""
+    elementwise_bytes: Array
+    """HBM bytes of elementwise work (forward, backward, recompute)."""
+    layers: Array
+    """Layers on the stage."""
+
+
+def flops_batch(
+    m: ModelSpec,
+    *,
+    seq: Array,
+    mbs: Array,
+    tp: Array = 1,
+    cp: Array = 1,
+    pp: Array = 1,
+    sp: Array = True,
+    recompute: Array = RECOMPUTE_NONE,
+    stage_layers: Array | None = None,
+    causal: bool = False,
+) -> StageFlops:
+    """Per-stage training FLOPs and bytes for arrays of layout fields (one entry per layout)."""
+    dense, moe = _layers(m, seq, mbs, tp, cp, sp, causal)
+    n = np.ceil(m.layers / np.asarray(pp)) if stage_layers is None else stage_layers
+    moe_share = m.moe_layers / m.layers
+    per_layer = (1 - moe_share) * dense.total + moe_share * moe.total
+    attn = (1 - moe_share) * dense.attention + moe_share * moe.attention
+    ew = (1 - moe_share) * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
+    full = recompute == RECOMPUTE_FULL
+    selective = recompute == RECOMPUTE_SELECTIVE
+    logits = TRAINING_PASSES * logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    model = n * TRAINING_PASSES * per_layer + logits
+    hardware = model + n * (full * per_layer + selective * attn)
+    return StageFlops(
+        model=model,
+        hardware=hardware,
+        attention=n * attn * (TRAINING_PASSES + full + selective),
+        logits=logits,
+        elementwise_bytes=n * ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full),
+        layers=n,
+    )

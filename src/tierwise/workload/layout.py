@@ -1,0 +1,253 @@
+"""Layout: the parallel degrees and batch/recompute/precision choices of one training run.
+
+Modelled on torchtitan's ``ParallelDims``: a frozen value validated in one place
+(:meth:`Layout.validate_for`) whose derived facts are properties. See README.md for the
+mesh: world = tp*cp*pp*dp; ep and etp regroup the tp*cp*dp ranks for the expert layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from tierwise.errors import SpecError
+from tierwise.specio import build
+from tierwise.workload.flops import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
+from tierwise.workload.spec import ModelSpec
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_CODES: dict[str, int] = {
+    "none": RECOMPUTE_NONE,
+    "selective": RECOMPUTE_SELECTIVE,
+    "full": RECOMPUTE_FULL,
+}
+"""Recompute names to the integer codes the vectorised functions take."""
+
+
+class Layout(BaseModel):
+    """Parallel degrees (tp, cp, ep, etp, pp, vpp, dp) and per-step choices; sizes in tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tp: int = Field(1, ge=1, description="tensor parallel")
+    cp: int = Field(1, ge=1, description="context parallel")
+    ep: int = Field(1, ge=1, description="expert parallel (carved out of tp*cp*dp)")
+    etp: int | None = Field(None, ge=1, description="expert tensor parallel; default tp")
+    pp: int = Field(1, ge=1, description="pipeline stages")
+    vpp: int = Field(1, ge=1, description="virtual stages per pipeline rank (interleaved)")
+    dp: int = Field(1, ge=1, description="data parallel (ZeRO/FSDP shards over dp*cp)")
+    mbs: int = Field(1, ge=1, description="micro-batch, sequences")
+    gbs: int | None = Field(None, ge=1, description="global batch, sequences; default mbs*dp")
+    seq: int = Field(ge=1, description="sequence length, tokens")
+    sp: bool | None = Field(None, description="sequence parallel; default tp > 1")
+    recompute: Recompute = "none"
+    zero: int = Field(0, ge=0, le=3, description="ZeRO stage; 3 = FSDP")
+    distributed_optimizer: bool = Field(
+        False, description="Megatron's: fp32 grads, optimizer states sharded over dp*cp"
+    )
+    dtype: Literal["bf16", "fp8"] = "bf16"
+    pp_layers: tuple[int, ...] | None = Field(
+        None, description="layers per pipeline stage (uneven split); default even"
+    )
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], source: str = "layout") -> Layout:
+        """Validate user input (e.g. CLI flags); a bad field is a one-line :class:`SpecError`.
+
+        ``None`` values are dropped so unset flags take the defaults. The plain constructor
+        raises pydantic's ``ValidationError``: use it for trusted data.
+        """
+        return build(cls, {k: v for k, v in data.items() if v is not None}, source)
+
+    # Derived facts -------------------------------------------------------------------------
+    @property
+    def world(self) -> int:
+        """GPUs: tp*cp*pp*dp (ep does not multiply the world)."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step."""
+        return self.gbs or self.mbs * self.dp
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per step per pipeline (gradient accumulation steps)."""
+        return self.global_batch // (self.mbs * self.dp)
+
+    @property
+    def sp_enabled(self) -> bool:
+        """Sequence parallelism in effect (needs tp > 1)."""
+        return (self.tp > 1) if self.sp is None else (self.sp and self.tp > 1)
+
+    @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel degree of the expert MLPs."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Replicas of each expert shard: tp*cp*dp / (ep*etp)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp)
+
+    @property
+    def dp_shard(self) -> int:
+        """Ranks that share (and may shard) one copy of the non-expert model states: dp*cp."""
+        return self.dp * self.cp
+
+    @property
+    def recompute_code(self) -> int:
+        """:data:`RECOMPUTE_CODES` value of ``recompute``."""
+        return RECOMPUTE_CODES[self.recompute]
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens per optimizer step."""
+        return self.global_batch * self.seq
+
+    def stage_layers(self, model: ModelSpec) -> tuple[int, ...]:
+        """Layers on each pipeline stage (``pp_layers`` or an even split, remainder first)."""
+        if self.pp_layers is not None:
+            return self.pp_layers
+        base, extra = divmod(model.layers, self.pp)
+        return tuple(base + (i < extra) for i in range(self.pp))
+
+    # Validation -----------------------------------------------------------------------------
+    def validate_for(self, model: ModelSpec, world_gpus: int | None = None) -> Layout:
+        """Check the layout against ``model`` (and the GPU count); raise :class:`SpecError`.
+
+        KV heads: tp must divide kv_heads, or kv_heads divide tp (each rank then holds one
+        replicated KV head, as vLLM/TensorRT-LLM do; FLOPs and memory count the copies).
+        """
+        for ok, msg in self._checks(model, world_gpus):
+            if not ok:
+                raise SpecError(f"layout: {msg}")
+        return self
+
+    def _checks(self, m: ModelSpec, world_gpus: int | None) -> list[tuple[bool, str]]:
+        tp, cp, pp, dp, vpp = self.tp, self.cp, self.pp, self.dp, self.vpp
+        checks = [
+            (m.heads % tp == 0, f"tp {tp} must divide heads ({m.heads})"),
+            (
+                m.kv % tp == 0 or tp % m.kv == 0,
+                f"tp {tp} must divide kv_heads ({m.kv}) or be a multiple of it",
+            ),
+            (m.ffn % tp == 0, f"tp {tp} must divide ffn_hidden ({m.ffn})"),
+            (
+                world_gpus is None or self.world == world_gpus,
+                f"tp*cp*pp*dp = {tp}*{cp}*{pp}*{dp} = {self.world} must equal the GPUs "
+                f"({world_gpus})",
+            ),
+            (
+                self.global_batch % (self.mbs * dp) == 0,
+                f"gbs {self.global_batch} must be divisible by mbs*dp = {self.mbs}*{dp}",
+            ),
+            (pp <= m.layers, f"pp {pp} must be <= layers ({m.layers})"),
+            (vpp == 1 or pp > 1, f"vpp {vpp} needs pp > 1"),
+            (self.seq % cp == 0, f"seq {self.seq} must be divisible by cp ({cp})"),
+            (
+                cp == 1 or self.seq % (2 * cp) == 0,
+                f"seq {self.seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)",
+            ),
+            (
+                not self.sp_enabled or (self.seq // cp) % tp == 0,
+                f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
+                "parallelism",
+            ),
+        ]
+        checks += self._stage_checks(m) + self._expert_checks(m)
+        return checks
+
+    def _stage_checks(self, m: ModelSpec) -> list[tuple[bool, str]]:
+        pp, vpp = self.pp, self.vpp
+        if self.pp_layers is None:
+            return [
+                (
+                    m.layers % (pp * vpp) == 0,
+                    f"layers ({m.layers}) must be divisible by pp*vpp = {pp}*{vpp} "
+                    "(or give pp_layers)",
+                )
+            ]
+        split = self.pp_layers
+        return [
+            (len(split) == pp, f"pp_layers has {len(split)} stages, must have pp ({pp})"),
+            (sum(split) == m.layers, f"pp_layers sum {sum(split)} must equal layers ({m.layers})"),
+            (min(split) >= 1, f"pp_layers {list(split)}: every stage needs >= 1 layer"),
+            (
+                all(n % vpp == 0 for n in split),
+                f"pp_layers {list(split)}: each stage must be divisible by vpp ({vpp})",
+            ),
+        ]
+
+    def _expert_checks(self, m: ModelSpec) -> list[tuple[bool, str]]:
+        ep, etp = self.ep, self.expert_tp
+        if m.moe is None:
+            return [(ep == 1, f"ep {ep} needs a MoE model ({m.name} is dense); use ep 1")]
+        ranks = self.tp * self.cp * self.dp
+        return [
+            (m.moe.experts % ep == 0, f"ep {ep} must divide experts ({m.moe.experts})"),
+            (
+                ranks % (ep * etp) == 0,
+                f"ep*etp = {ep}*{etp} must divide tp*cp*dp = {ranks} (experts are carved out "
+                "of the data-parallel ranks, not an extra factor)",
+            ),
+            (
+                m.moe.expert_ffn_hidden % etp == 0,
+                f"etp {etp} must divide expert_ffn_hidden ({m.moe.expert_ffn_hidden})",
+            ),
+        ]
+
+
+LAYOUT_ARRAY_FIELDS = (
+    "tp",
+    "cp",
+    "ep",
+    "etp",
+    "pp",
+    "vpp",
+    "dp",
+    "mbs",
+    "gbs",
+    "seq",
+    "sp",
+    "recompute",
+    "zero",
+    "distributed_optimizer",
+    "fp8",
+    "first_stage_layers",
+    "last_stage_layers",
+)
+"""Keys of :func:`layouts_to_arrays`, as the ``*_batch`` functions take them."""
+
+
+def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
+    """One layout as the scalar keyword arguments of the ``*_batch`` functions."""
+    stages = layout.stage_layers(model)
+    return {
+        "tp": layout.tp,
+        "cp": layout.cp,
+        "ep": layout.ep,
+        "etp": layout.expert_tp,
+        "pp": layout.pp,
+        "vpp": layout.vpp,
+        "dp": layout.dp,
+        "mbs": layout.mbs,
+        "gbs": layout.global_batch,
+        "seq": layout.seq,
+        "sp": layout.sp_enabled,
+        "recompute": layout.recompute_code,
+        "zero": layout.zero,
+        "distributed_optimizer": layout.distributed_optimizer,
+        "fp8": layout.dtype == "fp8",
+        "first_stage_layers": stages[0],
+        "last_stage_layers": stages[-1],
+    }
+
+
+def layouts_to_arrays(layouts: Sequence[Layout], model: ModelSpec) -> dict[str, np.ndarray]:
+    """Many layouts as numpy arrays (one entry per layout) for the ``*_batch`` functions."""
+    rows = [layout_fields(layout, model) for layout in layouts]
+    return {key: np.array([row[key] for row in rows]) for key in LAYOUT_ARRAY_FIELDS}

@@ -1,0 +1,64 @@
+"""Load a model spec from a preset name (``data/models.yaml``), a YAML/JSON spec file in the
+format of DESIGN.md ("Inputs users write"), or a Hugging Face ``config.json``."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tierwise.errors import SpecError
+from tierwise.specio import read_yaml
+from tierwise.workload.hf import from_hf_config, is_hf_config
+from tierwise.workload.spec import ModelSpec
+
+
+@cache
+def _presets() -> dict[str, dict[str, Any]]:
+    text = resources.files("tierwise.workload").joinpath("data/models.yaml").read_text()
+    return {entry["name"]: entry for entry in yaml.safe_load(text)["models"]}
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled model presets, in catalog order."""
+    return list(_presets())
+
+
+def preset(name: str) -> ModelSpec:
+    """A bundled preset by name."""
+    entries = _presets()
+    if name not in entries:
+        raise SpecError(f"model {name!r}: not a preset or a file; presets: {', '.join(entries)}")
+    return ModelSpec.parse(entries[name], source=f"preset {name!r}")
+
+
+def load_model(arg: str) -> ModelSpec:
+    """A preset name, a YAML/JSON model spec file, or a Hugging Face ``config.json``."""
+    path = Path(arg)
+    if not path.is_file():
+        if path.suffix.lower() in {".yaml", ".yml", ".json"}:
+            raise SpecError(f"model file {arg!r}: no such file")
+        return preset(arg)
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{arg}: cannot read ({exc.__class__.__name__})") from None
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{arg}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    else:
+        data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(f"model file {arg!r}: expected a mapping of fields")
+    if is_hf_config(data):
+        return from_hf_config(data, default_name=_name_from_path(path), source=arg)
+    return ModelSpec.parse(data, source=f"model file {arg!r}")
+
+
+def _name_from_path(path: Path) -> str:
+    stem = path.stem
+    return path.resolve().parent.name if stem == "config" else stem

@@ -1,0 +1,368 @@
+"""Memory per GPU (bytes) of a training layout, per term, scalar or vectorised over layouts.
+
+Model states (per parameter a rank holds; Rajbhandari et al. 2020, Megatron's
+``docs/source/api-guide/dist_optimizer.md``):
+
+- weights 2 B (bf16; fp8 adds a 1 B cached fp8 copy), optimizer 12 B (fp32 master, Adam m, v);
+- grads 2 B (bf16, DeepSpeed/FSDP mixed precision) — or 4 B (fp32 main grads) with Megatron's
+  distributed optimizer, which keeps the full grad buffer and shards only the 12 B: 6 + 12/d;
+- ZeRO-1 shards the optimizer, ZeRO-2 also the grads, ZeRO-3 (FSDP) also the weights, over
+  dp*cp for non-expert parameters and over the expert-data-parallel group for routed experts,
+  which ep (and etp) already split.
+
+Activations per layer and micro-batch follow Korthikanti et al. 2022 (``sbh(34 + 5as/h)``,
+with TP+SP ``/t``; see README.md for the GQA/SwiGLU/MoE/flash-attention generalisation):
+the first pipeline stage holds ``min(pp, m)`` micro-batches (interleaved: times
+``1 + (pp-1)/(pp*vpp)``), the last one, which also holds the fp32 logits, one. The reported
+breakdown is that of the larger of the two.
+
+All formulas are branchless arithmetic, so python scalars (fast) and numpy arrays both work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import cache
+
+from tierwise.workload.flops import (
+    ACT_BYTES,
+    RECOMPUTE_FULL,
+    RECOMPUTE_NONE,
+    Array,
+    kv_heads_per_rank,
+)
+from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.params import (
+    NORMS_PER_LAYER,
+    attention_params,
+    embedding_params,
+    expert_params,
+    mlp_params,
+    norm_params,
+    output_params,
+    router_params,
+    shared_expert_params,
+)
+from tierwise.workload.spec import ModelSpec
+
+GiB = 2**30
+
+WEIGHT_BYTES = 2
+"""bf16 weights."""
+FP8_WEIGHT_CACHE_BYTES = 1
+"""Transformer Engine's cached fp8 copy of each weight under fp8 training."""
+GRAD_BYTES_BF16 = 2
+GRAD_BYTES_FP32 = 4
+"""Megatron's main grads (bf16 training accumulates and reduces grads in fp32)."""
+OPTIMIZER_BYTES = 12
+"""Adam in mixed precision: fp32 master weight, first and second moment (ZeRO's K = 12)."""
+
+DROPOUT_MASK_BYTES = 1
+SOFTMAX_STORE_BYTES = 2
+"""Unfused attention: 16-bit softmax output (Korthikanti's 2as^2b)."""
+SOFTMAX_DROPOUT_BYTES = 3
+"""Unfused attention with dropout: mask (1) + dropped output (2) per score."""
+FLASH_LSE_BYTES = 4
+"""Flash attention stores one fp32 log-sum-exp per query and head instead of the scores."""
+ROUTER_BYTES_PER_EXPERT = 8
+"""fp32 router logits and probabilities per token and expert."""
+MLP_ACT_STORE = {"swiglu": 6, "gelu": 4, "squared-relu": 4}
+"""Bytes kept per token per ffn column: GELU in + fc2 in (2+2); SwiGLU gate, up, fc2 in."""
+REPLICATED_INPUTS_PER_LAYER = 4
+"""16-bit tensors of width hidden kept whole without SP: norm1, qkv, norm2 and fc1 inputs."""
+RECOMPUTE_INPUT_BYTES = 2
+"""Full recompute keeps only each layer's 16-bit input."""
+LOGITS_BYTES = 4
+"""fp32 logits for the loss (s*b*V/t)."""
+
+FSDP_PREFETCH_LAYERS = 2
+"""ZeRO-3/FSDP: the layer being computed and the one being gathered ahead, in bf16."""
+FSDP_REDUCE_BYTES = 4
+"""ZeRO-3/FSDP: one layer's unsharded grads before the fp32 reduce-scatter."""
+NCCL_BYTES_PER_GROUP = 128 * 2**20
+"""NCCL buffers of one communicator: 16 channels x (send + recv) x 4 MiB NCCL_BUFFSIZE."""
+CUDA_CONTEXT_BYTES = 0.5 * GiB
+"""CUDA context, kernels and library handles."""
+WORKSPACE_BYTES = 0.5 * GiB
+"""cuBLAS / Transformer Engine / flash-attention workspaces."""
+FRAGMENTATION = 0.05
+"""Caching-allocator fragmentation, as a fraction of everything else."""
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per GPU by term, for the pipeline stage that needs most (``stage``: 0 or pp-1)."""
+
+    weights: Array
+    grads: Array
+    optimizer: Array
+    fsdp_buffers: Array
+    activations: Array
+    logits: Array
+    comm_buffers: Array
+    overhead: Array
+    stage: Array
+
+    @property
+    def model_states(self) -> Array:
+        """Weights + grads + optimizer states."""
+        return self.weights + self.grads + self.optimizer
+
+    @property
+    def total_bytes(self) -> Array:
+        """Everything on the GPU."""
+        return sum(getattr(self, f.name) for f in fields(self) if f.name != "stage")
+
+    @property
+    def total_gib(self) -> Array:
+        """Total in GiB (2^30 bytes)."""
+        return self.total_bytes / GiB
+
+    def to_gib_dict(self) -> dict[str, float]:
+        """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib`` and ``stage``."""
+        out = {f"{f.name}_gib": float(getattr(self, f.name)) / GiB for f in fields(self)}
+        out.pop("stage_gib")
+        out["total_gib"] = float(self.total_gib)
+        out["stage"] = int(self.stage)
+        return out
+
+
+def _min(a: Array, b: Array) -> Array:
+    return a + (b < a) * (b - a)
+
+
+def _max(a: Array, b: Array) -> Array:
+    return a + (b > a) * (b - a)
+
+
+def model_state_bytes(
+    params: Array,
+    *,
+    zero: Array,
+    shard: Array,
+    distributed_optimizer: Array = False,
+    fp8: Array = False,
+) -> tuple[Array, Array, Array]:
+    """(weights, grads, optimizer) bytes on one rank for ``params`` it holds before ZeRO.
+
+    ``shard`` is the number of ranks that share this copy (dp*cp, or expert-dp for experts).
+    """
+    opt_sharded = (zero >= 1) | distributed_optimizer
+    grad_bytes = GRAD_BYTES_BF16 + distributed_optimizer * (GRAD_BYTES_FP32 - GRAD_BYTES_BF16)
+    weights = (
+        params * (WEIGHT_BYTES + fp8 * FP8_WEIGHT_CACHE_BYTES) / (1 + (zero >= 3) * (shard - 1))
+    )
+    grads = params * grad_bytes / (1 + (zero >= 2) * (shard - 1))
+    optimizer = params * OPTIMIZER_BYTES / (1 + opt_sharded * (shard - 1))
+    return weights, grads, optimizer
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Model-only quantities the memory model needs, computed once per spec (elements/bytes)."""
+
+    attn_split: float
+    """Attention params split by TP: everything but the K and V weights."""
+    kv_weights_per_head: float
+    """K and V weights of one KV head."""
+    dense_layer_split: float
+    """Dense-MLP params (split by TP)."""
+    moe_layer_split: float
+    """Shared-expert params (split by TP)."""
+    layer_whole: float
+    """Norms (not split)."""
+    router: float
+    expert: float
+    """One routed expert."""
+    embedding: float
+    output: float
+    tied: float
+    """Embedding rows Megatron copies to the last stage when tied (vocab*hidden or 0)."""
+    final_norm: float
+    act_mlp_dense: float
+    """Activation bytes per token of a dense MLP before the TP split."""
+    act_mlp_moe: float
+    """Activation bytes per token of the experts of a MoE layer before the TP split."""
+    act_replicated_moe: float
+    """Extra whole-width bytes per token of a MoE layer: dispatched inputs, outputs, router."""
+
+
+@cache
+def _shape(m: ModelSpec) -> _Shape:
+    h, moe = m.hidden, m.moe
+    store = MLP_ACT_STORE[m.activation]
+    if moe is None:
+        act_moe = extra = 0.0
+    else:
+        routed = moe.top_k * (moe.capacity_factor or 1.0)
+        act_moe = store * (routed * moe.expert_ffn_hidden + moe.shared_experts * moe.shared_ffn)
+        extra = 2 * routed * ACT_BYTES * h + ROUTER_BYTES_PER_EXPERT * moe.experts
+    return _Shape(
+        attn_split=attention_params(m) - 2 * h * m.kv_dim,
+        kv_weights_per_head=2 * h * m.hd,
+        dense_layer_split=mlp_params(m, m.ffn),
+        moe_layer_split=shared_expert_params(m),
+        layer_whole=NORMS_PER_LAYER * norm_params(m),
+        router=router_params(m),
+        expert=expert_params(m),
+        embedding=embedding_params(m),
+        output=output_params(m),
+        tied=m.tied_embeddings * m.vocab * h,
+        final_norm=norm_params(m),
+        act_mlp_dense=store * m.ffn,
+        act_mlp_moe=act_moe,
+        act_replicated_moe=extra,
+    )
+
+
+def activation_bytes_per_token(
+    m: ModelSpec,
+    seq: Array,
+    *,
+    tp: Array = 1,
+    sp: Array = False,
+    moe_layer: bool = False,
+    flash_attention: bool = True,
+    dropout: bool = False,
+) -> tuple[Array, Array, Array]:
+    """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
+
+    Local tokens are ``seq/cp``; the s^2 part's keys span the whole ``seq`` (ring attention).
+    The first term excludes the s^2 part; selective recompute drops only the s^2 part; full
+    recompute keeps only the layer input.
+    """
+    shape, h = _shape(m), m.hidden
+    rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
+    kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
+    replicated = (REPLICATED_INPUTS_PER_LAYER * ACT_BYTES + 2 * dropout * DROPOUT_MASK_BYTES) * h
+    attention = ACT_BYTES * (2 * m.q_dim / tp + 2 * kv_rank)  # Q, K, V and out-proj input
+    if flash_attention:
+        scores = FLASH_LSE_BYTES * m.heads / tp
+    else:
+        scores = (SOFTMAX_STORE_BYTES + dropout * SOFTMAX_DROPOUT_BYTES) * m.heads / tp * seq
+    if moe_layer and m.moe is not None:
+        replicated = replicated + shape.act_replicated_moe
+        mlp = shape.act_mlp_moe / tp
+    else:
+        mlp = shape.act_mlp_dense / tp
+    return replicated * rep + attention + mlp, scores, RECOMPUTE_INPUT_BYTES * h * rep
+
+
+def memory_batch(
+    m: ModelSpec,
+    *,
+    tp: Array = 1,
+    cp: Array = 1,
+    ep: Array = 1,
+    etp: Array | None = None,
+    pp: Array = 1,
+    vpp: Array = 1,
+    dp: Array = 1,
+    mbs: Array = 1,
+    gbs: Array | None = None,
+    seq: Array,
+    sp: Array = True,
+    recompute: Array = RECOMPUTE_NONE,
+    zero: Array = 0,
+    distributed_optimizer: Array = False,
+    fp8: Array = False,
+    first_stage_layers: Array | None = None,
+    last_stage_layers: Array | None = None,
+    flash_attention: bool = True,
+    dropout: bool = False,
+) -> MemoryBreakdown:
+    """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
+
+    ``sp`` should already be False where tp == 1 (it has no effect then anyway). Stage layer
+    counts default to ``layers / pp``. ``flash_attention=False, dropout=True`` reproduces
+    Korthikanti et al.'s unfused-attention accounting.
+    """
+    shape, moe_cfg, h = _shape(m), m.moe, m.hidden
+    etp = tp if etp is None else etp
+    gbs = mbs * dp if gbs is None else gbs
+    n_first = m.layers / pp if first_stage_layers is None else first_stage_layers
+    n_last = m.layers / pp if last_stage_layers is None else last_stage_layers
+    single = pp == 1
+
+    # Parameters one rank holds per layer kind: non-expert part, and routed experts.
+    attn = shape.attn_split / tp + shape.kv_weights_per_head * kv_heads_per_rank(m.kv, tp)
+    dense_layer = attn + shape.layer_whole + shape.dense_layer_split / tp
+    moe_layer = attn + shape.layer_whole + shape.router + shape.moe_layer_split / tp
+    experts_rank = (moe_cfg.experts / ep if moe_cfg else 0) * shape.expert / etp
+    biggest_layer = _max(dense_layer, moe_layer + experts_rank) if moe_cfg else dense_layer
+
+    # Activations per local token of an average layer (dense/MoE in the model's proportion).
+    tokens = mbs * seq / cp
+    full = recompute == RECOMPUTE_FULL
+    keep_scores = recompute == RECOMPUTE_NONE
+    kinds = [(False, m.dense_layers / m.layers)]
+    if moe_cfg:
+        kinds.append((True, m.moe_layers / m.layers))
+    working = kept = 0.0
+    for is_moe, share in kinds:
+        act, scores, inp = activation_bytes_per_token(
+            m, seq, tp=tp, sp=sp, moe_layer=is_moe, flash_attention=flash_attention, dropout=dropout
+        )
+        working = working + share * (act + scores)
+        kept = kept + share * (full * inp + (1 - full) * (act + keep_scores * scores))
+    interleave = 1 + (vpp > 1) * (pp - 1) / (pp * vpp)
+
+    rep = 1 / (1 + sp * (tp - 1))
+    groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
+    moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * rep) if moe_cfg else 0.0
+    comm = NCCL_BYTES_PER_GROUP * groups + tokens * (
+        (tp > 1) * sp * ACT_BYTES * h  # the all-gathered SP input of one layer
+        + (ep > 1) * moe_a2a  # all-to-all send + recv buffers
+        + (pp > 1) * 2 * ACT_BYTES * h * rep  # p2p send + recv of a stage boundary
+    )
+    fsdp = (zero >= 3) * (FSDP_PREFETCH_LAYERS * WEIGHT_BYTES + FSDP_REDUCE_BYTES) * biggest_layer
+    edp = tp * cp * dp / (ep * etp)
+
+    def terms(n: Array, first: Array, last: Array, inflight: Array) -> list[Array]:
+        start = (1 - first) * (m.layers - n)  # index of the stage's first layer
+        dense_n = _min(_max(m.dense_layers - start, 0), n)
+        moe_n = n - dense_n
+        edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
+        non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
+        states = [
+            a + b
+            for a, b in zip(
+                model_state_bytes(
+                    non_expert,
+                    zero=zero,
+                    shard=dp * cp,
+                    distributed_optimizer=distributed_optimizer,
+                    fp8=fp8,
+                ),
+                model_state_bytes(
+                    moe_n * experts_rank,
+                    zero=zero,
+                    shard=edp,
+                    distributed_optimizer=distributed_optimizer,
+                    fp8=fp8,
+                ),
+                strict=True,
+            )
+        ]
+        acts = tokens * (n * inflight * kept + full * working)
+        logits = last * LOGITS_BYTES * tokens * m.vocab / tp
+        body = [*states, fsdp, acts, logits, comm]
+        overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)
+        return [*body, overhead]
+
+    micro = gbs / (mbs * dp)
+    first = terms(n_first, 1, single, _min(pp, micro) * interleave)
+    # A python-scalar single-stage layout has one stage: skip the second evaluation.
+    last = first if single is True else terms(n_last, single, 1, 1)
+    pick_first = sum(first) >= sum(last)
+    chosen = [pick_first * a + (1 - pick_first) * b for a, b in zip(first, last, strict=True)]
+    return MemoryBreakdown(*chosen, stage=(1 - pick_first) * (pp - 1))
+
+
+def memory(
+    m: ModelSpec, layout: Layout, *, flash_attention: bool = True, dropout: bool = False
+) -> MemoryBreakdown:
+    """Memory per GPU of one layout (python scalars: a few microseconds)."""
+    return memory_batch(
+        m, **layout_fields(layout, m), flash_attention=flash_attention, dropout=dropout
+    )

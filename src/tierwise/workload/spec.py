@@ -1,0 +1,171 @@
+"""Model spec: the transformer shape tierwise reasons about, and how to load one.
+
+Loading (presets, YAML, Hugging Face ``config.json``) lives in ``load.py`` and ``hf.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tierwise.specio import build
+
+Activation = Literal["swiglu", "gelu", "squared-relu"]
+Norm = Literal["rmsnorm", "layernorm"]
+Bias = Literal["none", "qkv", "all"]
+Position = Literal["rope", "learned"]
+
+MATMULS_PER_MLP: dict[str, int] = {"swiglu": 3, "gelu": 2, "squared-relu": 2}
+"""Weight matrices in one MLP (or expert): gated SwiGLU has gate, up and down."""
+
+DEFAULT_FFN_MULTIPLE = 4
+"""ffn_hidden defaults to 4 x hidden (GPT-2/3, Megatron GPT)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MoESpec(_Frozen):
+    """Mixture-of-experts shape of the MoE layers (all layers but ``dense_layers`` leading ones)."""
+
+    experts: int = Field(ge=1, description="routed experts per MoE layer")
+    top_k: int = Field(ge=1, description="routed experts each token visits")
+    expert_ffn_hidden: int = Field(ge=1, description="hidden size of one routed expert's MLP")
+    shared_experts: int = Field(0, ge=0, description="always-active experts per MoE layer")
+    shared_expert_ffn_hidden: int | None = Field(
+        None, ge=1, description="hidden size of one shared expert; default expert_ffn_hidden"
+    )
+    dense_layers: int = Field(0, ge=0, description="leading layers with a dense MLP")
+    capacity_factor: float | None = Field(
+        None, gt=0, description="expert capacity / (tokens*top_k/experts); None = dropless"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k {self.top_k} must be <= experts ({self.experts})")
+        return self
+
+    @property
+    def shared_ffn(self) -> int:
+        """Hidden size of one shared expert."""
+        return self.shared_expert_ffn_hidden or self.expert_ffn_hidden
+
+
+class ModelSpec(_Frozen):
+    """A decoder-only transformer; sizes are element counts, not bytes."""
+
+    name: str = Field(min_length=1)
+    layers: int = Field(ge=1)
+    hidden: int = Field(ge=1)
+    heads: int = Field(ge=1)
+    kv_heads: int | None = Field(None, ge=1, description="GQA groups; default heads (MHA)")
+    head_dim: int | None = Field(None, ge=1, description="default hidden / heads")
+    ffn_hidden: int | None = Field(None, ge=1, description="dense MLP hidden; default 4 x hidden")
+    vocab: int = Field(ge=1)
+    activation: Activation = "gelu"
+    tied_embeddings: bool = False
+    moe: MoESpec | None = None
+    max_seq: int | None = Field(None, ge=1, description="longest trained context, tokens")
+    norm: Norm = "rmsnorm"
+    bias: Bias = Field("none", description="linear biases: none, q/k/v only, or all + norms")
+    position: Position = Field("rope", description="learned adds a max_seq x hidden table")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        heads, hidden = data.get("heads"), data.get("hidden")
+        if data.get("kv_heads") is None:
+            data["kv_heads"] = heads
+        if data.get("head_dim") is None and isinstance(heads, int) and isinstance(hidden, int):
+            if heads > 0 and hidden % heads:
+                raise ValueError(
+                    f"head_dim is required: hidden {hidden} is not divisible by heads {heads}"
+                )
+            data["head_dim"] = hidden // heads if heads > 0 else None
+        if data.get("ffn_hidden") is None and isinstance(hidden, int):
+            data["ffn_hidden"] = DEFAULT_FFN_MULTIPLE * hidden
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.heads % self.kv:
+            raise ValueError(f"heads {self.heads} must be a multiple of kv_heads {self.kv}")
+        if self.moe is not None and self.moe.dense_layers >= self.layers:
+            raise ValueError(
+                f"moe.dense_layers {self.moe.dense_layers} must be < layers ({self.layers})"
+            )
+        if self.position == "learned" and self.max_seq is None:
+            raise ValueError("position 'learned' needs max_seq (rows of the position table)")
+        return self
+
+    # Non-optional views of the defaulted fields (filled in by the validator).
+    @property
+    def kv(self) -> int:
+        """KV heads (GQA groups)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def hd(self) -> int:
+        """Head dimension."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def ffn(self) -> int:
+        """Dense MLP hidden size."""
+        return self.ffn_hidden or DEFAULT_FFN_MULTIPLE * self.hidden
+
+    @property
+    def q_dim(self) -> int:
+        """Width of Q (and of the attention output): heads x head_dim."""
+        return self.heads * self.hd
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V): kv_heads x head_dim."""
+        return self.kv * self.hd
+
+    @property
+    def matmuls_per_mlp(self) -> int:
+        """Weight matrices per MLP: 3 for SwiGLU, 2 for GELU / squared ReLU."""
+        return MATMULS_PER_MLP[self.activation]
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with routed experts."""
+        return 0 if self.moe is None else self.layers - self.moe.dense_layers
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.layers - self.moe_layers
+
+    @classmethod
+    def parse(cls, data: Any, source: str = "model spec") -> ModelSpec:
+        """Validate user input; any problem becomes one-line :class:`SpecError`.
+
+        (The plain constructor raises pydantic's ``ValidationError``: use it for trusted data.)
+        """
+        return build(cls, dict(data) if isinstance(data, Mapping) else data, source)
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any], **defaults: Any) -> ModelSpec:
+        """Build from a record that mixes model and other fields (e.g. a training-run row).
+
+        Keeps only model fields, takes ``id`` as the name when ``name`` is absent, reads an
+        activation such as ``"squared-relu (2 matmuls)"`` by its first word, and fills
+        ``defaults`` (e.g. ``vocab=51200, activation="gelu"``) under the record.
+        """
+        merged = {**defaults, **fields}
+        data = {k: v for k, v in merged.items() if k in cls.model_fields}
+        if "name" not in data and "id" in merged:
+            data["name"] = str(merged["id"])
+        if isinstance(data.get("activation"), str):
+            data["activation"] = data["activation"].split()[0]
+        return cls.parse(data, source=f"model {data.get('name', '?')!r}")

@@ -1,0 +1,191 @@
+"""Memory per GPU: Korthikanti et al. 2022 activations, ZeRO model states, pipeline, batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierwise.workload import Layout, ModelSpec, layouts_to_arrays, load_model, memory, memory_batch
+from tierwise.workload.memory import GiB, activation_bytes_per_token, model_state_bytes
+
+GPT3 = ModelSpec.from_fields(
+    {"id": "gpt3-175b", "layers": 96, "hidden": 12288, "heads": 96}, vocab=51200
+)
+S, B, H, A, T = 2048, 1, 12288, 96, 8
+SBH = S * B * H  # 25,165,824
+
+
+def korthikanti_layer(tp: int, sp: bool, recompute: str = "none") -> float:
+    """Our per-layer activation bytes, Korthikanti's accounting (unfused softmax, dropout)."""
+    kept, scores, layer_input = activation_bytes_per_token(
+        GPT3, S, tp=tp, sp=sp, flash_attention=False, dropout=True
+    )
+    per_token = {"none": kept + scores, "selective": kept, "full": layer_input}[recompute]
+    return S * B * per_token
+
+
+@pytest.mark.parametrize(
+    ("tp", "sp", "recompute", "paper_bytes"),
+    [
+        # Korthikanti et al. 2022 Table 2, evaluated by hand for s=2048, b=1, h=12288, a=96
+        (1, False, "none", SBH * (34 + 5 * A * S / H)),  # 2.869e9: 114 sbh
+        (T, False, "none", SBH * (10 + 24 / T + 5 * A * S / (H * T))),  # 578.8 MB: 23 sbh
+        (T, True, "none", SBH * (34 / T + 5 * A * S / (H * T))),  # 358.6 MB: 14.25 sbh
+        (T, False, "selective", SBH * (10 + 24 / T)),  # 327.2 MB
+        (T, True, "selective", SBH * (34 / T)),  # 106.95 MB
+        (1, False, "full", SBH * 2),  # 50.3 MB
+    ],
+)
+def test_korthikanti_table2_per_layer(
+    tp: int, sp: bool, recompute: str, paper_bytes: float
+) -> None:
+    assert korthikanti_layer(tp, sp, recompute) == pytest.approx(paper_bytes, rel=0.05)
+
+
+def test_korthikanti_hand_numbers() -> None:
+    assert korthikanti_layer(T, True) / 1e6 == pytest.approx(358.6, rel=0.01)
+    assert korthikanti_layer(T, True, "selective") / 1e6 == pytest.approx(106.95, rel=0.01)
+
+
+def test_first_stage_holds_all_layers_worth_of_activations() -> None:
+    # 1F1B: stage 0 keeps pp micro-batches of layers/pp layers = layers x one micro-batch.
+    lay = Layout(tp=8, pp=8, dp=1, mbs=1, gbs=64, seq=S, recompute="selective")
+    mem = memory(GPT3, lay, flash_attention=False, dropout=True)
+    assert mem.stage == 0
+    assert mem.activations == pytest.approx(96 * korthikanti_layer(T, True, "selective"))
+    interleaved = memory(
+        GPT3, lay.model_copy(update={"vpp": 4}), flash_attention=False, dropout=True
+    )
+    assert interleaved.activations / mem.activations == pytest.approx(1 + 7 / 32)
+    few = memory(GPT3, lay.model_copy(update={"gbs": 2}), flash_attention=False, dropout=True)
+    assert few.activations == pytest.approx(mem.activations * 2 / 8)
+
+
+@pytest.mark.parametrize(("zero", "paper_gb"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.88)])
+def test_zero_paper_model_states(zero: int, paper_gb: float) -> None:
+    # Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64-way data parallel, K = 12
+    w, g, o = model_state_bytes(7.5e9, zero=zero, shard=64)
+    assert (w + g + o) / 1e9 == pytest.approx(paper_gb, rel=0.05)
+
+
+@pytest.mark.parametrize("d", [1, 8, 64])
+def test_megatron_distributed_optimizer_bytes_per_param(d: int) -> None:
+    # Megatron-LM docs (distributed optimizer): bf16 params, fp32 grads: 18 -> 6 + 12/d bytes
+    w, g, o = model_state_bytes(1.0, zero=0, shard=d, distributed_optimizer=True)
+    assert w + g + o == pytest.approx(6 + 12 / d)
+    w, g, o = model_state_bytes(1.0, zero=0, shard=d)
+    assert w + g + o == 16
+
+
+def test_weights_are_the_whole_model_at_one_gpu() -> None:
+    m = load_model("llama3-8b")
+    mem = memory(m, Layout(seq=1024))
+    assert mem.weights == pytest.approx(2 * 8.03e9, rel=0.01)
+    assert mem.optimizer == pytest.approx(12 * 8.03e9, rel=0.01)
+    fp8 = memory(m, Layout(seq=1024, dtype="fp8"))
+    assert fp8.weights == pytest.approx(1.5 * mem.weights)
+
+
+def test_zero3_shards_everything_and_adds_gather_buffers() -> None:
+    m = load_model("llama3-8b")
+    mem = memory(m, Layout(dp=8, seq=2048, zero=3))
+    assert mem.model_states == pytest.approx(16 * 8.03e9 / 8, rel=0.01)
+    assert mem.fsdp_buffers > 0
+    assert memory(m, Layout(dp=8, seq=2048, zero=2)).fsdp_buffers == 0
+
+
+def test_cp_shards_model_states_and_activations() -> None:
+    m = load_model("llama3-8b")
+    a = memory(m, Layout(dp=4, seq=8192, zero=1))
+    b = memory(m, Layout(dp=2, cp=2, seq=8192, zero=1))
+    assert b.optimizer == pytest.approx(a.optimizer)
+    assert b.activations == pytest.approx(a.activations / 2, rel=0.01)
+
+
+def test_experts_sharded_by_ep_and_expert_dp() -> None:
+    m = load_model("mixtral-8x7b")
+    ep1 = memory(m, Layout(dp=8, seq=4096, zero=0))
+    ep8 = memory(m, Layout(dp=8, ep=8, seq=4096, zero=0))
+    expert_share = 45_097_156_608 / 46_702_792_704
+    assert ep8.weights / ep1.weights == pytest.approx(1 - expert_share * 7 / 8, rel=0.01)
+    # ZeRO-1: expert optimizer states shard over expert-dp = dp/ep = 1 only
+    z1 = memory(m, Layout(dp=8, ep=8, seq=4096, zero=1))
+    dense = (46_702_792_704 - 45_097_156_608) * 12 / 8
+    experts = 45_097_156_608 / 8 * 12
+    assert z1.optimizer == pytest.approx(dense + experts, rel=0.01)
+
+
+def test_recompute_lowers_memory() -> None:
+    m = load_model("llama3-70b")
+    base = Layout(tp=8, pp=4, dp=2, gbs=32, seq=8192)
+    none = memory(m, base)
+    full = memory(m, base.model_copy(update={"recompute": "full"}))
+    assert full.activations < 0.2 * none.activations
+    assert full.total_bytes < none.total_bytes
+
+
+def test_tp_beyond_kv_heads_replicates_kv_weights() -> None:
+    m = load_model("llama3-70b")
+    w8 = memory(m, Layout(tp=8, seq=4096)).weights
+    w16 = memory(m, Layout(tp=16, seq=4096)).weights
+    assert w8 / 2 < w16 < w8 * 0.6
+
+
+def test_published_run_fits_80gb() -> None:
+    # MPT-7B on 8 H100 80GB (79.6 GiB usable), FSDP, mbs 6, seq 2048, no recompute (llm-foundry)
+    mpt = memory(load_model("mpt-7b"), Layout(dp=8, mbs=6, gbs=48, seq=2048, zero=3))
+    assert 40 < mpt.total_gib < 79.6
+    # the same with mbs 12 would not have fitted
+    assert (
+        memory(load_model("mpt-7b"), Layout(dp=8, mbs=12, gbs=96, seq=2048, zero=3)).total_gib > 80
+    )
+
+
+def test_breakdown_dict_and_totals() -> None:
+    mem = memory(load_model("llama3-8b"), Layout(tp=2, dp=4, seq=4096, zero=1))
+    d = mem.to_gib_dict()
+    terms = [k for k in d if k not in {"total_gib", "stage"}]
+    assert sum(d[k] for k in terms) == pytest.approx(d["total_gib"])
+    assert d["total_gib"] == pytest.approx(mem.total_bytes / GiB)
+
+
+MODELS = [load_model(n) for n in ("llama3-70b", "mixtral-8x7b", "deepseek-moe-16b", "gpt3-175b")]
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple[ModelSpec, Layout]:
+    m = draw(st.sampled_from(MODELS))
+    tp = draw(st.sampled_from([1, 2, 4, 8]))
+    pp = draw(st.sampled_from([1, 2, 4]))
+    lay = Layout(
+        tp=tp,
+        pp=pp,
+        vpp=draw(st.sampled_from([1, 2])) if pp > 1 else 1,
+        cp=draw(st.sampled_from([1, 2])),
+        dp=8,
+        ep=draw(st.sampled_from([1, 2, 4])) if m.moe else 1,
+        mbs=draw(st.sampled_from([1, 2])),
+        gbs=draw(st.sampled_from([16, 64])),
+        seq=draw(st.sampled_from([2048, 4096])),
+        recompute=draw(st.sampled_from(["none", "selective", "full"])),
+        zero=draw(st.integers(0, 3)),
+        distributed_optimizer=draw(st.booleans()),
+        dtype=draw(st.sampled_from(["bf16", "fp8"])),
+    )
+    return m, lay
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(layouts(), min_size=1, max_size=4))
+def test_batch_equals_scalar(cases: list[tuple[ModelSpec, Layout]]) -> None:
+    m = cases[0][0]
+    lays = [lay for _, lay in cases]
+    batch = memory_batch(m, **layouts_to_arrays(lays, m))
+    for i, lay in enumerate(lays):
+        one = memory(m, lay)
+        assert batch.total_bytes[i] == pytest.approx(one.total_bytes)
+        assert batch.activations[i] == pytest.approx(one.activations)
+        assert batch.stage[i] == one.stage
+    assert np.all(batch.total_bytes > 0)
