@@ -40,8 +40,9 @@ def test_uncalibrated_and_calibrated_errors(calibration_dir: Path) -> None:
 def test_calibrate_cli_writes_a_spec_the_model_uses(calibration_dir: Path, tmp_path: Path) -> None:
     log = calibration_dir / "nccl" / "dgx-h100_1x8_all_reduce.txt"
     out = tmp_path / "cal.yaml"
-    result = cli_json("calibrate", str(log), "--cluster", "dgx-h100", "--nodes", "1",
-                      "--out", str(out))
+    result = cli_json(
+        "calibrate", str(log), "--cluster", "dgx-h100", "--nodes", "1", "--out", str(out)
+    )
     assert result["tiers"][0]["tier"] == "intra"
     spec = yaml.safe_load(out.read_text())
     assert set(spec["calibration"]) == {"intra"}

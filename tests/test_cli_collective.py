@@ -11,8 +11,21 @@ from tierwise.formats.nccl_reader import parse_log
 
 
 def test_json_rows_and_busbw_factor() -> None:
-    out = cli_json("collective", "-c", "dgx-h100", "--nodes", "2", "--op", "all_gather",
-                   "-b", "8", "-e", "1G", "-f", "4")
+    out = cli_json(
+        "collective",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--op",
+        "all_gather",
+        "-b",
+        "8",
+        "-e",
+        "1G",
+        "-f",
+        "4",
+    )
     rows = out["rows"]
     assert [r["size_bytes"] for r in rows][:3] == [8, 32, 128]
     assert set(rows[0]) >= {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algo"}
@@ -34,16 +47,30 @@ def test_human_table_is_nccl_tests_and_parses_back() -> None:
 
 
 def test_algo_override_and_ranks_per_node() -> None:
-    ring = cli_json("collective", "-c", "dgx-h100", "--nodes", "4", "--ranks-per-node", "1",
-                    "--algo", "ring", "-b", "1G", "-e", "1G")
+    ring = cli_json(
+        "collective",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "4",
+        "--ranks-per-node",
+        "1",
+        "--algo",
+        "ring",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    )
     assert ring["nranks"] == 4 and ring["rows"][0]["algo"] == "ring"
     assert ring["rows"][0]["busbw_GBps"] < 50
 
 
 def test_plot_is_written(tmp_path: Path) -> None:
     png = tmp_path / "busbw.png"
-    run_cli("collective", "-c", "dgx-h100", "--nodes", "4", "-b", "1K", "-e", "1G", "--plot",
-            str(png))
+    run_cli(
+        "collective", "-c", "dgx-h100", "--nodes", "4", "-b", "1K", "-e", "1G", "--plot", str(png)
+    )
     assert png.stat().st_size > 10_000
 
 

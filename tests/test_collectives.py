@@ -18,16 +18,25 @@ NVLINK4_RING = 450 * 0.82  # catalog line rate x Simple efficiency, GB/s
 NDR_PORT = 50 * 0.94  # one NDR NIC's effective bandwidth, GB/s
 
 
-def busbw(cluster: str, nodes: int, op: str = "all_reduce", algo: str = "auto",
-          size: int = BIG, **kw: object) -> float:
+def busbw(
+    cluster: str,
+    nodes: int,
+    op: str = "all_reduce",
+    algo: str = "auto",
+    size: int = BIG,
+    **kw: object,
+) -> float:
     c = load_cluster(cluster, nodes=nodes, **kw)
     return float(predict(op, group_shape(c), [size], algo).busbw_GBps[0])
 
 
 def test_single_node_ring_and_nvls_large_messages() -> None:
     c = load_cluster("dgx-h100", nodes=1)
-    ring = next(x for x in candidates("all_reduce", group_shape(c))
-                if x.algo == "ring" and x.proto == "Simple")
+    ring = next(
+        x
+        for x in candidates("all_reduce", group_shape(c))
+        if x.algo == "ring" and x.proto == "Simple"
+    )
     assert ring.lat_us == pytest.approx(8.4 + 14 * 3.4)  # base + 2(p-1) Simple NVLink steps
     assert ring.algbw_GBps == pytest.approx(NVLINK4_RING * 8 / 14)
     assert busbw("dgx-h100", 1, algo="ring") == pytest.approx(NVLINK4_RING, rel=0.01)
@@ -92,7 +101,8 @@ def test_oversubscription_slows_cross_leaf_alltoall_not_rings() -> None:
     over = busbw("dgx-h100", 64, op="alltoall", oversubscription=4.0)
     assert over < 0.5 * flat
     assert busbw("dgx-h100", 64, algo="ring", oversubscription=4.0) == pytest.approx(
-        busbw("dgx-h100", 64, algo="ring"), rel=0.01)
+        busbw("dgx-h100", 64, algo="ring"), rel=0.01
+    )
 
 
 def test_contention_of_concurrent_groups_on_shared_nics() -> None:
@@ -130,8 +140,13 @@ def groups(draw: st.DrawFn) -> tuple[object, list[int]]:
     name = draw(st.sampled_from(CLUSTERS))
     c = load_cluster(name, nodes=draw(st.sampled_from([1, 2, 4, 16])))
     if draw(st.booleans()):
-        c = c.model_copy(update={"in_network_reduction": draw(
-            st.sampled_from(["none", "nvls", "sharp", "nvls+sharp"]))})
+        c = c.model_copy(
+            update={
+                "in_network_reduction": draw(
+                    st.sampled_from(["none", "nvls", "sharp", "nvls+sharp"])
+                )
+            }
+        )
     world = c.world
     size = draw(st.integers(2, world))
     stride = draw(st.sampled_from([1, c.gpus_per_node])) if size * c.gpus_per_node <= world else 1

@@ -14,17 +14,44 @@ from tierwise.hardware.cluster import load_cluster, presets
 from tierwise.hardware.placement import Placement, nic_sharing
 from tierwise.hardware.tiers import tiers
 
-REQUIRED_GPUS = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h200", "b200",
-                 "gb200", "mi300x", "l40s"}
-REQUIRED_CLUSTERS = {"dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "mi300x-8",
-                     "pcie-h100"}
+REQUIRED_GPUS = {
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "gb200",
+    "mi300x",
+    "l40s",
+}
+REQUIRED_CLUSTERS = {
+    "dgx-a100",
+    "dgx-h100",
+    "hgx-h200",
+    "dgx-b200",
+    "gb200-nvl72",
+    "mi300x-8",
+    "pcie-h100",
+}
 
 
 def test_catalog_has_required_entries() -> None:
     assert REQUIRED_GPUS <= set(catalog.entries("gpus"))
-    assert {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "xgmi"} <= set(catalog.entries("links"))
-    assert {"hdr200", "ndr400", "xdr800", "roce200", "roce400", "eth100", "eth200", "eth400",
-            "efa400"} <= set(catalog.entries("nics"))
+    assert {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "xgmi"} <= set(
+        catalog.entries("links")
+    )
+    assert {
+        "hdr200",
+        "ndr400",
+        "xdr800",
+        "roce200",
+        "roce400",
+        "eth100",
+        "eth200",
+        "eth400",
+        "efa400",
+    } <= set(catalog.entries("nics"))
     assert catalog.gpu("h100-sxm").peak_bf16_tflops == 989
     assert catalog.link("nvlink4").bw_GBps == 450
     assert catalog.nic("ndr400").line_GBps == 50
@@ -34,8 +61,13 @@ def test_every_catalog_value_has_a_source_comment() -> None:
     data = Path(catalog.__file__).parent / "data"
     for name in ("gpus", "links", "nics", "switches"):
         lines = (data / f"{name}.yaml").read_text().splitlines()
-        numeric = [ln for ln in lines if ln.startswith("  ") and ":" in ln
-                   and ln.split(":", 1)[1].split("#")[0].strip()[:1].isdigit()]
+        numeric = [
+            ln
+            for ln in lines
+            if ln.startswith("  ")
+            and ":" in ln
+            and ln.split(":", 1)[1].split("#")[0].strip()[:1].isdigit()
+        ]
         assert numeric
         sourced = [ln for ln in numeric if "#" in ln]
         assert sourced == numeric, name
@@ -130,16 +162,27 @@ def test_user_yaml_cluster(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
-        ("gpu: h100-sxmx\ngpus_per_node: 8\nnodes: 2\nintra: nvlink4\n"
-         "inter: {nic: ndr400, nics_per_node: 8}\n", ["gpu", "h100-sxmx", "allowed"]),
-        ("gpu: h100-sxm\ngpus_per_node: 8\nnodes: -3\nintra: nvlink4\n"
-         "inter: {nic: ndr400, nics_per_node: 8}\n", ["nodes", "-3"]),
-        ("gpu: h100-sxm\ngpus_per_node: 8\nnodes: 20\nintra: nvlink4\n"
-         "inter: {nic: ndr400, nics_per_node: 8}\ntopology: {nodes_per_leaf: 8}\n",
-         ["nodes=20", "nodes_per_leaf=8"]),
+        (
+            "gpu: h100-sxmx\ngpus_per_node: 8\nnodes: 2\nintra: nvlink4\n"
+            "inter: {nic: ndr400, nics_per_node: 8}\n",
+            ["gpu", "h100-sxmx", "allowed"],
+        ),
+        (
+            "gpu: h100-sxm\ngpus_per_node: 8\nnodes: -3\nintra: nvlink4\n"
+            "inter: {nic: ndr400, nics_per_node: 8}\n",
+            ["nodes", "-3"],
+        ),
+        (
+            "gpu: h100-sxm\ngpus_per_node: 8\nnodes: 20\nintra: nvlink4\n"
+            "inter: {nic: ndr400, nics_per_node: 8}\ntopology: {nodes_per_leaf: 8}\n",
+            ["nodes=20", "nodes_per_leaf=8"],
+        ),
         ("gpu: h100-sxm\n  nodes: [\n", ["malformed YAML"]),
-        ("gpu: h100-sxm\ngpus_per_node: 8\nnodes: 2\nintra: nvlink9\n"
-         "inter: {nic: ndr400, nics_per_node: 8}\n", ["intra", "nvlink9"]),
+        (
+            "gpu: h100-sxm\ngpus_per_node: 8\nnodes: 2\nintra: nvlink9\n"
+            "inter: {nic: ndr400, nics_per_node: 8}\n",
+            ["intra", "nvlink9"],
+        ),
     ],
 )
 def test_bad_cluster_yaml_is_one_clear_line(tmp_path: Path, text: str, needles: list[str]) -> None:
@@ -151,10 +194,12 @@ def test_bad_cluster_yaml_is_one_clear_line(tmp_path: Path, text: str, needles: 
 
 
 def test_cli_bad_overrides() -> None:
-    assert_user_error(run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "-1", check=False),
-                      "nodes", "-1")
-    assert_user_error(run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "40", check=False),
-                      "nodes=40")
+    assert_user_error(
+        run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "-1", check=False), "nodes", "-1"
+    )
+    assert_user_error(
+        run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "40", check=False), "nodes=40"
+    )
     assert_user_error(run_cli("show", "cluster", "-c", "nope", check=False), "nope", "dgx-h100")
 
 
