@@ -1,0 +1,95 @@
+"""`tierwise estimate`: step time, MFU, memory and bytes per tier of one layout."""
+
+from __future__ import annotations
+
+import typer
+
+from tierwise.cli import layout_options as L
+from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
+from tierwise.cli.output import console, print_json, table
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.estimate import estimate
+from tierwise.perf.step import Flags
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+
+
+@cluster_options
+def estimate_command(
+    cluster_spec: ClusterSpec,
+    model: ModelOpt = "llama3-70b",
+    tp: L.TpOpt = None,
+    cp: L.CpOpt = None,
+    ep: L.EpOpt = None,
+    pp: L.PpOpt = None,
+    vpp: L.VppOpt = None,
+    dp: L.DpOpt = None,
+    mbs: L.MbsOpt = None,
+    gbs: L.GbsOpt = None,
+    seq: L.SeqOpt = 4096,
+    sp: L.SpOpt = None,
+    recompute: L.RecomputeOpt = None,
+    zero: L.ZeroOpt = None,
+    dtype: L.DtypeOpt = None,
+    distributed_optimizer: L.DistOptOpt = None,
+    tp_comm_overlap: L.TpOverlapOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
+    spec = load_model(model)
+    fixed = (tp or 1) * (cp or 1) * (pp or 1)
+    if dp is None:
+        if cluster_spec.world % fixed:
+            raise SpecError(f"--tp*--cp*--pp = {fixed} does not divide the cluster's "
+                            f"{cluster_spec.world} GPUs; give --dp or change --nodes")
+        dp = cluster_spec.world // fixed
+    layout = Layout.parse({"tp": tp, "cp": cp, "ep": ep, "pp": pp, "vpp": vpp, "dp": dp,
+                           "mbs": mbs, "gbs": gbs, "seq": seq, "sp": sp, "recompute": recompute,
+                           "zero": zero, "dtype": dtype,
+                           "distributed_optimizer": distributed_optimizer}, "layout")
+    layout.validate_for(spec, cluster_spec.world)
+    result = estimate(spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap))
+    if as_json:
+        print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
+        return
+    print_estimate(spec.name, cluster_spec, result)
+
+
+def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
+    """Human summary and the time and memory breakdown tables."""
+    lay = r["layout"]
+    console.print(
+        f"[bold]{model}[/] on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
+        f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
+        f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
+        f"recompute={lay['recompute']} zero={lay['zero']}"
+    )
+    fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
+    console.print(
+        f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
+        f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
+        f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
+        f"({fits})"
+    )
+    tiers = r["comm_tiers"]
+    step = r["step_time_s"]
+    rows = []
+    for key, seconds in r["breakdown"].items():
+        kind = key.split("_")[0]
+        tier = tiers.get(kind, "-")
+        rows.append((key.removesuffix("_s"), seconds, f"{seconds / step:.1%}",
+                     tier if tier != "none" else "-"))
+    console.print(table("time per step (exposed)", ["component", "seconds", "share", "tier"], rows))
+    mem = [(k.removesuffix("_gib"), v) for k, v in r["memory"].items() if k.endswith("_gib")]
+    console.print(table("memory per GPU (GiB)", ["term", "GiB"], mem))
+    per_tier = [(t, b / 1e9) for t, b in r["bytes_per_tier"].items()]
+    console.print(table("bytes sent per GPU per step", ["tier", "GB"], per_tier))
+    if r["nic_GBps_needed_per_gpu"] is not None:
+        console.print(f"DP/FSDP stays hidden with >= {r['nic_GBps_needed_per_gpu']:.1f} GB/s "
+                      "per GPU on its tier")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `tierwise estimate`."""
+    app.command("estimate")(estimate_command)

@@ -1,0 +1,1 @@
+"""Step-time simulator: compute + communication per tier + overlap + pipeline schedule."""

@@ -1,0 +1,92 @@
+"""Bytes each parallelism moves and the time its collectives take on the tier its ranks sit on.
+
+Per micro-batch and GPU (bytes are nccl-tests sizes: the full tensor for all_reduce, the
+gathered output for all_gather, the input for reduce_scatter, the per-rank buffer for
+alltoall, the message for sendrecv):
+
+- TP: per layer 2 all-reduces forward and 2 backward of the activation (s/cp x b x h, 16-bit);
+  with sequence parallelism each becomes an all-gather plus a reduce-scatter of the same size.
+- CP (ring attention): per layer cp-1 exchanges of the K and V blocks forward, twice that
+  backward (K, V and their gradients), overlapped with the attention core.
+- EP: per MoE layer a dispatch and a combine all-to-all forward and backward of the routed
+  tokens (top_k copies of each local token).
+- PP: per micro-batch one activation send forward and one gradient send backward per stage
+  boundary (per virtual stage with interleaving), scattered over TP with SP.
+- DP: once per step the gradients (reduce-scatter with a sharded optimizer, else all-reduce)
+  and, with a sharded optimizer, the all-gather of updated 16-bit weights; ZeRO-3/FSDP gathers
+  weights forward and backward and reduce-scatters gradients every micro-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tierwise.collectives.shape import Shape
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.groups import (
+    DEFAULT_ORDER,
+    GROUP_KINDS,
+    Degrees,
+    comm_time_s,
+    group_shape_of,
+)
+from tierwise.workload.flops import ACT_BYTES, Array
+
+TP_COLLECTIVES_PER_PASS = 2
+KV_TENSORS = 2
+GRAD_REDUCE_BYTES = 2  # Megatron/FSDP default: gradients reduced in bf16
+PARAM_GATHER_BYTES = 2  # 16-bit weights gathered after the sharded optimizer step
+A2A_PER_MOE_PASS = 2  # dispatch + combine
+
+CommFn = Callable[[str, str, Array], Array]
+
+
+def scalar_comm(cluster: ClusterSpec, d: Degrees,
+                order: tuple[str, ...] = DEFAULT_ORDER) -> CommFn:
+    """Comm-time function for one layout: (group kind, op, bytes) -> seconds."""
+    shapes = {kind: group_shape_of(cluster, d, kind, order) for kind in GROUP_KINDS
+              if getattr_degree(d, kind) >= 2}
+
+    def time(kind: str, op: str, size: Array) -> Array:
+        shape = shapes.get(kind)
+        return 0.0 * size if shape is None else comm_time_s(op, shape, size)
+
+    return time
+
+
+def batch_comm(cluster: ClusterSpec, arrays: dict[str, np.ndarray],
+               order: tuple[str, ...] = DEFAULT_ORDER) -> CommFn:
+    """Comm-time function over many layouts: one shape lookup per distinct degree tuple."""
+    keys = np.stack([arrays[k] for k in ("tp", "cp", "ep", "dp", "pp")], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    degrees = [Degrees(*map(int, row)) for row in uniq]
+    members = [np.nonzero(inverse == i)[0] for i in range(len(uniq))]
+
+    def time(kind: str, op: str, size: Array) -> Array:
+        size = np.broadcast_to(np.asarray(size, dtype=float), inverse.shape)
+        out = np.zeros(inverse.shape)
+        for d, idx in zip(degrees, members, strict=True):
+            if getattr_degree(d, kind) >= 2:
+                out[idx] = comm_time_s(op, group_shape_of(cluster, d, kind, order), size[idx])
+        return out
+
+    return time
+
+
+def getattr_degree(d: Degrees, kind: str) -> int:
+    """Size of the group of `kind` (dpcp: dp*cp; pp counts the stage boundary)."""
+    return d.dp * d.cp if kind == "dpcp" else getattr(d, kind)
+
+
+def shape_for(cluster: ClusterSpec, d: Degrees, kind: str,
+              order: tuple[str, ...] = DEFAULT_ORDER) -> Shape:
+    """The group shape a kind's collectives run on (for reports: tiers, NIC sharing)."""
+    return group_shape_of(cluster, d, kind, order)
+
+
+def activation_bytes(tokens: Array, hidden: int) -> Array:
+    """One 16-bit activation tensor of `tokens` x hidden."""
+    return tokens * hidden * ACT_BYTES

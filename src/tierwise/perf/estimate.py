@@ -1,0 +1,73 @@
+"""`estimate(model, cluster, layout)`: one layout's step time, MFU, memory and bytes per tier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf import comm as C
+from tierwise.perf.groups import Degrees
+from tierwise.perf.step import Flags, step_terms
+from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.spec import ModelSpec
+
+KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dpcp"}
+
+
+def degrees(layout: Layout) -> Degrees:
+    """The degrees that place the layout's groups."""
+    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+
+
+def tier_of(cluster: ClusterSpec, d: Degrees, kind: str, order: tuple[str, ...]) -> str:
+    """The slowest tier a group of `kind` crosses: intra, leaf or spine."""
+    if C.getattr_degree(d, KINDS[kind]) < 2:
+        return "none"
+    shape = C.shape_for(cluster, d, KINDS[kind], order)
+    if not shape.crosses_domains:
+        return "intra"
+    return "spine" if shape.n_leaf > 1 else "leaf"
+
+
+def estimate(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
+             flags: Flags = Flags()) -> dict[str, Any]:
+    """JSON-ready estimate of one layout (validated against the model and the cluster)."""
+    layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
+    d = degrees(layout)
+    terms = step_terms(model, cluster, layout_fields(layout, model),
+                       C.scalar_comm(cluster, d, flags.order), flags)
+    tiers = {kind: tier_of(cluster, d, kind, flags.order) for kind in KINDS}
+    per_tier: dict[str, float] = {}
+    for kind, nbytes in terms["comm_bytes_per_gpu"].items():
+        if tiers[kind] != "none":
+            per_tier[tiers[kind]] = per_tier.get(tiers[kind], 0.0) + float(nbytes)
+    window = float(terms["dp_overlap_window_s"])
+    needed = float(terms["dp_bytes_per_gpu"]) / window / 1e9 if window > 0 else None
+    mem = terms["memory"]
+    return {
+        "layout": layout.model_dump(mode="json"),
+        "gpus": layout.world,
+        "step_time_s": float(terms["step_time_s"]),
+        "tokens_per_s": float(terms["tokens_per_s"]),
+        "tflops_per_gpu": float(terms["tflops_per_gpu"]),
+        "hw_tflops_per_gpu": float(terms["hw_tflops_per_gpu"]),
+        "mfu": float(terms["mfu"]),
+        "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
+        "hbm_gib": cluster.gpu.hbm_gib,
+        "fits": bool(terms["fits"]),
+        "breakdown": {k: float(v) for k, v in terms["breakdown"].items()},
+        "compute_parts_s": {k: float(v) for k, v in terms["compute_parts_s"].items()},
+        "memory": mem.to_gib_dict(),
+        "comm_tiers": tiers,
+        "comm_total_s": {k: float(v) for k, v in terms["comm_total_s"].items()},
+        "bytes_per_tier": per_tier,
+        "nic_GBps_needed_per_gpu": needed,
+    }
+
+
+def estimate_batch(model: ModelSpec, cluster: ClusterSpec, arrays: dict[str, np.ndarray],
+                   flags: Flags = Flags()) -> dict[str, Any]:
+    """Step time, tokens/s, MFU, memory and fit for many layouts at once (arrays in/out)."""
+    return step_terms(model, cluster, arrays, C.batch_comm(cluster, arrays, flags.order), flags)

@@ -1,0 +1,144 @@
+"""Process groups of a layout placed on the cluster, and the collective cost tables they get.
+
+Ranks are ordered by `order` (innermost first; Megatron-core's default tp-cp-ep-dp-pp, where
+ep is carved out of cp*dp and so is not a separate dimension of the world) and filled into
+GPUs node by node. Each group kind's shape is built once per (cluster, degrees, order) and
+its collectives' candidate tables are cached by the collective model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from tierwise.collectives.model import Candidate, candidates
+from tierwise.collectives.shape import Shape, shape_of
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.placement import Placement, nic_sharing
+
+DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
+ORDERS = {
+    "tp-cp-ep-dp-pp": ("tp", "cp", "dp", "pp"),
+    "tp-cp-ep-pp-dp": ("tp", "cp", "pp", "dp"),
+    "tp-pp-cp-ep-dp": ("tp", "pp", "cp", "dp"),
+    "dp-cp-pp-tp": ("dp", "cp", "pp", "tp"),  # naive: data parallel innermost
+}
+GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp")
+
+
+@dataclass(frozen=True)
+class Degrees:
+    """The parallel degrees that decide where groups land (hashable cache key)."""
+
+    tp: int
+    cp: int
+    ep: int
+    dp: int
+    pp: int
+
+    @property
+    def world(self) -> int:
+        """GPUs in the job."""
+        return self.tp * self.cp * self.dp * self.pp
+
+
+def _coords(d: Degrees, order: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Each rank's coordinate along tp, cp, dp, pp for the given order (innermost first)."""
+    sizes = {"tp": d.tp, "cp": d.cp, "dp": d.dp, "pp": d.pp}
+    ranks = np.arange(d.world)
+    coords, stride = {}, 1
+    for dim in order:
+        coords[dim] = (ranks // stride) % sizes[dim]
+        stride *= sizes[dim]
+    return coords
+
+
+def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
+    """For every rank, an id shared by exactly the ranks of its `kind` group.
+
+    tp/cp/dp/pp: ranks equal in every other coordinate. dpcp: the gradient-reduce group over
+    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest)."""
+    c = _coords(d, order)
+    if kind in {"tp", "cp", "dp", "pp"}:
+        others = [dim for dim in ("tp", "cp", "dp", "pp") if dim != kind]
+    elif kind in {"dpcp", "ep"}:
+        others = ["tp", "pp"]
+    else:
+        raise SpecError(f"unknown group kind {kind!r}")
+    gid = np.zeros(d.world, dtype=np.int64)
+    for dim in others:
+        gid = gid * getattr(d, dim) + c[dim]
+    if kind == "ep":
+        gid = gid * d.world + (c["cp"] + d.cp * c["dp"]) // d.ep
+    return gid
+
+
+def group_ranks(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
+    """Ranks of the group of `kind` that holds rank 0, in ring (coordinate) order."""
+    gid = group_ids(d, order, kind)
+    return np.nonzero(gid == gid[0])[0]
+
+
+def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[list[int]]:
+    """The groups of `kind` with a rank on the first node: they run at the same time."""
+    gid = group_ids(d, order, kind)
+    return [np.nonzero(gid == g)[0].tolist() for g in dict.fromkeys(gid[:gpn].tolist())]
+
+
+class _ClusterCache:
+    """Per-cluster placement and group shapes, keyed by identity (specs are frozen)."""
+
+    def __init__(self, cluster: ClusterSpec) -> None:
+        self.cluster = cluster
+        self.placement = Placement.contiguous(cluster)
+        self.shapes: dict[tuple[Degrees, tuple[str, ...], str], Shape] = {}
+
+
+_CACHES: dict[int, _ClusterCache] = {}
+
+
+def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
+    entry = _CACHES.get(id(cluster))
+    if entry is None or entry.cluster is not cluster:
+        entry = _ClusterCache(cluster)
+        _CACHES[id(cluster)] = entry
+    return entry
+
+
+def group_shape_of(cluster: ClusterSpec, d: Degrees, kind: str,
+                   order: tuple[str, ...] = DEFAULT_ORDER) -> Shape:
+    """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings."""
+    cache = _cache_for(cluster)
+    key = (d, order, kind)
+    if key not in cache.shapes:
+        if d.world > cluster.world:
+            raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
+        p = cache.placement
+        siblings = _siblings(d, order, kind, cluster.gpus_per_node)
+        if kind == "pp":  # point-to-point across one stage boundary
+            siblings = [g[:2] for g in siblings]
+        cache.shapes[key] = shape_of(cluster, p.span(siblings[0]), nic_sharing(p, siblings))
+    return cache.shapes[key]
+
+
+@lru_cache(maxsize=65536)
+def cost_table(op: str, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
+    """(lat_us, algbw_GBps) arrays of the candidates of `op` on `shape` (empty: no cost)."""
+    cands: tuple[Candidate, ...] = candidates(op, shape)
+    return (np.array([c.lat_us for c in cands]), np.array([c.algbw_GBps for c in cands]))
+
+
+def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float | np.ndarray:
+    """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
+    if np.ndim(size_bytes) == 0:
+        n = float(size_bytes)
+        return min((c.lat_us + n / (1e3 * c.algbw_GBps) for c in candidates(op, shape)),
+                   default=0.0) * 1e-6
+    lat, bw = cost_table(op, shape)
+    if len(lat) == 0:
+        return 0.0 * size_bytes
+    t = lat[None, :] + np.asarray(size_bytes, dtype=float)[:, None] / (1e3 * bw[None, :])
+    return t.min(axis=1) * 1e-6

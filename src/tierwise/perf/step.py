@@ -1,0 +1,208 @@
+"""Step time of one layout (or many, vectorised): compute, exposed comm, bubble, optimizer.
+
+Per micro-batch on the busiest pipeline stage: compute (GEMMs at their shape's efficiency,
+the causal attention core, HBM-bound elementwise work) + exposed TP / CP / EP / PP comm.
+The pipeline runs (m + (pp-1)/vpp) such micro-batch slots (1F1B; interleaved with vpp);
+DP/FSDP comm is hidden behind backward (gradients) and forward (weights) up to the compute
+time available; then the optimizer step (HBM-bound). All functions take python scalars or
+numpy arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tierwise.hardware.catalog import GPU
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf import comm as C
+from tierwise.perf.efficiency import (
+    CAUSAL_WORK_FRACTION,
+    attention_tflops,
+    gemm_tflops,
+    hbm_bytes_per_s,
+)
+from tierwise.workload.flops import (
+    RECOMPUTE_FULL,
+    Array,
+    flops_batch,
+    layer_flops,
+    logits_flops,
+    model_flops_per_step,
+)
+from tierwise.workload.memory import GiB, memory_batch
+from tierwise.workload.params import param_counts
+from tierwise.workload.spec import ModelSpec
+
+# Share of TP communication left exposed when the framework overlaps it with GEMMs
+# (Megatron-core --tp-comm-overlap, userbuffers): assumed 30%.
+TP_OVERLAP_EXPOSED = 0.3
+# Share of the compute window that overlapped DP/FSDP communication can really use (the
+# collectives steal SMs and memory bandwidth from the GEMMs they hide behind): assumed.
+DP_OVERLAP_EFFICIENCY = 0.9
+# HBM bytes the Adam step touches per parameter it updates: fp32 master, m, v read and
+# written (24), the gradient read (4), the 16-bit weight written (2).
+OPTIMIZER_BYTES_PER_PARAM = 30
+FORWARD_SHARE = 1.0 / 3.0  # forward / (forward + backward) compute of one micro-batch
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Framework behaviour a layout runs with."""
+
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+
+
+def _min(a: Array, b: Array) -> Array:
+    """Branchless minimum for python floats and numpy arrays alike."""
+    return a + (b < a) * (b - a)
+
+
+def _pos(x: Array) -> Array:
+    return x * (x > 0) + 0.0
+
+
+def stage_gemm_seconds(m: ModelSpec, gpu: GPU, seq: Array, mbs: Array, tp: Array, cp: Array,
+                       sp: Array, n: Array, fp8: Array, total_flops: Array) -> Array:
+    """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
+    MLP/expert and logits GEMMs are, each at `gemm_tflops` of its narrowest per-GPU dim."""
+    lf = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, moe_layer=m.moe is not None)
+    logits = logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    h = m.hidden
+    parts = [
+        (lf.qkv, _min(h, (m.q_dim + 2 * m.kv_dim) / tp)),
+        (lf.out, _min(m.q_dim / tp, h)),
+        (lf.mlp, _min(h, m.ffn / tp)),
+        (lf.experts, _min(h, (m.moe.expert_ffn_hidden if m.moe else m.ffn) / tp)),
+        (lf.router, _min(h, m.moe.experts if m.moe else 1)),
+        (logits / n, _min(h, m.vocab / tp)),
+    ]
+    per_layer = sum(flops for flops, _ in parts)
+    inv_rate = sum(flops / (gemm_tflops(gpu, dim, fp8) * 1e12) for flops, dim in parts)
+    return total_flops * inv_rate / per_layer
+
+
+def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.CommFn,
+               flags: Flags = Flags()) -> dict[str, Any]:
+    """Seconds per step of each component, plus the derived metrics (scalars or arrays)."""
+    gpu, h = cluster.gpu, m.hidden
+    tp, cp, pp, vpp, dp = f["tp"], f["cp"], f["pp"], f["vpp"], f["dp"]
+    mbs, gbs, seq, sp = f["mbs"], f["gbs"], f["seq"], f["sp"]
+    full = f["recompute"] == RECOMPUTE_FULL
+    n = f["first_stage_layers"] + (f["last_stage_layers"] > f["first_stage_layers"]) * (
+        f["last_stage_layers"] - f["first_stage_layers"])
+    sf = flops_batch(m, seq=seq, mbs=mbs, tp=tp, cp=cp, pp=pp, sp=sp, recompute=f["recompute"],
+                     stage_layers=n)
+
+    # Compute of one micro-batch on the busiest stage (forward + backward + recompute): each
+    # weight GEMM at the efficiency of its narrowest per-GPU dimension.
+    t_gemm = stage_gemm_seconds(m, gpu, seq, mbs, tp, cp, sp, n, f["fp8"],
+                                sf.hardware - sf.attention)
+    t_attn = sf.attention * CAUSAL_WORK_FRACTION / (attention_tflops(gpu) * 1e12)
+    t_elem = sf.elementwise_bytes / hbm_bytes_per_s(gpu)
+    t_compute = t_gemm + t_attn + t_elem
+    passes = 3 + full
+    t_fwd = t_compute / passes
+
+    tokens = mbs * seq / cp
+    act = C.activation_bytes(tokens, h)
+    # TP: 2 collectives per layer per pass (forward, backward, recompute forward).
+    n_tp = n * C.TP_COLLECTIVES_PER_PASS * (2 + full)
+    per_tp = sp * (comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act)) + (
+        1 - sp) * comm("tp", "all_reduce", act)
+    tp_total = n_tp * per_tp
+    tp_exposed = tp_total * (TP_OVERLAP_EXPOSED if flags.tp_comm_overlap else 1.0)
+    # CP ring attention: cp-1 K/V block exchanges per layer and pass, hidden behind attention.
+    kv_block = C.KV_TENSORS * tokens * m.kv_dim / _min(tp, m.kv) * 2
+    cp_layer = (cp - 1) * comm("cp", "sendrecv", kv_block) * (1 + 2 + full)
+    cp_exposed = n * _pos(cp_layer - t_attn / n)
+    # EP: dispatch + combine all-to-all per MoE layer and pass.
+    moe_share = m.moe_layers / m.layers
+    ep_exposed = 0.0
+    if m.moe is not None:
+        routed = tokens * m.moe.top_k * (m.moe.capacity_factor or 1.0) / (1 + sp * (tp - 1))
+        ep_exposed = n * moe_share * C.A2A_PER_MOE_PASS * (2 + full) * comm(
+            "ep", "alltoall", C.activation_bytes(routed, h))
+    # PP: activation forward, gradient backward, per virtual stage.
+    boundary = act / (1 + sp * (tp - 1))
+    pp_exposed = 2 * vpp * comm("pp", "sendrecv", boundary)
+
+    t_mb = t_compute + tp_exposed + cp_exposed + ep_exposed + pp_exposed
+    micro = gbs / (mbs * dp)
+    bubble = (pp - 1) / vpp * t_mb
+
+    # DP / ZeRO / FSDP over the dp*cp ranks of a stage.
+    counts = param_counts(m)
+    experts = counts.experts
+    stage_params = (counts.total - experts) / (tp * pp) + experts / (f["ep"] * f["etp"] * pp)
+    grads = stage_params * C.GRAD_REDUCE_BYTES
+    weights = stage_params * C.PARAM_GATHER_BYTES
+    shard = (f["zero"] >= 1) | f["distributed_optimizer"]
+    fsdp = f["zero"] >= 3
+    bwd_window = t_compute * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * flags.overlap_grad_reduce
+    fwd_window = t_compute * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * flags.overlap_param_gather
+    rs = comm("dpcp", "reduce_scatter", grads)
+    ag = comm("dpcp", "all_gather", weights)
+    ar = comm("dpcp", "all_reduce", grads)
+    once = shard * (_pos(rs - bwd_window) + _pos(ag - fwd_window)) + (1 - shard) * _pos(
+        ar - bwd_window)
+    per_micro = micro * _pos(2 * ag + rs - t_compute * DP_OVERLAP_EFFICIENCY)
+    dp_exposed = fsdp * per_micro + (1 - fsdp) * once
+    dp_traffic = fsdp * micro * (2 * ag + rs) + (1 - fsdp) * (shard * (rs + ag) + (1 - shard) * ar)
+    dp_window = fsdp * micro * t_compute * DP_OVERLAP_EFFICIENCY + (1 - fsdp) * (
+        bwd_window + shard * fwd_window)
+    opt_params = stage_params / (1 + shard * (dp * cp - 1))
+    t_opt = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(gpu)
+
+    step = micro * t_mb + bubble + dp_exposed + t_opt
+    world = tp * cp * pp * dp
+    model_flops = model_flops_per_step(m, seq, gbs)
+    tflops = model_flops / (step * world) / 1e12
+    mem = memory_batch(m, **f)
+    return {
+        "step_time_s": step,
+        "tokens_per_s": gbs * seq / step,
+        "tflops_per_gpu": tflops,
+        "hw_tflops_per_gpu": tflops * sf.hardware / sf.model,
+        "mfu": tflops / gpu.peak_bf16_tflops,
+        "memory": mem,
+        "memory_gib_per_gpu": mem.total_bytes / GiB,
+        "fits": mem.total_bytes <= gpu.hbm_gib * GiB,
+        "breakdown": {
+            "compute_s": micro * t_compute,
+            "tp_comm_s": micro * tp_exposed,
+            "cp_comm_s": micro * cp_exposed,
+            "ep_comm_s": micro * ep_exposed,
+            "pp_comm_s": micro * pp_exposed,
+            "pipeline_bubble_s": bubble,
+            "dp_comm_s": dp_exposed,
+            "optimizer_s": t_opt,
+        },
+        "comm_total_s": {
+            "tp": micro * tp_total,
+            "cp": micro * n * cp_layer,
+            "ep": micro * ep_exposed,
+            "pp": micro * pp_exposed,
+            "dp": dp_traffic,
+        },
+        "comm_bytes_per_gpu": {
+            "tp": micro * n_tp * act * (tp - 1) / tp * (2 - sp + sp * 2) / 2 * 2,
+            "cp": micro * n * (cp - 1) * kv_block * (1 + 2 + full),
+            "ep": 0.0 if m.moe is None else micro * n * moe_share * C.A2A_PER_MOE_PASS
+            * (2 + full) * C.activation_bytes(routed, h) * (f["ep"] - 1) / f["ep"],
+            "pp": micro * 2 * vpp * boundary * (pp > 1),
+            "dp": (dp * cp - 1) / (dp * cp) * (fsdp * micro * (2 * weights + grads) + (1 - fsdp)
+                                               * (shard * (grads + weights) + (1 - shard) * 2
+                                                  * grads)),
+        },
+        "dp_overlap_window_s": dp_window,
+        "dp_bytes_per_gpu": fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
+            shard * (grads + weights) + (1 - shard) * grads),
+        "compute_parts_s": {"gemm": micro * t_gemm, "attention": micro * t_attn,
+                            "elementwise": micro * t_elem},
+    }
