@@ -33,14 +33,17 @@ RUNS = REPO.parent / "shared" / "calibration" / "training_runs.yaml"
 # Per family: cluster preset, fixed model fields, stated layout/framework facts.
 FAMILY = {
     "sc21": {"cluster": "dgx-a100", "model": {"vocab": 51200, "activation": "gelu"},
-             "seq": 2048, "recompute": ["full"], "flags": {}},
+             "seq": 2048, "recompute": ["full"], "flags": {}, "framework": "megatron",
+             "fix": {"recompute": "full", "cp": "1", "sp": "false"}, "sp": False},
     "mcore": {"cluster": "dgx-h100", "model": {"vocab": 131072, "activation": "gelu"},
               "seq": 4096, "recompute": ["none", "selective", "full"],
-              "flags": {"tp_comm_overlap": True}, "distributed_optimizer": True},
+              "flags": {"tp_comm_overlap": True}, "distributed_optimizer": True,
+              "framework": "megatron", "fix": {}},
     "mpt": {"cluster": "dgx-h100", "model": {"vocab": 50368, "activation": "gelu"},
-            "seq": 2048, "recompute": ["none"], "flags": {}},
+            "seq": 2048, "recompute": ["none"], "flags": {}, "framework": "torchtitan",
+            "fix": {"recompute": "none"}},
     "dgxc": {"cluster": "dgx-h100", "model": {}, "recompute": ["none", "selective", "full"],
-             "flags": {}, "distributed_optimizer": True},
+             "flags": {}, "distributed_optimizer": True, "framework": "megatron", "fix": {}},
 }
 
 
@@ -72,7 +75,7 @@ def candidates(run: dict[str, Any], model: ModelSpec) -> list[Layout]:
     for mbs, rc, vpp in itertools.product(mbs_options, recompute, vpps):
         try:
             layout = Layout(tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp, mbs=mbs, gbs=run["gbs"], seq=seq,
-                            recompute=rc, zero=3 if fsdp else 0,
+                            recompute=rc, zero=3 if fsdp else 0, sp=fam.get("sp"),
                             distributed_optimizer=fam.get("distributed_optimizer", False))
             out.append(layout.validate_for(model, gpus))
         except (SpecError, ValueError):
@@ -166,13 +169,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     if "--fit" in sys.argv:
         scan = {}
-        for d0, att in itertools.product((128, 256, 512, 768, 1024, 1536, 2048),
-                                         (0.3, 0.45, 0.6, 0.75)):
+        for d0, att, ew, fixed in itertools.product((128, 256, 512, 768, 1024, 1536, 2048),
+                                                    (0.6, 0.75), (1.0, 2.0, 3.0, 4.0), (0,)):
             efficiency.GEMM_HALF_DIM = float(d0)
             efficiency.ATTENTION_RELATIVE_EFFICIENCY = att
+            efficiency.ELEMENTWISE_TRAFFIC_FACTOR = ew
+            efficiency.LAYER_PASS_OVERHEAD_US = float(fixed)
             errs = [abs(r["throughput_error"]) for r in run_all()]
-            scan[f"{d0}/{att}"] = {"mae": round(float(np.mean(errs)), 4),
-                                   "max": round(float(max(errs)), 4)}
+            scan[f"{d0}/{att}/{ew}/{fixed}"] = {"mae": round(float(np.mean(errs)), 4),
+                                        "max": round(float(sorted(errs)[-2]), 4)}
         print(json.dumps(scan, indent=2))
         return
     rows = run_all()

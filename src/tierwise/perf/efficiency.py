@@ -19,7 +19,7 @@ GEMM_PEAK_FRACTION = {"a100-sxm-40gb": 0.85, "a100-sxm-80gb": 0.85, "h100-sxm": 
 DEFAULT_GEMM_PEAK_FRACTION = 0.75
 # Per-GPU GEMM dimension at which efficiency is half its peak fraction (elements). Fitted on
 # the training runs of ../shared/calibration/ by benchmarks/validate_estimate.py.
-GEMM_HALF_DIM = 2048.0
+GEMM_HALF_DIM = 1536.0
 # FP8 GEMMs: Transformer Engine reaches about 1.4x the BF16 GEMM throughput in practice, not
 # the 2x of peak (scaling, casts, amax reductions): efficiency relative to the FP8 peak.
 FP8_GEMM_RELATIVE_EFFICIENCY = 0.7
@@ -30,6 +30,14 @@ ATTENTION_RELATIVE_EFFICIENCY = 0.6
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
 HBM_EFFICIENCY = 0.7
+# Unfused framework kernels move each elementwise tensor this many times more than the fused
+# minimum the workload layer counts (casts, bias, dropout masks, copies). Fitted with
+# GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).
+ELEMENTWISE_TRAFFIC_FACTOR = 2.0
+# Fixed time per transformer layer per pass (forward, backward, recompute) that does not
+# scale with the work: kernel launches, stream syncs, small unfused kernels, us. Fitted with
+# GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).
+LAYER_PASS_OVERHEAD_US = 0.0
 
 
 def gemm_peak_fraction(gpu: GPU) -> float:
@@ -49,6 +57,16 @@ def gemm_tflops(gpu: GPU, dim: Array, fp8: Array = False) -> Array:
 def attention_tflops(gpu: GPU) -> float:
     """Achieved TFLOP/s of the fused attention core (BF16), counting the work it does."""
     return gpu.peak_bf16_tflops * gemm_peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+
+
+def layer_overhead_seconds(layer_passes: Array) -> Array:
+    """Fixed time of `layer_passes` layer forward/backward passes (launches, syncs)."""
+    return layer_passes * LAYER_PASS_OVERHEAD_US * 1e-6
+
+
+def elementwise_seconds(gpu: GPU, nbytes: Array) -> Array:
+    """Time of HBM-bound elementwise work counted as `nbytes` fused bytes."""
+    return nbytes * ELEMENTWISE_TRAFFIC_FACTOR / hbm_bytes_per_s(gpu)
 
 
 def hbm_bytes_per_s(gpu: GPU) -> float:

@@ -21,8 +21,10 @@ from tierwise.perf import comm as C
 from tierwise.perf.efficiency import (
     CAUSAL_WORK_FRACTION,
     attention_tflops,
+    elementwise_seconds,
     gemm_tflops,
     hbm_bytes_per_s,
+    layer_overhead_seconds,
 )
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
@@ -104,9 +106,10 @@ def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.Co
     t_gemm = stage_gemm_seconds(m, gpu, seq, mbs, tp, cp, sp, n, f["fp8"],
                                 sf.hardware - sf.attention)
     t_attn = sf.attention * CAUSAL_WORK_FRACTION / (attention_tflops(gpu) * 1e12)
-    t_elem = sf.elementwise_bytes / hbm_bytes_per_s(gpu)
-    t_compute = t_gemm + t_attn + t_elem
+    t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
     passes = 3 + full
+    t_fixed = layer_overhead_seconds(n * (2 + full))
+    t_compute = t_gemm + t_attn + t_elem + t_fixed
     t_fwd = t_compute / passes
 
     tokens = mbs * seq / cp
@@ -204,5 +207,5 @@ def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.Co
         "dp_bytes_per_gpu": fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
             shard * (grads + weights) + (1 - shard) * grads),
         "compute_parts_s": {"gemm": micro * t_gemm, "attention": micro * t_attn,
-                            "elementwise": micro * t_elem},
+                            "elementwise": micro * t_elem, "fixed_overhead": micro * t_fixed},
     }
