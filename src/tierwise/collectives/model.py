@@ -193,6 +193,9 @@ def _best_simple(op: str, s: Shape) -> Candidate:
 
 
 def _stage(op: str, s: Shape, proto: str) -> Candidate:
+    """One stage of a multi-level algorithm; a stage over one rank moves nothing."""
+    if s.p < 2:
+        return Candidate("ring", proto, 0.0, math.inf)
     return next(c for c in _ring(op, s) if c.proto == proto)
 
 

@@ -43,10 +43,10 @@ A2A_PER_MOE_PASS = 2  # dispatch + combine
 CommFn = Callable[[str, str, Array], Array]
 
 
-def scalar_comm(cluster: ClusterSpec, d: Degrees,
-                order: tuple[str, ...] = DEFAULT_ORDER) -> CommFn:
+def scalar_comm(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...] = DEFAULT_ORDER,
+                scatter: bool = False) -> CommFn:
     """Comm-time function for one layout: (group kind, op, bytes) -> seconds."""
-    shapes = {kind: group_shape_of(cluster, d, kind, order) for kind in GROUP_KINDS
+    shapes = {kind: group_shape_of(cluster, d, kind, order, scatter) for kind in GROUP_KINDS
               if getattr_degree(d, kind) >= 2}
 
     def time(kind: str, op: str, size: Array) -> Array:
@@ -57,7 +57,7 @@ def scalar_comm(cluster: ClusterSpec, d: Degrees,
 
 
 def batch_comm(cluster: ClusterSpec, arrays: dict[str, np.ndarray],
-               order: tuple[str, ...] = DEFAULT_ORDER) -> CommFn:
+               order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False) -> CommFn:
     """Comm-time function over many layouts: one shape lookup per distinct degree tuple."""
     keys = np.stack([arrays[k] for k in ("tp", "cp", "ep", "dp", "pp")], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -70,7 +70,8 @@ def batch_comm(cluster: ClusterSpec, arrays: dict[str, np.ndarray],
         out = np.zeros(inverse.shape)
         for d, idx in zip(degrees, members, strict=True):
             if getattr_degree(d, kind) >= 2:
-                out[idx] = comm_time_s(op, group_shape_of(cluster, d, kind, order), size[idx])
+                shape = group_shape_of(cluster, d, kind, order, scatter)
+                out[idx] = comm_time_s(op, shape, size[idx])
         return out
 
     return time
@@ -82,9 +83,9 @@ def getattr_degree(d: Degrees, kind: str) -> int:
 
 
 def shape_for(cluster: ClusterSpec, d: Degrees, kind: str,
-              order: tuple[str, ...] = DEFAULT_ORDER) -> Shape:
+              order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False) -> Shape:
     """The group shape a kind's collectives run on (for reports: tiers, NIC sharing)."""
-    return group_shape_of(cluster, d, kind, order)
+    return group_shape_of(cluster, d, kind, order, scatter)
 
 
 def activation_bytes(tokens: Array, hidden: int) -> Array:

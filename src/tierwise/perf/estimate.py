@@ -21,11 +21,11 @@ def degrees(layout: Layout) -> Degrees:
     return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
 
 
-def tier_of(cluster: ClusterSpec, d: Degrees, kind: str, order: tuple[str, ...]) -> str:
+def tier_of(cluster: ClusterSpec, d: Degrees, kind: str, flags: Flags) -> str:
     """The slowest tier a group of `kind` crosses: intra, leaf or spine."""
     if C.getattr_degree(d, KINDS[kind]) < 2:
         return "none"
-    shape = C.shape_for(cluster, d, KINDS[kind], order)
+    shape = C.shape_for(cluster, d, KINDS[kind], flags.order, flags.scatter_nodes)
     if not shape.crosses_domains:
         return "intra"
     return "spine" if shape.n_leaf > 1 else "leaf"
@@ -37,8 +37,8 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     d = degrees(layout)
     terms = step_terms(model, cluster, layout_fields(layout, model),
-                       C.scalar_comm(cluster, d, flags.order), flags)
-    tiers = {kind: tier_of(cluster, d, kind, flags.order) for kind in KINDS}
+                       C.scalar_comm(cluster, d, flags.order, flags.scatter_nodes), flags)
+    tiers = {kind: tier_of(cluster, d, kind, flags) for kind in KINDS}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":
@@ -70,4 +70,5 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
 def estimate_batch(model: ModelSpec, cluster: ClusterSpec, arrays: dict[str, np.ndarray],
                    flags: Flags = Flags()) -> dict[str, Any]:
     """Step time, tokens/s, MFU, memory and fit for many layouts at once (arrays in/out)."""
-    return step_terms(model, cluster, arrays, C.batch_comm(cluster, arrays, flags.order), flags)
+    comm = C.batch_comm(cluster, arrays, flags.order, flags.scatter_nodes)
+    return step_terms(model, cluster, arrays, comm, flags)

@@ -88,13 +88,30 @@ def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[l
     return [np.nonzero(gid == g)[0].tolist() for g in dict.fromkeys(gid[:gpn].tolist())]
 
 
+def scattered_nodes(cluster: ClusterSpec) -> list[int]:
+    """Node order of a topology-unaware scheduler: consecutive ranks' nodes on different
+    leaves (round-robin over leaves)."""
+    npl = cluster.nodes_per_leaf
+    leaves = -(-cluster.nodes // npl)
+    order = [leaf * npl + i for i in range(npl) for leaf in range(leaves)]
+    return [n for n in order if n < cluster.nodes]
+
+
+def placement_for(cluster: ClusterSpec, scatter: bool = False) -> Placement:
+    """Ranks filled node by node over the cluster's nodes in order, or scattered over leaves."""
+    return _cache_for(cluster).placements[scatter]
+
+
 class _ClusterCache:
-    """Per-cluster placement and group shapes, keyed by identity (specs are frozen)."""
+    """Per-cluster placements and group shapes, keyed by identity (specs are frozen)."""
 
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
-        self.placement = Placement.contiguous(cluster)
-        self.shapes: dict[tuple[Degrees, tuple[str, ...], str], Shape] = {}
+        self.placements = {
+            False: Placement.contiguous(cluster),
+            True: Placement.contiguous(cluster, nodes=scattered_nodes(cluster)),
+        }
+        self.shapes: dict[tuple[Degrees, tuple[str, ...], str, bool], Shape] = {}
 
 
 _CACHES: dict[int, _ClusterCache] = {}
@@ -109,14 +126,14 @@ def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
 
 
 def group_shape_of(cluster: ClusterSpec, d: Degrees, kind: str,
-                   order: tuple[str, ...] = DEFAULT_ORDER) -> Shape:
+                   order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False) -> Shape:
     """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings."""
     cache = _cache_for(cluster)
-    key = (d, order, kind)
+    key = (d, order, kind, scatter)
     if key not in cache.shapes:
         if d.world > cluster.world:
             raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
-        p = cache.placement
+        p = cache.placements[scatter]
         siblings = _siblings(d, order, kind, cluster.gpus_per_node)
         if kind == "pp":  # point-to-point across one stage boundary
             siblings = [g[:2] for g in siblings]

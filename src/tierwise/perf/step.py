@@ -58,6 +58,7 @@ class Flags:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+    scatter_nodes: bool = False
 
 
 def _min(a: Array, b: Array) -> Array:

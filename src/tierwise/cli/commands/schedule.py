@@ -1,0 +1,378 @@
+"""`tierwise schedule`: job placement on a shared cluster — simulate policies on a trace, place a
+burst of jobs (and price Slurm's placement of it), emit and read Slurm topology files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from tierwise.cli.options import JsonOpt, cluster_options
+from tierwise.cli.output import console, print_json, table
+from tierwise.errors import ParseError, SpecError
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.schedule import slurm
+from tierwise.schedule.jobs import Job, read_trace, synthetic, write_trace
+from tierwise.schedule.policies import POLICIES, policy
+from tierwise.schedule.simulate import SimResult, place_all, price, simulate
+from tierwise.schedule.slowdown import SlowdownModel
+from tierwise.schedule.state import ClusterState
+from tierwise.units import parse_duration
+
+app = typer.Typer(
+    help="Topology-aware job placement: simulate policies, Slurm files.", no_args_is_help=True
+)
+slurm_app = typer.Typer(help="Slurm topology.conf / slurm.conf / hostfiles.", no_args_is_help=True)
+app.add_typer(slurm_app, name="slurm")
+
+TraceOpt = Annotated[Path | None, typer.Option("--trace", help="CSV trace (docs/schedule.md).")]
+SyntheticOpt = Annotated[int | None, typer.Option("--synthetic", help="Generate N jobs instead.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Synthetic trace seed.")]
+LoadOpt = Annotated[float, typer.Option("--load", help="Synthetic offered load (0-1.5].")]
+PrefixOpt = Annotated[str, typer.Option("--prefix", help="Node name prefix (gpu -> gpu001).")]
+SUMMARY_COLUMNS = {
+    "mean_jct_s": "mean JCT s",
+    "p95_jct_s": "p95 JCT s",
+    "mean_wait_s": "wait s",
+    "makespan_s": "makespan s",
+    "utilization": "util",
+    "mean_slowdown": "slowdown",
+    "max_slowdown": "max sd",
+    "mean_leaves_per_job": "leaves/job",
+    "fragmentation": "frag",
+    "jct_vs_naive_pct": "JCT vs naive %",
+}
+
+
+def _jobs(
+    cluster: ClusterSpec, trace: Path | None, count: int | None, seed: int, load: float
+) -> list[Job]:
+    if (trace is None) == (count is None):
+        raise SpecError("give exactly one of --trace FILE or --synthetic N")
+    if trace is not None:
+        return read_trace(trace)
+    if not 0 < load <= 1.5:
+        raise SpecError(f"--load: {load}; allowed: (0, 1.5]")
+    return synthetic(cluster, count, seed, load)
+
+
+def _nodes(cluster: ClusterSpec, expr: str | None, what: str, prefix: str) -> list[int]:
+    if not expr:
+        return []
+    try:
+        return slurm.node_indices(cluster, slurm.expand_hostlist(expr), prefix)
+    except SpecError as exc:
+        raise SpecError(f"--{what}: {exc}") from None
+
+
+@cluster_options
+def simulate_cmd(
+    cluster_spec: ClusterSpec,
+    trace: TraceOpt = None,
+    synthetic_jobs: SyntheticOpt = None,
+    seed: SeedOpt = 0,
+    load: LoadOpt = 0.9,
+    policies: Annotated[
+        str, typer.Option("--policy", help="naive, topo, topo-frag, or a comma list to compare.")
+    ] = "naive,topo,topo-frag",
+    max_wait: Annotated[
+        str | None,
+        typer.Option(
+            "--max-wait", help="Wait up to this long (e.g. 10m) for a placement in fewest leaves."
+        ),
+    ] = None,
+    down: Annotated[
+        str | None, typer.Option("--down", help="Down nodes, hostlist (gpu[003-004]).")
+    ] = None,
+    drained: Annotated[
+        str | None, typer.Option("--drained", help="Drained nodes, hostlist.")
+    ] = None,
+    prefix: PrefixOpt = "gpu",
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a JCT comparison (PNG/SVG).")
+    ] = None,
+    trace_out: Annotated[
+        Path | None, typer.Option("--trace-out", help="Also write the trace used as CSV.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a job trace under each placement policy; print JCT, utilisation and slowdowns."""
+    jobs = _jobs(cluster_spec, trace, synthetic_jobs, seed, load)
+    if trace_out is not None:
+        write_trace(jobs, trace_out)
+    wait_s = parse_duration(max_wait, "--max-wait") if max_wait else 0.0
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    chosen = [policy(p) for p in names]
+    down_nodes = _nodes(cluster_spec, down, "down", prefix)
+    drained_nodes = _nodes(cluster_spec, drained, "drained", prefix)
+    model = SlowdownModel(cluster_spec)
+    results = [
+        simulate(ClusterState(cluster_spec, down_nodes, drained_nodes), jobs, p, model, wait_s)
+        for p in chosen
+    ]
+    rows = [_summary(r, results) for r in results]
+    if plot is not None:
+        _plot(results, plot)
+    if as_json:
+        out = {
+            "cluster": cluster_spec.name,
+            "nodes": cluster_spec.nodes,
+            "oversubscription": cluster_spec.topology.oversubscription,
+            "jobs": len(jobs),
+            "max_wait_s": wait_s,
+            "results": rows,
+        }
+        print_json({**out, **rows[0]} if len(rows) == 1 else out)
+        return
+    console.print(
+        table(
+            f"{cluster_spec.name}: {cluster_spec.nodes} nodes, "
+            f"{cluster_spec.topology.oversubscription:g}:1, {len(jobs)} jobs",
+            ["policy", *SUMMARY_COLUMNS.values()],
+            [[r["policy"], *(r[k] for k in SUMMARY_COLUMNS)] for r in rows],
+        )
+    )
+
+
+def _summary(result: SimResult, results: list[SimResult]) -> dict[str, object]:
+    """Metrics plus the mean-JCT improvement over naive (positive = faster), when it ran."""
+    m = result.metrics()
+    naive = next((r.metrics() for r in results if r.policy == "naive"), None)
+    m["jct_vs_naive_pct"] = (
+        100.0 * (naive["mean_jct_s"] - m["mean_jct_s"]) / naive["mean_jct_s"] if naive else None
+    )
+    return m
+
+
+def _plot(results: list[SimResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for r in results:
+        jct = np.sort([x.jct_s for x in r.records]) / 3600
+        a.plot(jct, np.linspace(0, 1, len(jct)), label=r.policy)
+        b.bar(r.policy, r.metrics()["mean_jct_s"] / 3600)
+    a.set(
+        xscale="log", xlabel="job completion time (h)", ylabel="fraction of jobs", title="JCT CDF"
+    )
+    a.legend()
+    b.set(ylabel="mean JCT (h)", title="mean job completion time")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+@cluster_options
+def synth_cmd(
+    cluster_spec: ClusterSpec,
+    count: Annotated[int, typer.Argument(help="Jobs to generate.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write.")],
+    seed: SeedOpt = 0,
+    load: LoadOpt = 0.9,
+) -> None:
+    """Write a synthetic trace (documented size/TP mix) as CSV."""
+    write_trace(_jobs(cluster_spec, None, count, seed, load), out)
+
+
+def read_allocations(path: Path, cluster: ClusterSpec, prefix: str) -> dict[str, list[int]]:
+    """`job nodelist` per line, as `squeue -h -o '%j %N'` prints; errors name the line."""
+    out: dict[str, list[int]] = {}
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ParseError(f"cannot read ({exc.strerror})", source=str(path)) from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ParseError(f"expected 'job nodelist', got {line.strip()!r}", number, str(path))
+        try:
+            out[parts[0]] = slurm.node_indices(cluster, slurm.expand_hostlist(parts[1]), prefix)
+        except SpecError as exc:
+            raise ParseError(str(exc), number, str(path)) from None
+    return out
+
+
+@cluster_options
+def place_cmd(
+    cluster_spec: ClusterSpec,
+    trace: Annotated[Path, typer.Option("--trace", help="CSV trace; jobs start in file order.")],
+    policy_name: Annotated[str, typer.Option("--policy", help="naive, topo, topo-frag.")] = "topo",
+    allocations: Annotated[
+        Path | None,
+        typer.Option(
+            "--allocations",
+            help="Compare with these placements: 'job nodelist' lines (squeue -h -o '%j %N').",
+        ),
+    ] = None,
+    prefix: PrefixOpt = "gpu",
+    as_json: JsonOpt = False,
+) -> None:
+    """Place a burst of jobs at once (none ends) and predict each job's slowdown; with
+    --allocations also price Slurm's placements and say where they differ."""
+    jobs = read_trace(trace)
+    state = ClusterState(cluster_spec)
+    model = SlowdownModel(cluster_spec)
+    ours = price(state, jobs, place_all(state, jobs, policy(policy_name)), model)
+    theirs = None
+    if allocations is not None:
+        given = read_allocations(allocations, cluster_spec, prefix)
+        missing = [j.id for j in jobs if j.id not in given]
+        if missing:
+            raise SpecError(f"--allocations: no placement for job(s) {', '.join(missing)}")
+        theirs = price(state, jobs, [np.array(given[j.id]) for j in jobs], model)
+    rows = []
+    for k, p in enumerate(ours):
+        row = {
+            "id": p.job.id,
+            "nodes": len(p.nodes),
+            "nodelist": slurm.compress_hostlist(slurm.node_names(cluster_spec, p.nodes, prefix)),
+            "leaves": p.leaves,
+            "uplink_share": p.uplink_share,
+            "slowdown": p.slowdown,
+        }
+        if theirs is not None:
+            t = theirs[k]
+            row |= {
+                "given_nodelist": slurm.compress_hostlist(
+                    slurm.node_names(cluster_spec, t.nodes, prefix)
+                ),
+                "given_leaves": t.leaves,
+                "given_slowdown": t.slowdown,
+                "match": sorted(t.nodes.tolist()) == sorted(p.nodes.tolist()),
+            }
+        rows.append(row)
+    if as_json:
+        out: dict[str, object] = {"cluster": cluster_spec.name, "policy": policy_name, "jobs": rows}
+        if theirs is not None:
+            out["matches"] = sum(bool(r["match"]) for r in rows)
+        print_json(out)
+        return
+    cols = list(rows[0])
+    console.print(
+        table(
+            f"{policy_name} placement on {cluster_spec.name}",
+            cols,
+            [[r[c] for c in cols] for r in rows],
+        )
+    )
+
+
+@cluster_options
+def topology_cmd(
+    cluster_spec: ClusterSpec,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Directory for topology.conf and slurm-nodes.conf (default: print)."
+        ),
+    ] = None,
+    prefix: PrefixOpt = "gpu",
+    cpus: Annotated[int | None, typer.Option("--cpus", help="CPUs= per node.")] = None,
+    addr_base: Annotated[
+        str | None,
+        typer.Option("--node-addr-base", help="Emulation: NodeAddr=BASE+N, e.g. 127.0.1."),
+    ] = None,
+    port_base: Annotated[
+        int | None, typer.Option("--port-base", help="Emulation: Port=BASE+N per node.")
+    ] = None,
+) -> None:
+    """Emit topology.conf (topology/tree) and the matching slurm.conf node section."""
+    topo = slurm.topology_conf(cluster_spec, prefix)
+    nodes = slurm.slurm_nodes_conf(cluster_spec, prefix, cpus, addr_base, port_base)
+    if out is None:
+        typer.echo(topo + "\n# slurm.conf node section\n" + nodes, nl=False)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "topology.conf").write_text(topo)
+    (out / "slurm-nodes.conf").write_text(nodes)
+    typer.echo(f"wrote {out / 'topology.conf'} and {out / 'slurm-nodes.conf'}")
+
+
+def parse_cmd(
+    path: Annotated[Path, typer.Argument(help="topology.conf to read.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Read a topology.conf: switches, levels, nodes per leaf; errors name the line."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ParseError(f"cannot read ({exc.strerror})", source=str(path)) from None
+    topo = slurm.parse_topology(text, str(path))
+    switches = [
+        {
+            "name": s.name,
+            "level": s.level,
+            "nodes": len(s.nodes),
+            "children": s.children,
+            "nodelist": slurm.compress_hostlist(s.nodes) if s.nodes else "",
+        }
+        for s in topo.switches.values()
+    ]
+    if as_json:
+        print_json(
+            {
+                "levels": topo.levels,
+                "leaves": len(topo.leaves),
+                "nodes": len(topo.leaf_of),
+                "nodes_per_leaf": topo.nodes_per_leaf(),
+                "switches": switches,
+            }
+        )
+        return
+    console.print(
+        table(
+            f"{path}: {topo.levels} levels, {len(topo.leaves)} leaves, {len(topo.leaf_of)} nodes",
+            ["switch", "level", "nodes", "below"],
+            [
+                [
+                    s["name"],
+                    s["level"],
+                    s["nodes"],
+                    s["nodelist"] or slurm.compress_hostlist(s["children"]),
+                ]
+                for s in switches
+            ],
+        )
+    )
+
+
+@cluster_options
+def hostfile_cmd(
+    cluster_spec: ClusterSpec,
+    nodelist: Annotated[
+        str, typer.Option("--nodelist", help="Allocation, e.g. gpu[001-004] ($SLURM_JOB_NODELIST).")
+    ],
+    gpus: Annotated[int, typer.Option("--gpus", help="Ranks (tp*pp*dp).")],
+    fmt: Annotated[
+        str, typer.Option("--format", help="hostfile (SLURM_HOSTFILE) or rankfile (Open MPI).")
+    ] = "hostfile",
+    prefix: PrefixOpt = "gpu",
+) -> None:
+    """Print the SLURM_HOSTFILE or rankfile for an allocation, leaf by leaf."""
+    writers = {"hostfile": slurm.hostfile, "rankfile": slurm.rankfile}
+    if fmt not in writers:
+        raise SpecError(f"--format: {fmt!r}; allowed: {', '.join(writers)}")
+    hosts = slurm.expand_hostlist(nodelist)
+    order = np.argsort(slurm.node_indices(cluster_spec, hosts, prefix), kind="stable")
+    typer.echo(writers[fmt](gpus, [hosts[i] for i in order], cluster_spec.gpus_per_node), nl=False)
+
+
+def register(root: typer.Typer) -> None:
+    """Add `tierwise schedule ...`."""
+    app.command("simulate")(simulate_cmd)
+    app.command("synth")(synth_cmd)
+    app.command("place")(place_cmd)
+    slurm_app.command("topology")(topology_cmd)
+    slurm_app.command("parse")(parse_cmd)
+    slurm_app.command("hostfile")(hostfile_cmd)
+    root.add_typer(app, name="schedule")
+
+
+__all__ = ["POLICIES", "register"]

@@ -1,0 +1,50 @@
+"""Which GPUs form each process group of a layout, and what each group kind crosses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.groups import DEFAULT_ORDER, Degrees, group_ids, group_shape_of, placement_for
+from tierwise.workload.layout import Layout
+
+MAPPED_KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "pp": "pp"}
+
+
+def process_groups(layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER) -> dict[str, list[list[int]]]:
+    """Every group of each kind as lists of global ranks (groups of size 1 are omitted)."""
+    d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    out: dict[str, list[list[int]]] = {}
+    for name, kind in MAPPED_KINDS.items():
+        if getattr(d, kind) < 2:
+            continue
+        gid = group_ids(d, order, kind)
+        _, first = np.unique(gid, return_index=True)
+        out[name] = [np.nonzero(gid == gid[i])[0].tolist() for i in sorted(first)]
+    return out
+
+
+def group_summary(cluster: ClusterSpec, layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER,
+                  scatter: bool = False, examples: int = 2) -> list[dict[str, Any]]:
+    """Per group kind: size, count, tier, NIC sharing, leaves crossed, example GPUs."""
+    d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    placement = placement_for(cluster, scatter)
+    rows = []
+    for name, groups in process_groups(layout, order).items():
+        kind = "dpcp" if name == "dp" and layout.cp > 1 else MAPPED_KINDS[name]
+        shape = group_shape_of(cluster, d, kind, order, scatter)
+        tier = "intra" if not shape.crosses_domains else ("spine" if shape.n_leaf > 1 else "leaf")
+        rows.append({
+            "kind": name,
+            "size": len(groups[0]),
+            "groups": len(groups),
+            "tier": tier,
+            "nodes_per_group": shape.n_dom,
+            "leaves_per_group": shape.n_leaf,
+            "groups_sharing_a_nic": shape.nic_share,
+            "examples": [[f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}"
+                          for r in g] for g in groups[:examples]],
+        })
+    return rows

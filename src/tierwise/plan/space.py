@@ -1,0 +1,149 @@
+"""The search space: every layout of a model on G GPUs for a fixed global batch and sequence.
+
+Built as numpy arrays (one entry per candidate) from the cartesian product of per-degree
+options, then pruned by the same divisibility rules `Layout.validate_for` states.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.workload.spec import ModelSpec
+
+POWERS_OF_TWO = tuple(2**i for i in range(11))
+MBS_OPTIONS = (1, 2, 4, 8)
+VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8)
+RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+# (ZeRO stage, Megatron distributed optimizer): Megatron's default, ZeRO-1/2 and FSDP.
+SHARDING = {"distopt": (0, True), "zero1": (1, False), "zero2": (2, False), "fsdp": (3, False)}
+# What each framework can run: its sharding schemes and whether it has context parallelism.
+FRAMEWORKS = {
+    "any": {"sharding": tuple(SHARDING), "cp": True},
+    "megatron": {"sharding": ("distopt",), "cp": True},
+    "torchtitan": {"sharding": ("fsdp",), "cp": True},
+    "deepspeed": {"sharding": ("zero1", "zero2", "fsdp"), "cp": False},
+}
+FIXABLE = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero", "dtype", "sp")
+
+
+@dataclass(frozen=True)
+class Space:
+    """Candidate layouts as arrays, and how many the product had before pruning."""
+
+    arrays: dict[str, np.ndarray]
+    product: int
+
+    @property
+    def size(self) -> int:
+        """Candidates left after pruning."""
+        return len(self.arrays["tp"])
+
+
+def parse_fix(text: str | None) -> dict[str, str]:
+    """`tp=8,pp=4` -> {"tp": "8", "pp": "4"}; unknown keys are an error."""
+    if not text:
+        return {}
+    out = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in FIXABLE:
+            raise SpecError(f"--fix: {item!r} is not KEY=VALUE with KEY in {', '.join(FIXABLE)}")
+        out[key] = value.strip()
+    return out
+
+
+def _flag(fix: Mapping[str, str], key: str, default: bool) -> bool:
+    if key not in fix:
+        return default
+    value = fix[key].lower()
+    if value not in {"true", "false", "1", "0", "yes", "no"}:
+        raise SpecError(f"--fix: {key}={fix[key]!r} is not true/false")
+    return value in {"true", "1", "yes"}
+
+
+def _ints(fix: Mapping[str, str], key: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    if key not in fix:
+        return default
+    try:
+        return (int(fix[key]),)
+    except ValueError:
+        raise SpecError(f"--fix: {key}={fix[key]!r} is not an integer") from None
+
+
+def build_space(model: ModelSpec, cluster: ClusterSpec, gpus: int, gbs: int, seq: int,
+                fix: Mapping[str, str] | None = None, framework: str = "any") -> Space:
+    """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
+    `framework` can run."""
+    fix = dict(fix or {})
+    if framework not in FRAMEWORKS:
+        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+    caps = FRAMEWORKS[framework]
+    if not caps["cp"]:
+        fix.setdefault("cp", "1")
+    tp_opts = _ints(fix, "tp", tuple(t for t in POWERS_OF_TWO if t <= min(gpus, model.heads)))
+    cp_opts = _ints(fix, "cp", tuple(c for c in POWERS_OF_TWO[:6] if c <= gpus))
+    pp_opts = _ints(fix, "pp", tuple(p for p in range(1, model.layers + 1) if gpus % p == 0))
+    vpp_opts = _ints(fix, "vpp", VPP_OPTIONS)
+    mbs_opts = _ints(fix, "mbs", MBS_OPTIONS)
+    experts = model.moe.experts if model.moe else 1
+    ep_opts = _ints(fix, "ep", tuple(e for e in POWERS_OF_TWO if e <= experts and experts % e == 0))
+    rc_names = (fix["recompute"],) if "recompute" in fix else tuple(RECOMPUTE)
+    for name in rc_names:
+        if name not in RECOMPUTE:
+            raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
+    shard_opts = tuple(SHARDING[name] for name in caps["sharding"])
+    if "zero" in fix:
+        stage = _ints(fix, "zero", ())[0]
+        shard_opts = tuple(s for s in shard_opts if s[0] == stage)
+    dtypes = (fix.get("dtype", "bf16"),)
+    if dtypes[0] not in {"bf16", "fp8"}:
+        raise SpecError(f"--fix: dtype={dtypes[0]!r}; allowed: bf16, fp8")
+    grid = np.array(list(itertools.product(
+        tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts,
+        [RECOMPUTE[n] for n in rc_names], range(len(shard_opts)))), dtype=np.int64)
+    product = len(grid)
+    tp, cp, pp, vpp, mbs, ep, rc, shard = grid.T
+    dp = gpus // (tp * cp * pp)
+    if "dp" in fix:
+        keep_dp = dp == _ints(fix, "dp", ())[0]
+    else:
+        keep_dp = np.ones(product, dtype=bool)
+    kv = model.kv
+    ok = (
+        keep_dp
+        & (tp * cp * pp * dp == gpus)
+        & (model.heads % tp == 0)
+        & ((kv % tp == 0) | (tp % kv == 0))
+        & (model.ffn % tp == 0)
+        & (gbs % (mbs * np.maximum(dp, 1)) == 0)
+        & (model.layers % (pp * vpp) == 0)
+        & ((vpp == 1) | (pp > 1))
+        & (seq % np.where(cp > 1, 2 * cp, 1) == 0)
+        & ((tp == 1) | ((seq // cp) % tp == 0))
+        & ((tp * cp * dp) % ep == 0)
+        & (pp <= model.layers)
+    )
+    if model.moe is not None:
+        ok &= model.moe.expert_ffn_hidden % tp == 0
+    sel = {k: v[ok] for k, v in dict(tp=tp, cp=cp, pp=pp, vpp=vpp, mbs=mbs, ep=ep, rc=rc,
+                                          shard=shard, dp=dp).items()}
+    zero = np.array([s[0] for s in shard_opts])[sel["shard"]]
+    distopt = np.array([s[1] for s in shard_opts])[sel["shard"]]
+    n = len(sel["tp"])
+    layers_per_stage = model.layers // sel["pp"]
+    arrays = {
+        "tp": sel["tp"], "cp": sel["cp"], "ep": sel["ep"], "etp": sel["tp"], "pp": sel["pp"],
+        "vpp": sel["vpp"], "dp": sel["dp"], "mbs": sel["mbs"], "gbs": np.full(n, gbs),
+        "seq": np.full(n, seq), "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
+        "recompute": sel["rc"], "zero": zero,
+        "distributed_optimizer": distopt, "fp8": np.full(n, dtypes[0] == "fp8"),
+        "first_stage_layers": layers_per_stage, "last_stage_layers": layers_per_stage,
+    }
+    return Space(arrays, product)

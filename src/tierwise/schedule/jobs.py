@@ -1,0 +1,241 @@
+"""Jobs: what a job asks for, a CSV trace format, and a synthetic trace generator.
+
+CSV trace (header required; one job per line; `#` lines are comments)::
+
+    id,arrival_s,duration_s,model,tp,pp,dp,compute_s[,priority][,gpus]
+
+- `duration_s`: run time at ideal placement (compact, alone on the fabric), seconds.
+- `model`: a model preset name (`tierwise.workload`) or a parameter count (`7e9`, `70B`); it
+  sets the gradient bytes of the DP all-reduce.
+- `tp`, `pp`, `dp`: the layout; the job wants tp*pp*dp GPUs (`gpus`, if given, must match).
+- `compute_s`: compute time of one training step per GPU at ideal placement, seconds.
+- `priority`: higher starts first (default 0).
+
+Jobs get whole nodes: ceil(gpus / gpus_per_node).
+
+Synthetic traces (`synthetic()`), documented in docs/schedule.md: sizes in nodes from
+`SIZE_MIX`, TP degree from `TP_MIX`, model by size from `MODEL_BY_NODES`, log-normal durations
+(`DURATION_MEDIAN_S`, `DURATION_SIGMA`, clipped to `DURATION_RANGE_S`), Poisson arrivals at
+offered load `load` of the cluster's node-seconds, and a step compute time from the model's
+6*params*tokens FLOPs at `SYNTHETIC_MFU` of the GPU's bf16 peak.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from tierwise.errors import ParseError, SpecError
+from tierwise.hardware.cluster import ClusterSpec
+
+REQUIRED = ("id", "arrival_s", "duration_s", "model", "tp", "pp", "dp", "compute_s")
+OPTIONAL = ("priority", "gpus")
+
+SIZE_MIX = {1: 0.30, 2: 0.20, 4: 0.18, 8: 0.14, 16: 0.10, 32: 0.05, 64: 0.03}
+"""Job size in nodes -> probability (sizes above half the cluster are dropped, the rest
+renormalised)."""
+TP_MIX = {8: 0.4, 4: 0.2, 2: 0.2, 1: 0.2}
+"""Tensor-parallel degree -> probability (capped at GPUs per node); dp fills the rest."""
+MODEL_BY_NODES = ((2, "llama3-8b"), (8, "llama2-13b"), (10**9, "llama3-70b"))
+"""(largest size in nodes, model preset): small jobs train small models."""
+PP_BY_NODES = ((16, 1), (10**9, 2))
+"""(largest size in nodes, pipeline stages)."""
+DURATION_MEDIAN_S = 3600.0
+DURATION_SIGMA = 1.0
+"""Log-normal shape of ideal run times (natural-log standard deviation)."""
+DURATION_RANGE_S = (300.0, 86400.0)
+TOKENS_PER_GPU_STEP = (2048, 4096, 8192)
+"""Tokens per step per GPU of a model replica (a replica of tp*pp GPUs processes tp*pp times
+this), drawn uniformly: with the gradient bytes it sets the compute:communication ratio."""
+SYNTHETIC_MFU = 0.4
+"""Assumed model-FLOPs utilisation that turns a synthetic job's FLOPs into compute_s. An input
+of the synthetic workload only; a real trace gives compute_s."""
+TRAINING_FLOPS_PER_PARAM_TOKEN = 6
+"""Forward + backward FLOPs per parameter per token (2 forward + 4 backward)."""
+
+
+@dataclass(frozen=True)
+class JobClass:
+    """What determines a job's slowdown: model size and layout, compute per step (s)."""
+
+    model: str
+    params: float
+    tp: int
+    pp: int
+    dp: int
+    compute_s: float
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout needs."""
+        return self.tp * self.pp * self.dp
+
+    def nodes(self, gpus_per_node: int) -> int:
+        """Whole nodes the job gets."""
+        return -(-self.gpus // gpus_per_node)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a trace; times in seconds."""
+
+    id: str
+    arrival_s: float
+    duration_s: float
+    cls: JobClass
+    priority: int = 0
+
+
+@cache
+def model_params(model: str) -> float:
+    """Parameter count of a model (preset name or spec file) or a literal count (`7e9`, `70B`)."""
+    text = model.strip()
+    scale = 1e9 if text[-1:] in {"B", "b"} else 1.0
+    try:
+        return float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        pass
+    from tierwise.workload import load_model
+    from tierwise.workload.params import param_counts
+
+    return float(param_counts(load_model(text)).total)
+
+
+def read_trace(path: str | Path) -> list[Job]:
+    """Jobs from a CSV trace (format in the module docstring); errors name the line."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ParseError(f"cannot read trace ({exc.strerror})", source=source) from None
+    lines = [
+        (n, line)
+        for n, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not lines:
+        raise ParseError("empty trace; expected a header " + ",".join(REQUIRED), source=source)
+    header_no, header = lines[0]
+    columns = [c.strip() for c in next(csv.reader([header]))]
+    missing = [c for c in REQUIRED if c not in columns]
+    unknown = [c for c in columns if c not in REQUIRED + OPTIONAL]
+    if missing or unknown:
+        what = (
+            f"missing column(s) {', '.join(missing)}"
+            if missing
+            else f"unknown column(s) {', '.join(unknown)}"
+        )
+        raise ParseError(f"{what}; columns: {', '.join(REQUIRED + OPTIONAL)}", header_no, source)
+    jobs, seen = [], set()
+    for number, line in lines[1:]:
+        cells = [c.strip() for c in next(csv.reader([line]))]
+        if len(cells) != len(columns):
+            raise ParseError(f"expected {len(columns)} fields, got {len(cells)}", number, source)
+        job = _job(dict(zip(columns, cells, strict=True)), number, source)
+        if job.id in seen:
+            raise ParseError(f"duplicate job id {job.id!r}", number, source)
+        seen.add(job.id)
+        jobs.append(job)
+    return jobs
+
+
+def _job(row: dict[str, str], line: int, source: str) -> Job:
+    def num(key: str, kind: type, low: float, default: str | None = None) -> float:
+        raw = row.get(key) or default
+        try:
+            value = kind(raw)
+        except (TypeError, ValueError):
+            raise ParseError(f"{key}={raw!r} is not a {kind.__name__}", line, source) from None
+        if not value >= low or not math.isfinite(value):
+            raise ParseError(f"{key}={raw!r} must be >= {low}", line, source)
+        return value
+
+    tp, pp, dp = (int(num(k, int, 1)) for k in ("tp", "pp", "dp"))
+    try:
+        params = model_params(row["model"])
+    except (SpecError, IndexError) as exc:
+        raise ParseError(f"model={row['model']!r}: {exc}", line, source) from None
+    cls = JobClass(row["model"], params, tp, pp, dp, num("compute_s", float, 1e-9))
+    if row.get("gpus") and int(num("gpus", int, 1)) != cls.gpus:
+        raise ParseError(f"gpus={row['gpus']} does not match tp*pp*dp={cls.gpus}", line, source)
+    if not row["id"]:
+        raise ParseError("id is empty", line, source)
+    return Job(
+        row["id"],
+        num("arrival_s", float, 0.0),
+        num("duration_s", float, 1e-9),
+        cls,
+        int(num("priority", int, -(10**9), "0")),
+    )
+
+
+def write_trace(jobs: Iterable[Job], path: str | Path) -> None:
+    """Write jobs as a CSV trace that `read_trace` reads back."""
+    with Path(path).open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*REQUIRED, "priority", "gpus"])
+        for j in jobs:
+            c = j.cls
+            w.writerow(
+                [
+                    j.id,
+                    f"{j.arrival_s:.3f}",
+                    f"{j.duration_s:.3f}",
+                    c.model,
+                    c.tp,
+                    c.pp,
+                    c.dp,
+                    f"{c.compute_s:.6g}",
+                    j.priority,
+                    c.gpus,
+                ]
+            )
+
+
+def check_fits(jobs: Iterable[Job], cluster: ClusterSpec, usable_nodes: int) -> None:
+    """Every job must fit on the usable nodes; the error names the job."""
+    for j in jobs:
+        n = j.cls.nodes(cluster.gpus_per_node)
+        if n > usable_nodes:
+            raise SpecError(
+                f"job {j.id!r}: needs {n} nodes ({j.cls.gpus} GPUs) but the cluster has "
+                f"{usable_nodes} usable nodes of {cluster.gpus_per_node} GPUs"
+            )
+
+
+def synthetic(cluster: ClusterSpec, count: int, seed: int = 0, load: float = 0.9) -> list[Job]:
+    """`count` jobs with the documented mix (module docstring), arriving at offered `load`."""
+    if count < 1:
+        raise SpecError(f"--synthetic: {count} jobs; need at least 1")
+    rng = np.random.default_rng(seed)
+    sizes = np.array([s for s in SIZE_MIX if s <= max(1, cluster.nodes // 2)])
+    p = np.array([SIZE_MIX[s] for s in sizes])
+    nodes = rng.choice(sizes, size=count, p=p / p.sum())
+    tps = np.array([t for t in TP_MIX if cluster.gpus_per_node % t == 0])
+    tp_p = np.array([TP_MIX[t] for t in tps])
+    tp = rng.choice(tps, size=count, p=tp_p / tp_p.sum())
+    lo, hi = DURATION_RANGE_S
+    duration = np.clip(rng.lognormal(math.log(DURATION_MEDIAN_S), DURATION_SIGMA, count), lo, hi)
+    tokens = rng.choice(TOKENS_PER_GPU_STEP, size=count)
+    rate = load * cluster.nodes / float(np.mean(nodes * duration))  # jobs per second
+    arrival = np.cumsum(rng.exponential(1.0 / rate, count))
+    arrival -= arrival[0]
+    peak = cluster.gpu.peak_bf16_tflops * 1e12
+    jobs = []
+    for i in range(count):
+        n = int(nodes[i])
+        model = next(m for limit, m in MODEL_BY_NODES if n <= limit)
+        pp = next(s for limit, s in PP_BY_NODES if n <= limit)
+        t = int(tp[i])
+        gpus = n * cluster.gpus_per_node
+        params = model_params(model)
+        compute = TRAINING_FLOPS_PER_PARAM_TOKEN * params * int(tokens[i]) / (peak * SYNTHETIC_MFU)
+        cls = JobClass(model, params, t, pp, gpus // (t * pp), round(compute, 4))
+        jobs.append(Job(f"j{i:05d}", float(arrival[i]), float(duration[i]), cls))
+    return jobs

@@ -1,0 +1,101 @@
+"""Cluster state on the switch tree: which nodes are free, down or drained, per leaf and pod.
+
+Node i sits under leaf `i // nodes_per_leaf`; leaf l under pod `l // leaves_per_pod` (a 2-level
+tree has one pod). Allocation is node-exclusive. Counts per leaf are kept incrementally so
+policies read them in O(leaves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec
+
+FREE = -1
+"""`owner` value of an idle, schedulable node."""
+UNAVAILABLE = -2
+"""`owner` value of a down or drained node."""
+
+
+def node_name_width(nodes: int) -> int:
+    """Digits in node names (`gpu001`): at least 3, more for clusters of 1000+ nodes."""
+    return max(3, len(str(nodes)))
+
+
+def node_name(index: int, nodes: int, prefix: str = "gpu") -> str:
+    """Slurm-style name of node `index` (0-based), numbered from 1: gpu001, gpu002..."""
+    return f"{prefix}{index + 1:0{node_name_width(nodes)}d}"
+
+
+class ClusterState:
+    """Free/allocated/unavailable nodes of `cluster`, with per-leaf free counts.
+
+    `down` nodes are broken; `drained` ones take no new jobs (in a simulation both are simply
+    unavailable; the distinction is kept for reporting and Slurm output).
+    """
+
+    def __init__(self, cluster: ClusterSpec, down: Iterable[int] = (), drained: Iterable[int] = ()):
+        self.cluster = cluster
+        self.nodes = cluster.nodes
+        self.nodes_per_leaf = min(cluster.nodes_per_leaf, cluster.nodes)
+        self.leaves = -(-self.nodes // self.nodes_per_leaf)
+        self.leaves_per_pod = cluster.topology.leaves_per_pod or self.leaves
+        self.pods = -(-self.leaves // self.leaves_per_pod)
+        self.leaf_of = np.arange(self.nodes) // self.nodes_per_leaf
+        self.pod_of_leaf = np.arange(self.leaves) // self.leaves_per_pod
+        self.leaf_size = np.bincount(self.leaf_of, minlength=self.leaves)
+        self.down = frozenset(_checked(down, self.nodes, "down"))
+        self.drained = frozenset(_checked(drained, self.nodes, "drained"))
+        self.owner = np.full(self.nodes, FREE, dtype=np.int64)
+        self.owner[list(self.down | self.drained)] = UNAVAILABLE
+        self.free_per_leaf = np.bincount(self.leaf_of[self.owner == FREE], minlength=self.leaves)
+        self.usable_per_leaf = self.free_per_leaf.copy()
+        self.free_total = int(self.free_per_leaf.sum())
+        self.usable = self.free_total
+
+    def free_nodes(self, leaf: int | None = None) -> np.ndarray:
+        """Free node indices (of one leaf, or all), ascending."""
+        if leaf is None:
+            return np.flatnonzero(self.owner == FREE)
+        lo = leaf * self.nodes_per_leaf
+        return lo + np.flatnonzero(self.owner[lo : lo + self.nodes_per_leaf] == FREE)
+
+    def whole_free_leaves(self) -> np.ndarray:
+        """Leaves whose every usable node is free (and that have one)."""
+        free = self.free_per_leaf
+        return np.flatnonzero((free == self.usable_per_leaf) & (free > 0))
+
+    def allocate(self, job: int, nodes: np.ndarray) -> None:
+        """Give `nodes` to `job`; each must be free (a double allocation is a bug, not input)."""
+        if not np.all(self.owner[nodes] == FREE) or len(np.unique(nodes)) != len(nodes):
+            raise RuntimeError(f"job {job}: nodes {nodes.tolist()} are not all free")
+        self.owner[nodes] = job
+        np.subtract.at(self.free_per_leaf, self.leaf_of[nodes], 1)
+        self.free_total -= len(nodes)
+
+    def release(self, job: int, nodes: np.ndarray) -> None:
+        """Return `job`'s nodes to the free pool."""
+        if not np.all(self.owner[nodes] == job):
+            raise RuntimeError(f"job {job}: does not hold nodes {nodes.tolist()}")
+        self.owner[nodes] = FREE
+        np.add.at(self.free_per_leaf, self.leaf_of[nodes], 1)
+        self.free_total += len(nodes)
+
+    def fragmentation(self) -> float:
+        """Share of free nodes that sit in partly used leaves (0 = every free node in a whole
+        free leaf, 1 = no whole leaf free)."""
+        if self.free_total == 0:
+            return 0.0
+        whole = int(self.free_per_leaf[self.whole_free_leaves()].sum())
+        return 1.0 - whole / self.free_total
+
+
+def _checked(indices: Iterable[int], nodes: int, what: str) -> list[int]:
+    out = [int(i) for i in indices]
+    for i in out:
+        if not 0 <= i < nodes:
+            raise SpecError(f"--{what}: node index {i} is outside the cluster's 0..{nodes - 1}")
+    return out

@@ -1,0 +1,136 @@
+"""Scheduler core: state, policies, slowdowns from the collective model, simulator invariants."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierwise.hardware.cluster import load_cluster
+from tierwise.schedule.jobs import Job, JobClass, synthetic
+from tierwise.schedule.policies import POLICIES, naive, topo, topo_frag
+from tierwise.schedule.simulate import place_all, price, simulate
+from tierwise.schedule.slowdown import SlowdownModel, share_bucket
+from tierwise.schedule.state import ClusterState
+
+
+def small(nodes: int = 8, npl: int = 4, over: float = 4.0, **kw):
+    """pcie-h100 shape (2 RoCE NICs per node) with small leaves."""
+    data = {"nodes": nodes, "oversubscription": over, **kw}
+    spec = load_cluster("pcie-h100", **data)
+    return spec.model_copy(
+        update={"topology": spec.topology.model_copy(update={"nodes_per_leaf": npl})}
+    )
+
+
+def job(i: int, nodes: int, arrival: float = 0.0, duration: float = 100.0, tp: int = 1) -> Job:
+    cls = JobClass("llama3-8b", 8.0e9, tp, 1, nodes * 8 // tp, 0.5)
+    return Job(f"j{i}", arrival, duration, cls)
+
+
+def test_topo_is_slurm_best_fit_and_naive_is_first_fit() -> None:
+    c = small()
+    jobs = [job(0, 2), job(1, 4), job(2, 2)]
+    got = place_all(ClusterState(c), jobs, POLICIES["topo"])
+    assert [a.tolist() for a in got] == [[0, 1], [4, 5, 6, 7], [2, 3]]
+    got = place_all(ClusterState(c), jobs, POLICIES["naive"])
+    assert [a.tolist() for a in got] == [[0, 1], [2, 3, 4, 5], [6, 7]]
+
+
+def test_topo_spans_fewest_leaves_and_skips_down_nodes() -> None:
+    c = small(nodes=12)
+    s = ClusterState(c, down=[0, 5])
+    s.allocate(99, np.array([1]))
+    # free per leaf: [2, 3] (2), [4, 6, 7] (3), [8-11] (4). 5 nodes: the whole leaf, then the
+    # leaf that best fits the last node (fewest free: nodes 2-3).
+    assert topo(s, 5).tolist() == [2, 8, 9, 10, 11]
+    assert topo(s, 3).tolist() == [4, 6, 7]  # tightest leaf that holds the job
+    assert naive(s, 3).tolist() == [2, 3, 4]
+
+
+def test_topo_frag_keeps_whole_leaf_for_waiting_large_job() -> None:
+    s = ClusterState(small(nodes=12))
+    s.allocate(1, np.array([0, 1, 2]))  # leaf 0 has 1 free, leaves 1 and 2 are whole
+    assert topo(s, 2).tolist() == [4, 5]  # best fit: no partial leaf fits, take a whole one
+    assert topo_frag(s, 2, reserve=1).tolist() == [4, 5]  # two whole leaves, one reserved
+    assert topo_frag(s, 2, reserve=2) is None  # both whole leaves are reserved; 1 node partial
+
+
+def test_slowdown_comes_from_fabric() -> None:
+    """Spreading a DP job over leaves costs more on a more oversubscribed fabric, nothing when
+    it stays in one leaf; a faster NIC shrinks the cost."""
+    cls = JobClass("llama3-8b", 8.0e9, 1, 1, 32, 0.5)
+    spread = np.array([0, 1, 4, 5])
+    costs = {}
+    for over in (1.0, 4.0):
+        m = SlowdownModel(small(over=over))
+        assert m.slowdown(cls, np.array([0, 1, 2, 3]), 1.0) == pytest.approx(1.0)
+        costs[over] = m.slowdown(cls, spread, 1.0)
+    assert costs[4.0] > costs[1.0] * 1.3, costs
+    fast = SlowdownModel(small(over=4.0, nic="roce400", nics_per_node=8)).slowdown(cls, spread, 1.0)
+    assert fast < costs[4.0]
+
+
+def test_share_bucket_rounds_down() -> None:
+    assert share_bucket(1.0) == 1.0 and share_bucket(2.0) == 2.0
+    assert 0.84 < share_bucket(0.99) <= 0.99
+
+
+def test_price_counts_uplink_contention() -> None:
+    c = small(nodes=8)
+    cls = JobClass("llama3-8b", 8.0e9, 1, 1, 16, 0.5)
+    jobs = [Job("a", 0, 1, cls), Job("b", 0, 1, cls)]
+    m = SlowdownModel(c)
+    alone = price(ClusterState(c), jobs[:1], [np.array([0, 4])], m)[0]
+    both = price(ClusterState(c), jobs, [np.array([0, 4]), np.array([1, 5])], m)
+    assert alone.uplink_share == 4.0 and both[0].uplink_share == 2.0
+    assert both[0].slowdown > alone.slowdown
+
+
+traces = st.lists(
+    st.tuples(
+        st.sampled_from([1, 2, 3, 4, 6, 8]),
+        st.floats(0, 500),
+        st.floats(1, 400),
+        st.sampled_from([1, 8]),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(traces, st.sampled_from(sorted(POLICIES)), st.sampled_from([0.0, 50.0]))
+def test_simulator_invariants(spec, name, wait) -> None:
+    c = small(nodes=12)
+    jobs = [job(i, n, a, d, tp) for i, (n, a, d, tp) in enumerate(spec)]
+    state = ClusterState(c, down=[11])
+    result = simulate(state, jobs, POLICIES[name], SlowdownModel(c), max_wait_s=wait)
+    recs = result.records
+    assert len(recs) == len(jobs)  # every job finishes
+    assert state.free_total == state.usable  # and gives its nodes back
+    for r, j in zip(recs, jobs, strict=True):
+        assert r.start_s >= j.arrival_s and r.end_s > r.start_s
+        assert len(r.nodes) * c.gpus_per_node >= j.cls.gpus  # never fewer GPUs than asked
+        assert 11 not in r.nodes
+        assert r.slowdown >= 1.0 - 1e-9
+    # no node held by two jobs at once
+    for node in range(c.nodes):
+        spans = sorted((r.start_s, r.end_s) for r in recs if node in r.nodes)
+        assert all(a[1] <= b[0] + 1e-9 for a, b in itertools.pairwise(spans))
+    # GPU-hours: what the jobs held equals what the cluster was busy
+    held = sum(len(r.nodes) * (r.end_s - r.start_s) for r in recs)
+    assert held == pytest.approx(result.busy_node_s, rel=1e-9)
+
+
+def test_topology_aware_beats_naive_on_oversubscribed_fabric() -> None:
+    c = load_cluster("pcie-h100", nodes=128, oversubscription=2.0)
+    jobs = synthetic(c, 300, seed=3)
+    m = SlowdownModel(c)
+    res = {p: simulate(ClusterState(c), jobs, POLICIES[p], m).metrics() for p in POLICIES}
+    assert res["topo"]["mean_jct_s"] < res["naive"]["mean_jct_s"]
+    assert res["topo"]["mean_leaves_per_job"] < res["naive"]["mean_leaves_per_job"]
+    assert res["naive"]["mean_slowdown"] > res["topo"]["mean_slowdown"]
