@@ -35,14 +35,15 @@ def group_summary(cluster: ClusterSpec, layout: Layout, order: tuple[str, ...] =
     for name, groups in process_groups(layout, order).items():
         kind = "dpcp" if name == "dp" and layout.cp > 1 else MAPPED_KINDS[name]
         shape = group_shape_of(cluster, d, kind, order, scatter)
-        tier = "intra" if not shape.crosses_domains else ("spine" if shape.n_leaf > 1 else "leaf")
+        span = placement.span(groups[0])
+        tier = "intra" if span.domains == 1 else ("spine" if span.leaves > 1 else "leaf")
         rows.append({
             "kind": name,
             "size": len(groups[0]),
             "groups": len(groups),
             "tier": tier,
-            "nodes_per_group": shape.n_dom,
-            "leaves_per_group": shape.n_leaf,
+            "nodes_per_group": span.nodes,
+            "leaves_per_group": span.leaves,
             "groups_sharing_a_nic": shape.nic_share,
             "examples": [[f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}"
                           for r in g] for g in groups[:examples]],

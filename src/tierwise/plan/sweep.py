@@ -1,0 +1,95 @@
+"""Fabric what-ifs: the best plan as one or two cluster parameters vary, and the inter-node
+bandwidth per GPU a workload needs to stay within X% of its best."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tierwise.errors import SpecError
+from tierwise.hardware.catalog import NIC
+from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
+from tierwise.perf.estimate import estimate
+from tierwise.perf.step import Flags
+from tierwise.plan.search import search
+from tierwise.specio import build
+from tierwise.workload.layout import Layout
+from tierwise.workload.spec import ModelSpec
+
+SWEEPABLE = {"nodes": int, "gpus_per_node": int, "nics_per_node": int, "nic": str, "intra": str,
+             "oversubscription": float}
+# Bisection bounds for the bandwidth search, Gb/s per NIC port.
+MIN_RATE_GBPS, MAX_RATE_GBPS = 1.0, 12800.0
+BISECTION_STEPS = 24
+
+
+def parse_vary(text: str) -> tuple[str, list[Any]]:
+    """`nics_per_node=1,2,4,8` -> ("nics_per_node", [1, 2, 4, 8])."""
+    key, sep, values = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or key not in SWEEPABLE or not values.strip():
+        raise SpecError(f"--vary: {text!r} is not KEY=V1,V2,... with KEY in {', '.join(SWEEPABLE)}")
+    try:
+        return key, [SWEEPABLE[key](v.strip()) for v in values.split(",")]
+    except ValueError:
+        raise SpecError(f"--vary: {text!r}: values of {key} must be {SWEEPABLE[key].__name__}"
+                        ) from None
+
+
+def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
+    """The cluster with shape overrides applied (validated)."""
+    data = apply_overrides(dump_cluster(cluster), **params)
+    label = ",".join(f"{k}={v}" for k, v in params.items())
+    return build(ClusterSpec, {**data, "name": f"{cluster.name}[{label}]"}, f"sweep {label}")
+
+
+def sweep(model: ModelSpec, cluster: ClusterSpec, gbs: int, seq: int,
+          varies: Sequence[tuple[str, list[Any]]], flags: Flags = Flags(),
+          framework: str = "any") -> list[dict[str, Any]]:
+    """Best plan per combination of the varied parameters."""
+    keys = [k for k, _ in varies]
+    rows = []
+    for values in itertools.product(*(v for _, v in varies)):
+        params = dict(zip(keys, values, strict=True))
+        c = with_params(cluster, params)
+        best = search(model, c, gbs, seq, top=1, flags=flags, framework=framework).plans[0]
+        lay = best["layout"]
+        rows.append({**params, "tokens_per_s": best["tokens_per_s"], "mfu": best["mfu"],
+                     "step_time_s": best["step_time_s"],
+                     "layout": {k: lay[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs",
+                                                    "recompute", "zero")}})
+    return rows
+
+
+def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
+    nic = cluster.inter.nic
+    data = dump_cluster(cluster)
+    data["inter"]["nic"] = NIC(**{**nic.model_dump(), "key": "what-if",
+                                  "rate_Gbps": rate_Gbps}).model_dump()
+    data["inter"]["nics_per_node"] = cluster.gpus_per_node
+    data["calibration"] = {k: v for k, v in data.get("calibration", {}).items() if k == "intra"}
+    return build(ClusterSpec, data, "bandwidth what-if")
+
+
+def needed_bandwidth(model: ModelSpec, cluster: ClusterSpec, layout: Layout, within: float,
+                     flags: Flags = Flags()) -> dict[str, Any]:
+    """Smallest inter-node line rate per GPU (one NIC per GPU) at which `layout` stays within
+    `within` (e.g. 0.1) of its step time on a very fast network, Gb/s per GPU."""
+    def step(rate: float) -> float:
+        return estimate(model, _with_nic_rate(cluster, rate), layout, flags)["step_time_s"]
+
+    best = step(MAX_RATE_GBPS)
+    lo, hi = MIN_RATE_GBPS, MAX_RATE_GBPS
+    if step(lo) <= best * (1 + within):
+        hi = lo
+    for _ in range(BISECTION_STEPS):
+        if hi / lo < 1.02:
+            break
+        mid = (lo * hi) ** 0.5
+        if step(mid) <= best * (1 + within):
+            hi = mid
+        else:
+            lo = mid
+    return {"needed_Gbps_per_gpu": hi, "within": within, "best_step_time_s": best,
+            "step_time_at_needed_s": step(hi)}

@@ -1,0 +1,1 @@
+"""Figures (matplotlib) and the self-contained HTML report (`tierwise report`)."""
