@@ -126,9 +126,10 @@ def _crossings(label: np.ndarray) -> int:
 
 def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
     """Distinct NICs the group's GPUs use in its least-connected node."""
-    nic = placement.nic_of(ranks)
-    per_node = [len(np.unique(nic[node == n])) for n in np.unique(node)]
-    return max(1, min(per_node))
+    pairs = np.unique(node * (placement.cluster.inter.nics_per_node + 1) + placement.nic_of(ranks))
+    _, per_node = np.unique(pairs // (placement.cluster.inter.nics_per_node + 1),
+                            return_counts=True)
+    return max(1, int(per_node.min()))
 
 
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:

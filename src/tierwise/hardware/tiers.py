@@ -33,8 +33,22 @@ class Tier:
     overhead_us: float = 0.0
 
 
+_TIERS: dict[int, tuple[ClusterSpec, list[Tier]]] = {}
+_TIERS_KEPT = 256  # specs whose tiers stay cached (what-if sweeps make a few hundred)
+
+
 def tiers(cluster: ClusterSpec) -> list[Tier]:
-    """The tiers present in `cluster`, fastest first."""
+    """The tiers present in `cluster`, fastest first (cached per spec: specs are frozen)."""
+    hit = _TIERS.get(id(cluster))
+    if hit is None or hit[0] is not cluster:
+        if len(_TIERS) >= _TIERS_KEPT:
+            _TIERS.clear()
+        hit = (cluster, _build_tiers(cluster))
+        _TIERS[id(cluster)] = hit
+    return list(hit[1])
+
+
+def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
     link, nic = cluster.intra, cluster.inter.nic
     out = [
         _calibrated(

@@ -115,11 +115,14 @@ class _ClusterCache:
 
 
 _CACHES: dict[int, _ClusterCache] = {}
+_CACHES_KEPT = 64  # clusters whose group shapes stay cached at once
 
 
 def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
     entry = _CACHES.get(id(cluster))
     if entry is None or entry.cluster is not cluster:
+        if len(_CACHES) >= _CACHES_KEPT:
+            _CACHES.clear()
         entry = _ClusterCache(cluster)
         _CACHES[id(cluster)] = entry
     return entry

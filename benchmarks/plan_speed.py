@@ -1,0 +1,37 @@
+"""Full planner search speed (JSON out): llama3-70b on 1,024 H100 and a 405B dense model on
+16,384 H100, each from a cold process-level cache (first search) and warm (second)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.groups import _CACHES
+from tierwise.plan.search import search
+from tierwise.workload.load import load_model
+
+CASES = [("llama3-70b", 128, 1024, 4096, 0.3), ("llama3-405b", 2048, 8192, 8192, 2.0)]
+
+
+def main() -> None:
+    out = []
+    for name, nodes, gbs, seq, target in CASES:
+        model, cluster = load_model(name), load_cluster("dgx-h100", nodes=nodes)
+        _CACHES.clear()
+        t0 = time.perf_counter()
+        cold = search(model, cluster, gbs, seq, top=5)
+        cold_s = time.perf_counter() - t0
+        warm = search(model, cluster, gbs, seq, top=5)
+        best = cold.plans[0]["layout"]
+        out.append({"model": name, "gpus": cluster.world, "gbs": gbs, "seq": seq,
+                    "candidates_evaluated": cold.candidates_evaluated,
+                    "candidates_fitting": cold.candidates_fitting,
+                    "search_time_s": round(cold_s, 3), "warm_search_time_s":
+                    round(warm.search_time_s, 3), "target_s": target,
+                    "best": {k: best[k] for k in ("tp", "cp", "pp", "vpp", "dp", "mbs")}})
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
