@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.estimate import estimate
 from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
@@ -179,3 +180,29 @@ def test_sweep_cli() -> None:
     assert out["rows"][0]["tokens_per_s"] <= out["rows"][1]["tokens_per_s"]
     assert out["needed_Gbps_per_gpu"] > 0
     assert_user_error(run_cli("sweep", "--vary", "colour=red", check=False), "--vary")
+
+
+def test_nvl72_domain_makes_wider_tp_and_ep_attractive() -> None:
+    big = load_model("llama3-405b")
+    ratios, tiers = {}, {}
+    for name, nodes in (("gb200-nvl72", 36), ("dgx-b200", 18)):
+        c = load_cluster(name, nodes=nodes)
+        tp8, tp16 = (estimate_of(big, c, tp) for tp in (8, 16))
+        ratios[name] = tp16["step_time_s"] / tp8["step_time_s"]
+        tiers[name] = tp16["comm_tiers"]["tp"]
+    assert tiers == {"gb200-nvl72": "intra", "dgx-b200": "leaf"}
+    assert ratios["gb200-nvl72"] < ratios["dgx-b200"] - 0.15
+    moe = load_model("deepseek-moe-16b")
+    ep_comm = {}
+    for name, nodes in (("gb200-nvl72", 36), ("dgx-b200", 18)):
+        c = load_cluster(name, nodes=nodes)
+        r = estimate(moe, c, Layout(ep=16, dp=144, gbs=576, seq=4096, distributed_optimizer=True))
+        ep_comm[name] = (r["breakdown"]["ep_comm_s"], r["comm_tiers"]["ep"])
+    assert ep_comm["gb200-nvl72"][1] == "intra" and ep_comm["dgx-b200"][1] == "leaf"
+    assert ep_comm["gb200-nvl72"][0] < 0.5 * ep_comm["dgx-b200"][0]
+
+
+def estimate_of(model: object, cluster: object, tp: int) -> dict:
+    """tp x pp x dp=1 layout of 144 GPUs with full recompute (fits either domain size)."""
+    return estimate(model, cluster, Layout(tp=tp, pp=144 // tp, dp=1, gbs=576, seq=8192,
+                                           recompute="full", distributed_optimizer=True))

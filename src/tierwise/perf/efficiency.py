@@ -19,7 +19,7 @@ GEMM_PEAK_FRACTION = {"a100-sxm-40gb": 0.85, "a100-sxm-80gb": 0.85, "h100-sxm": 
 DEFAULT_GEMM_PEAK_FRACTION = 0.75
 # Per-GPU GEMM dimension at which efficiency is half its peak fraction (elements). Fitted on
 # the training runs of ../shared/calibration/ by benchmarks/validate_estimate.py.
-GEMM_HALF_DIM = 1536.0
+GEMM_HALF_DIM = 768.0
 # FP8 GEMMs: Transformer Engine reaches about 1.4x the BF16 GEMM throughput in practice, not
 # the 2x of peak (scaling, casts, amax reductions): efficiency relative to the FP8 peak.
 FP8_GEMM_RELATIVE_EFFICIENCY = 0.7
@@ -33,7 +33,7 @@ HBM_EFFICIENCY = 0.7
 # Unfused framework kernels move each elementwise tensor this many times more than the fused
 # minimum the workload layer counts (casts, bias, dropout masks, copies). Fitted with
 # GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).
-ELEMENTWISE_TRAFFIC_FACTOR = 2.0
+ELEMENTWISE_TRAFFIC_FACTOR = 3.0
 # Fixed time per transformer layer per pass (forward, backward, recompute) that does not
 # scale with the work: kernel launches, stream syncs, small unfused kernels, us. Fitted with
 # GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).

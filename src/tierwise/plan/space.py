@@ -17,7 +17,7 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.spec import ModelSpec
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
-MBS_OPTIONS = (1, 2, 4, 8)
+MBS_OPTIONS = (1, 2, 3, 4, 6, 8)
 VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8)
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 # (ZeRO stage, Megatron distributed optimizer): Megatron's default, ZeRO-1/2 and FSDP.

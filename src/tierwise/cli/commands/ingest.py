@@ -185,63 +185,8 @@ def _show_tree(tree: SwitchTree) -> None:
     )
 
 
-@ingest_app.command("nvidia-smi")
-def ingest_nvidia_smi(
-    file: FileArg,
-    out: OutOpt = None,
-    as_json: JsonOpt = False,
-    gpu: GpuOpt = None,
-    nic: NicOpt = None,
-    nodes: NodesOpt = None,
-    gpus_per_node: GpnOpt = None,
-    nics_per_node: NpnOpt = None,
-    oversubscription: OverOpt = None,
-    name: NameOpt = None,
-) -> None:
-    """`nvidia-smi topo -m` (optionally after `nvidia-smi -L`) -> intra tier, NICs, affinity."""
-    opts = _Opts(
-        out, as_json, gpu, nic, nodes, gpus_per_node, nics_per_node, oversubscription, name
-    )
-    _node("nvidia-smi", parse_topo_matrix, file, opts)
-
-
-@ingest_app.command("nccl-xml")
-def ingest_nccl_xml(
-    file: FileArg,
-    out: OutOpt = None,
-    as_json: JsonOpt = False,
-    gpu: GpuOpt = None,
-    nic: NicOpt = None,
-    nodes: NodesOpt = None,
-    gpus_per_node: GpnOpt = None,
-    nics_per_node: NpnOpt = None,
-    oversubscription: OverOpt = None,
-    name: NameOpt = None,
-) -> None:
-    """NCCL's topology dump (NCCL_TOPO_DUMP_FILE) -> intra tier, NICs with speeds, affinity."""
-    opts = _Opts(
-        out, as_json, gpu, nic, nodes, gpus_per_node, nics_per_node, oversubscription, name
-    )
-    _node("nccl-xml", parse_nccl_topo, file, opts)
-
-
-@ingest_app.command("slurm-topology")
-def ingest_slurm_topology(
-    file: FileArg,
-    out: OutOpt = None,
-    as_json: JsonOpt = False,
-    gpu: GpuOpt = None,
-    nic: NicOpt = None,
-    nodes: NodesOpt = None,
-    gpus_per_node: GpnOpt = None,
-    nics_per_node: NpnOpt = None,
-    oversubscription: OverOpt = None,
-    name: NameOpt = None,
-) -> None:
-    """Slurm topology.conf (topology/tree) -> switch tree, nodes per leaf, pods."""
-    opts = _Opts(
-        out, as_json, gpu, nic, nodes, gpus_per_node, nics_per_node, oversubscription, name
-    )
+def _slurm(file: Path, opts: _Opts) -> None:
+    """topology.conf -> switch tree, then the cluster spec around it."""
     kwargs = opts.spec_kwargs(file)
     tree = parse_topology_conf(read_text(file), str(file))
     partial, tree_notes = tree.cluster_fields()
@@ -255,6 +200,49 @@ def ingest_slurm_topology(
         opts,
         lambda: _show_tree(tree),
     )
+
+
+def _ingester(tool: str, doc: str, run: Callable[[Path, _Opts], None]) -> None:
+    """Register `tierwise ingest TOOL FILE` with the shared spec-completion options."""
+
+    def command(
+        file: FileArg,
+        out: OutOpt = None,
+        as_json: JsonOpt = False,
+        gpu: GpuOpt = None,
+        nic: NicOpt = None,
+        nodes: NodesOpt = None,
+        gpus_per_node: GpnOpt = None,
+        nics_per_node: NpnOpt = None,
+        oversubscription: OverOpt = None,
+        name: NameOpt = None,
+    ) -> None:
+        run(
+            file,
+            _Opts(
+                out, as_json, gpu, nic, nodes, gpus_per_node, nics_per_node, oversubscription, name
+            ),
+        )
+
+    command.__doc__ = doc
+    ingest_app.command(tool)(command)
+
+
+_ingester(
+    "nvidia-smi",
+    "`nvidia-smi topo -m` (optionally after `nvidia-smi -L`) -> intra tier, NICs, affinity.",
+    lambda file, opts: _node("nvidia-smi", parse_topo_matrix, file, opts),
+)
+_ingester(
+    "nccl-xml",
+    "NCCL's topology dump (NCCL_TOPO_DUMP_FILE) -> intra tier, NICs with speeds, affinity.",
+    lambda file, opts: _node("nccl-xml", parse_nccl_topo, file, opts),
+)
+_ingester(
+    "slurm-topology",
+    "Slurm topology.conf (topology/tree) -> switch tree, nodes per leaf, pods.",
+    _slurm,
+)
 
 
 def register(app: typer.Typer) -> None:
