@@ -11,6 +11,7 @@ numpy arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from tierwise.workload.flops import (
     model_flops_per_step,
 )
 from tierwise.workload.memory import GiB, memory_batch
-from tierwise.workload.params import param_counts
+from tierwise.workload.params import ParamCounts, param_counts
 from tierwise.workload.spec import ModelSpec
 
 # Share of TP communication left exposed when the framework overlaps it with GEMMs
@@ -63,6 +64,11 @@ class Flags:
     overlap_param_gather: bool = True
     order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
     scatter_nodes: bool = False
+
+
+@cache
+def _param_counts(m: ModelSpec) -> ParamCounts:
+    return param_counts(m)
 
 
 def _min(a: Array, b: Array) -> Array:
@@ -145,7 +151,7 @@ def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.Co
     bubble = (pp - 1) / vpp * t_mb
 
     # DP / ZeRO / FSDP over the dp*cp ranks of a stage.
-    counts = param_counts(m)
+    counts = _param_counts(m)
     experts = counts.experts
     stage_params = (counts.total - experts) / (tp * pp) + experts / (f["ep"] * f["etp"] * pp)
     grads = stage_params * C.GRAD_REDUCE_BYTES
