@@ -21,17 +21,25 @@ def main() -> None:
     sizes = 2 ** np.arange(4, 34)
     time_us("all_reduce", shape, 1 << 20)  # warm the per-shape tables
     n = 20000
-    query = min(timeit.repeat(lambda: time_us("all_reduce", shape, 1 << 20), number=n,
-                              repeat=5)) / n
-    sweep = min(timeit.repeat(lambda: predict("all_reduce", shape, sizes), number=2000,
-                              repeat=5)) / 2000
+    query = (
+        min(timeit.repeat(lambda: time_us("all_reduce", shape, 1 << 20), number=n, repeat=5)) / n
+    )
+    sweep = (
+        min(timeit.repeat(lambda: predict("all_reduce", shape, sizes), number=2000, repeat=5))
+        / 2000
+    )
     build = min(timeit.repeat(lambda: group_shape(cluster), number=200, repeat=3)) / 200
-    print(json.dumps({
-        "query_us": round(query * 1e6, 2),
-        "sweep_30_sizes_us": round(sweep * 1e6, 2),
-        "group_shape_build_us": round(build * 1e6, 2),
-        "targets": {"query_us": 20, "sweep_30_sizes_us": 200},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "query_us": round(query * 1e6, 2),
+                "sweep_30_sizes_us": round(sweep * 1e6, 2),
+                "group_shape_build_us": round(build * 1e6, 2),
+                "targets": {"query_us": 20, "sweep_30_sizes_us": 200},
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

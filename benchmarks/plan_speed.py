@@ -24,12 +24,20 @@ def main() -> None:
         cold_s = time.perf_counter() - t0
         warm = search(model, cluster, gbs, seq, top=5)
         best = cold.plans[0]["layout"]
-        out.append({"model": name, "gpus": cluster.world, "gbs": gbs, "seq": seq,
-                    "candidates_evaluated": cold.candidates_evaluated,
-                    "candidates_fitting": cold.candidates_fitting,
-                    "search_time_s": round(cold_s, 3), "warm_search_time_s":
-                    round(warm.search_time_s, 3), "target_s": target,
-                    "best": {k: best[k] for k in ("tp", "cp", "pp", "vpp", "dp", "mbs")}})
+        out.append(
+            {
+                "model": name,
+                "gpus": cluster.world,
+                "gbs": gbs,
+                "seq": seq,
+                "candidates_evaluated": cold.candidates_evaluated,
+                "candidates_fitting": cold.candidates_fitting,
+                "search_time_s": round(cold_s, 3),
+                "warm_search_time_s": round(warm.search_time_s, 3),
+                "target_s": target,
+                "best": {k: best[k] for k in ("tp", "cp", "pp", "vpp", "dp", "mbs")},
+            }
+        )
     print(json.dumps(out, indent=2))
 
 

@@ -1,6 +1,7 @@
 """Simulator speed: 10,000 synthetic jobs on a 2,048-node 2:1 cluster, per policy (JSON).
 
-Target: each policy <= 10 s on one laptop core. Run: .venv/bin/python benchmarks/schedule_speed.py
+Target: each policy <= 10 s on one laptop core, with either step-time model (`--slowdown`).
+Run: .venv/bin/python benchmarks/schedule_speed.py [--slowdown perf|dp-allreduce]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tierwise.schedule.policies import POLICIES
 from tierwise.schedule.simulate import simulate
 from tierwise.schedule.slowdown import SlowdownModel
 from tierwise.schedule.state import ClusterState
+from tierwise.schedule.step_time import STEP_TIMES, step_time_fn
 
 TARGET_S = 10.0
 
@@ -26,12 +28,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--oversubscription", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--slowdown", choices=list(STEP_TIMES), default=next(iter(STEP_TIMES)))
     args = ap.parse_args()
     cluster = load_cluster(args.cluster, nodes=args.nodes, oversubscription=args.oversubscription)
     jobs = synthetic(cluster, args.jobs, args.seed)
     runs = []
     for p in POLICIES.values():
-        model = SlowdownModel(cluster)
+        model = SlowdownModel(cluster, step_time_fn(args.slowdown))
         t0 = time.perf_counter()
         result = simulate(ClusterState(cluster), jobs, p, model)
         wall = time.perf_counter() - t0
@@ -53,6 +56,7 @@ def main() -> None:
                 "nodes": args.nodes,
                 "jobs": args.jobs,
                 "oversubscription": args.oversubscription,
+                "slowdown": args.slowdown,
                 "target_s": TARGET_S,
                 "runs": runs,
             },

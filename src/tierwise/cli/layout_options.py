@@ -21,8 +21,10 @@ ZeroOpt = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (3 =
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="bf16|fp8")]
 DistOptOpt = Annotated[
     bool | None,
-    typer.Option("--distributed-optimizer/--no-distributed-optimizer",
-                 help="Megatron's distributed optimizer (optimizer states over dp*cp)."),
+    typer.Option(
+        "--distributed-optimizer/--no-distributed-optimizer",
+        help="Megatron's distributed optimizer (optimizer states over dp*cp).",
+    ),
 ]
 TpOverlapOpt = Annotated[
     bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")

@@ -19,10 +19,15 @@ ModelOpt = Annotated[
 
 _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
     "cluster": (
-        Annotated[str, typer.Option("--cluster", "-c", help="Preset (tierwise catalog clusters) or YAML.")],
+        Annotated[
+            str, typer.Option("--cluster", "-c", help="Preset (tierwise catalog clusters) or YAML.")
+        ],
         "dgx-h100",
     ),
-    "nodes": (Annotated[int | None, typer.Option("--nodes", help="Override the node count.")], None),
+    "nodes": (
+        Annotated[int | None, typer.Option("--nodes", help="Override the node count.")],
+        None,
+    ),
     "gpus_per_node": (
         Annotated[int | None, typer.Option("--gpus-per-node", help="Override GPUs per node.")],
         None,
@@ -31,13 +36,18 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
         Annotated[int | None, typer.Option("--nics-per-node", help="Override NICs per node.")],
         None,
     ),
-    "nic": (Annotated[str | None, typer.Option("--nic", help="Override the NIC (catalog key).")], None),
+    "nic": (
+        Annotated[str | None, typer.Option("--nic", help="Override the NIC (catalog key).")],
+        None,
+    ),
     "intra": (
         Annotated[str | None, typer.Option("--intra", help="Override the intra-node link.")],
         None,
     ),
     "oversubscription": (
-        Annotated[float | None, typer.Option("--oversubscription", help="Leaf uplink ratio, e.g. 2.")],
+        Annotated[
+            float | None, typer.Option("--oversubscription", help="Leaf uplink ratio, e.g. 2.")
+        ],
         None,
     ),
 }

@@ -10,8 +10,9 @@ _REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
 _ROOTED = {"broadcast", "reduce"}
 
 
-def prediction_test(pred: Prediction, nodes: int, gpus_per_node: int,
-                    dtype: str = "float") -> NcclTest:
+def prediction_test(
+    pred: Prediction, nodes: int, gpus_per_node: int, dtype: str = "float"
+) -> NcclTest:
     """nccl-tests rows for a prediction (in-place = out-of-place), with `algo`/`proto` columns."""
     elem = ELEMENT_BYTES[dtype]
     rows = []

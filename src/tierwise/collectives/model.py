@@ -122,8 +122,10 @@ def ring_busbw(s: Shape) -> float:
         bw = min(bw, s.n_dom * s.rails * s.port_GBps / (s.dom_crossings * s.nic_share))
     if s.leaf_crossings:
         nodes_per_leaf = s.n_dom / s.n_leaf
-        bw = min(bw, s.n_leaf * nodes_per_leaf * s.uplink_GBps_per_node
-                 / (s.leaf_crossings * s.nic_share))
+        bw = min(
+            bw,
+            s.n_leaf * nodes_per_leaf * s.uplink_GBps_per_node / (s.leaf_crossings * s.nic_share),
+        )
     return bw
 
 
@@ -140,9 +142,12 @@ def _ring(op: str, s: Shape) -> list[Candidate]:
     total, inter = _ring_steps(op, s)
     out = []
     for proto in _protocols(s):
-        lat = (T.BASE_LAT_US["ring"][proto] + _simple_overhead(s, proto)
-               + (total - inter) * _step_lat(s, "ring", proto, net=False)
-               + inter * _step_lat(s, "ring", proto, net=True))
+        lat = (
+            T.BASE_LAT_US["ring"][proto]
+            + _simple_overhead(s, proto)
+            + (total - inter) * _step_lat(s, "ring", proto, net=False)
+            + inter * _step_lat(s, "ring", proto, net=True)
+        )
         bw = busbw * _proto_bw_factor(op, proto, s, "ring") / bus_factor(op, s.p)
         out.append(Candidate("ring", proto, lat, bw))
     return out
@@ -161,13 +166,21 @@ def _tree(s: Shape) -> list[Candidate]:
     depth = math.ceil(math.log2(s.n_dom)) if s.crosses_domains else 0
     out = []
     for proto in _protocols(s):
-        lat = T.BASE_LAT_US["tree"][proto] + _simple_overhead(s, proto) + 2 * (
-            (s.k - 1) * _step_lat(s, "tree", proto, net=False)
-            + depth * _step_lat(s, "tree", proto, net=True)
+        lat = (
+            T.BASE_LAT_US["tree"][proto]
+            + _simple_overhead(s, proto)
+            + 2
+            * (
+                (s.k - 1) * _step_lat(s, "tree", proto, net=False)
+                + depth * _step_lat(s, "tree", proto, net=True)
+            )
         )
         # The tree moves every byte up and down once: algbw = half the per-link bandwidth.
-        out.append(Candidate("tree", proto, lat, 0.5 * busbw * _proto_bw_factor(
-            "all_reduce", proto, s, "tree")))
+        out.append(
+            Candidate(
+                "tree", proto, lat, 0.5 * busbw * _proto_bw_factor("all_reduce", proto, s, "tree")
+            )
+        )
     return out
 
 
@@ -187,8 +200,9 @@ def _overlap(algo: str, stages: list[tuple[Candidate, float]]) -> Candidate:
 
 def _best_simple(op: str, s: Shape) -> Candidate:
     """Fastest Simple-protocol ring or tree for large messages on `s`."""
-    cands = [c for c in _ring(op, s) + (_tree(s) if op == "all_reduce" else [])
-             if c.proto == "Simple"]
+    cands = [
+        c for c in _ring(op, s) + (_tree(s) if op == "all_reduce" else []) if c.proto == "Simple"
+    ]
     return max(cands, key=lambda c: c.algbw_GBps)
 
 
@@ -203,8 +217,11 @@ def _hierarchical(op: str, s: Shape) -> list[Candidate]:
     """Reduce-scatter in the domain, the op across domains per local rank (per leaf, then
     across the spine when the group crosses it), all-gather in the domain."""
     intra = s.intra_group()
-    upper = [(s.leaf_group(), 1), (s.spine_group(), s.n_dom // s.n_leaf)] if s.n_leaf > 1 else [
-        (s.inter_group(), 1)]
+    upper = (
+        [(s.leaf_group(), 1), (s.spine_group(), s.n_dom // s.n_leaf)]
+        if s.n_leaf > 1
+        else [(s.inter_group(), 1)]
+    )
     out = []
     for proto in _protocols(s):
         if op == "all_reduce":
@@ -214,10 +231,18 @@ def _hierarchical(op: str, s: Shape) -> list[Candidate]:
                 down.append((_stage("reduce_scatter", g, proto), frac))
                 frac /= g.p
             top = (_stage("all_reduce", upper[-1][0], proto), frac)
-            stages = ([(_stage("reduce_scatter", intra, proto), 1.0), *down, top,
-                       *reversed([(_stage("all_gather", g, proto), f) for (g, _), (_, f) in
-                                  zip(upper[:-1], down, strict=True)]),
-                       (_stage("all_gather", intra, proto), 1.0)])
+            stages = [
+                (_stage("reduce_scatter", intra, proto), 1.0),
+                *down,
+                top,
+                *reversed(
+                    [
+                        (_stage("all_gather", g, proto), f)
+                        for (g, _), (_, f) in zip(upper[:-1], down, strict=True)
+                    ]
+                ),
+                (_stage("all_gather", intra, proto), 1.0),
+            ]
         else:
             inner = (_stage(op, intra, proto), 1.0)
             outer = [(_stage(op, g, proto), 1.0 / s.k) for g, _ in upper]
@@ -228,8 +253,12 @@ def _hierarchical(op: str, s: Shape) -> list[Candidate]:
 
 def _nvls_stage(s: Shape) -> Candidate:
     """One NVLS all-reduce inside the NVSwitch domain (each GPU sends and receives n once)."""
-    return Candidate("nvls", "Simple", T.NVLS_LAT_US + s.intra_overhead_us,
-                     T.NVLS_ALGBW_EFFICIENCY * s.intra_line_GBps * s.intra_calibration_scale)
+    return Candidate(
+        "nvls",
+        "Simple",
+        T.NVLS_LAT_US + s.intra_overhead_us,
+        T.NVLS_ALGBW_EFFICIENCY * s.intra_line_GBps * s.intra_calibration_scale,
+    )
 
 
 def _nvls(s: Shape) -> list[Candidate]:
@@ -275,22 +304,33 @@ def _alltoall(s: Shape) -> list[Candidate]:
     out = []
     per_byte = _alltoall_bytes_time_per_byte(s)
     for proto in ("LL", "Simple"):
-        lat = (T.BASE_LAT_US["ring"][proto] + _step_lat(s, "ring", proto, net)
-               + (s.p - 1) * P2P_PER_PEER_US)
+        lat = (
+            T.BASE_LAT_US["ring"][proto]
+            + _step_lat(s, "ring", proto, net)
+            + (s.p - 1) * P2P_PER_PEER_US
+        )
         factor = _proto_bw_factor("alltoall", proto, s, "ring")
         out.append(Candidate("pairwise", proto, lat, factor / (per_byte * 1e3)))
     if net and s.even:
         intra = s.intra_group()
         inter = s.inter_group()
         for proto in ("LL", "Simple"):
-            a = Candidate("pairwise", proto,
-                          T.BASE_LAT_US["ring"][proto] + (s.k - 1) * P2P_PER_PEER_US
-                          + _step_lat(s, "ring", proto, False),
-                          1.0 / (_alltoall_bytes_time_per_byte(intra) * 1e3))
-            b = Candidate("pairwise", proto,
-                          T.BASE_LAT_US["ring"][proto] + (inter.p - 1) * P2P_PER_PEER_US
-                          + _step_lat(s, "ring", proto, True),
-                          1.0 / (_alltoall_bytes_time_per_byte(inter) * 1e3))
+            a = Candidate(
+                "pairwise",
+                proto,
+                T.BASE_LAT_US["ring"][proto]
+                + (s.k - 1) * P2P_PER_PEER_US
+                + _step_lat(s, "ring", proto, False),
+                1.0 / (_alltoall_bytes_time_per_byte(intra) * 1e3),
+            )
+            b = Candidate(
+                "pairwise",
+                proto,
+                T.BASE_LAT_US["ring"][proto]
+                + (inter.p - 1) * P2P_PER_PEER_US
+                + _step_lat(s, "ring", proto, True),
+                1.0 / (_alltoall_bytes_time_per_byte(inter) * 1e3),
+            )
             factor = _proto_bw_factor("alltoall", proto, s, "ring")
             c = _chain("hierarchical", proto, [(a, 1.0 / factor), (b, 1.0 / factor)])
             out.append(c)
@@ -305,7 +345,11 @@ def _sendrecv(s: Shape) -> list[Candidate]:
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
     net = s.crosses_domains
     return [
-        Candidate("ring", proto, T.BASE_LAT_US["ring"][proto] + _step_lat(s, "ring", proto, net),
-                  bw * _proto_bw_factor("sendrecv", proto, s, "ring"))
+        Candidate(
+            "ring",
+            proto,
+            T.BASE_LAT_US["ring"][proto] + _step_lat(s, "ring", proto, net),
+            bw * _proto_bw_factor("sendrecv", proto, s, "ring"),
+        )
         for proto in ("LL", "Simple")
     ]

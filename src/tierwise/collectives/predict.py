@@ -38,14 +38,25 @@ class Prediction:
                 "algo": al,
                 "proto": pr,
             }
-            for n, t, a, b, al, pr in zip(self.size_bytes, self.time_us, self.algbw_GBps,
-                                          self.busbw_GBps, self.algo, self.proto, strict=True)
+            for n, t, a, b, al, pr in zip(
+                self.size_bytes,
+                self.time_us,
+                self.algbw_GBps,
+                self.busbw_GBps,
+                self.algo,
+                self.proto,
+                strict=True,
+            )
         ]
 
 
-def group_shape(cluster: ClusterSpec, ranks: Sequence[int] | None = None,
-                placement: Placement | None = None, nic_share: int = 1,
-                uplink_share: float = 1.0) -> Shape:
+def group_shape(
+    cluster: ClusterSpec,
+    ranks: Sequence[int] | None = None,
+    placement: Placement | None = None,
+    nic_share: int = 1,
+    uplink_share: float = 1.0,
+) -> Shape:
     """Shape of `ranks` (default: every GPU) under `placement` (default: contiguous)."""
     placement = placement or Placement.contiguous(cluster)
     ranks = list(range(placement.world)) if ranks is None else ranks
@@ -69,8 +80,9 @@ def pick(op: str, shape: Shape, algo: str = "auto") -> tuple[Candidate, ...]:
     return chosen
 
 
-def predict(op: str, shape: Shape, sizes: Sequence[int] | np.ndarray,
-            algo: str = "auto") -> Prediction:
+def predict(
+    op: str, shape: Shape, sizes: Sequence[int] | np.ndarray, algo: str = "auto"
+) -> Prediction:
     """Fastest candidate per size (as NCCL's tuner picks), or the fastest of one algorithm."""
     n = np.asarray(sizes, dtype=np.int64)
     cands = pick(op, shape, algo)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tierwise.collectives import tables as T
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import GroupSpan
-from tierwise.collectives import tables as T
 from tierwise.hardware.tiers import Tier, tier
 
 
@@ -86,33 +86,60 @@ class Shape:
 
     def intra_group(self) -> Shape:
         """The ranks of one NVLink domain (first stage of a hierarchical collective)."""
-        return replace(self, p=self.k, n_dom=1, n_leaf=1, dom_crossings=0, leaf_crossings=0,
-                       ranks_per_leaf=self.k)
+        return replace(
+            self,
+            p=self.k,
+            n_dom=1,
+            n_leaf=1,
+            dom_crossings=0,
+            leaf_crossings=0,
+            ranks_per_leaf=self.k,
+        )
 
     def inter_group(self) -> Shape:
         """One rank per domain, all local ranks doing this at once on their own rails."""
-        return replace(self, p=self.n_dom, k=1, dom_crossings=self.n_dom,
-                       leaf_crossings=self.n_leaf if self.n_leaf > 1 else 0,
-                       rails=1, nic_share=self.rail_contention,
-                       uplink_GBps_per_node=self.uplink_GBps_per_node / self.rails,
-                       ranks_per_leaf=max(1, self.n_dom // self.n_leaf))
+        return replace(
+            self,
+            p=self.n_dom,
+            k=1,
+            dom_crossings=self.n_dom,
+            leaf_crossings=self.n_leaf if self.n_leaf > 1 else 0,
+            rails=1,
+            nic_share=self.rail_contention,
+            uplink_GBps_per_node=self.uplink_GBps_per_node / self.rails,
+            ranks_per_leaf=max(1, self.n_dom // self.n_leaf),
+        )
 
     def leaf_group(self) -> Shape:
         """One rank per domain inside one leaf (middle stage of a 3-level collective)."""
         inter = self.inter_group()
         per_leaf = max(1, self.n_dom // self.n_leaf)
-        return replace(inter, p=per_leaf, n_dom=per_leaf, n_leaf=1, dom_crossings=per_leaf,
-                       leaf_crossings=0, ranks_per_leaf=per_leaf)
+        return replace(
+            inter,
+            p=per_leaf,
+            n_dom=per_leaf,
+            n_leaf=1,
+            dom_crossings=per_leaf,
+            leaf_crossings=0,
+            ranks_per_leaf=per_leaf,
+        )
 
     def spine_group(self) -> Shape:
         """One rank per leaf (top stage of a 3-level collective)."""
         inter = self.inter_group()
-        return replace(inter, p=self.n_leaf, n_dom=self.n_leaf, dom_crossings=self.n_leaf,
-                       leaf_crossings=self.n_leaf, ranks_per_leaf=1)
+        return replace(
+            inter,
+            p=self.n_leaf,
+            n_dom=self.n_leaf,
+            dom_crossings=self.n_leaf,
+            leaf_crossings=self.n_leaf,
+            ranks_per_leaf=1,
+        )
 
 
-def shape_of(cluster: ClusterSpec, span: GroupSpan, nic_share: int = 1,
-             uplink_share: float = 1.0) -> Shape:
+def shape_of(
+    cluster: ClusterSpec, span: GroupSpan, nic_share: int = 1, uplink_share: float = 1.0
+) -> Shape:
     """The Shape of a placed group; `nic_share` groups use each NIC at once, and the job gets
     `uplink_share` (0-1] of its leaves' uplinks (other jobs take the rest)."""
     gpn, nics = cluster.gpus_per_node, max(cluster.inter.nics_per_node, 1)

@@ -18,12 +18,18 @@ BASE_LAT_US: dict[str, dict[str, float]] = {
 
 # Per-step latency by link class, us (tuning.cc hwLat[NVLINK|PCI|NET]).
 STEP_LAT_US: dict[str, dict[str, dict[str, float]]] = {
-    "nvlink": {"tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
-               "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}},
-    "pcie": {"tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0},
-             "ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7}},
-    "net": {"tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
-            "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0}},
+    "nvlink": {
+        "tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
+        "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
+    },
+    "pcie": {
+        "tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0},
+        "ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+    },
+    "net": {
+        "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
+        "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
+    },
 }
 
 # Hardware one-way latency the NET row above was measured with (InfiniBand, ~1.2 us); a

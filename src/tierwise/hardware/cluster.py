@@ -99,7 +99,8 @@ class ClusterSpec(_Spec):
         domain = self.domain_gpus
         if domain % self.gpus_per_node:
             raise ValueError(
-                f"nvlink_domain_gpus={domain} must be a multiple of gpus_per_node={self.gpus_per_node}"
+                f"nvlink_domain_gpus={domain} must be a multiple of "
+                f"gpus_per_node={self.gpus_per_node}"
             )
         npl = self.nodes_per_leaf
         if self.nodes > npl and self.nodes % npl:
@@ -176,7 +177,9 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
         if not isinstance(data, dict):
             raise SpecError(f"{arg}: expected a mapping of cluster fields")
         return data, arg
-    raise SpecError(f"--cluster: unknown preset {arg!r}; allowed: {', '.join(presets())} or a YAML file")
+    raise SpecError(
+        f"--cluster: unknown preset {arg!r}; allowed: {', '.join(presets())} or a YAML file"
+    )
 
 
 def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:

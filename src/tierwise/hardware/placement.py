@@ -26,20 +26,26 @@ class Placement:
     local_of: np.ndarray
 
     @classmethod
-    def contiguous(cls, cluster: ClusterSpec, world: int | None = None,
-                   nodes: Sequence[int] | None = None, ranks_per_node: int | None = None) -> Placement:
+    def contiguous(
+        cls,
+        cluster: ClusterSpec,
+        world: int | None = None,
+        nodes: Sequence[int] | None = None,
+        ranks_per_node: int | None = None,
+    ) -> Placement:
         """Ranks fill GPUs node by node (torchrun/Slurm block order) over `nodes` (default 0..)."""
         k = ranks_per_node or cluster.gpus_per_node
         if k > cluster.gpus_per_node:
-            raise SpecError(
-                f"--ranks-per-node: {k} exceeds gpus_per_node={cluster.gpus_per_node}"
-            )
-        world = world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
+            raise SpecError(f"--ranks-per-node: {k} exceeds gpus_per_node={cluster.gpus_per_node}")
+        world = (
+            world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
+        )
         node_list = np.asarray(nodes if nodes is not None else range(cluster.nodes), dtype=np.int64)
         needed = -(-world // k)
         if needed > len(node_list):
             raise SpecError(
-                f"world size {world} needs {needed} nodes of {k} ranks; the cluster has {len(node_list)}"
+                f"world size {world} needs {needed} nodes of {k} ranks; "
+                f"the cluster has {len(node_list)}"
             )
         ranks = np.arange(world)
         return cls(cluster, node_list[ranks // k], ranks % k)
@@ -50,7 +56,7 @@ class Placement:
         return len(self.node_of)
 
     def nic_of(self, ranks: np.ndarray) -> np.ndarray:
-        """Rail (NIC index within its node) each rank's GPU uses: GPUs are split evenly over NICs."""
+        """Rail (NIC index in its node) of each rank's GPU: GPUs split evenly over NICs."""
         c = self.cluster
         nics = max(c.inter.nics_per_node, 1)
         return (self.local_of[ranks] * nics) // c.gpus_per_node
@@ -89,7 +95,13 @@ class GroupSpan:
         n_leaves = len(np.unique(leaf))
         n_pods = len(np.unique(pod))
         top_name = (
-            "intra" if n_domains == 1 else "leaf" if n_leaves == 1 else "spine" if n_pods == 1 else "core"
+            "intra"
+            if n_domains == 1
+            else "leaf"
+            if n_leaves == 1
+            else "spine"
+            if n_pods == 1
+            else "core"
         )
         _, per_domain = np.unique(domain, return_counts=True)
         return cls(
@@ -127,8 +139,9 @@ def _crossings(label: np.ndarray) -> int:
 def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
     """Distinct NICs the group's GPUs use in its least-connected node."""
     pairs = np.unique(node * (placement.cluster.inter.nics_per_node + 1) + placement.nic_of(ranks))
-    _, per_node = np.unique(pairs // (placement.cluster.inter.nics_per_node + 1),
-                            return_counts=True)
+    _, per_node = np.unique(
+        pairs // (placement.cluster.inter.nics_per_node + 1), return_counts=True
+    )
     return max(1, int(per_node.min()))
 
 

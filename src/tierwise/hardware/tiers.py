@@ -85,8 +85,14 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
         out.append(_above(cluster, out[-1], "spine", 2, over, npl * _pod_leaves(cluster)))
         if _pod_leaves(cluster) * npl < cluster.nodes:
             out.append(
-                _above(cluster, out[-1], "core", 3, cluster.topology.pod_oversubscription,
-                       cluster.nodes)
+                _above(
+                    cluster,
+                    out[-1],
+                    "core",
+                    3,
+                    cluster.topology.pod_oversubscription,
+                    cluster.nodes,
+                )
             )
     return out
 
@@ -97,8 +103,9 @@ def _pod_leaves(cluster: ClusterSpec) -> int:
     return cluster.topology.leaves_per_pod or leaves
 
 
-def _above(cluster: ClusterSpec, below: Tier, name: str, level: int, over: float,
-           nodes_in_scope: int) -> Tier:
+def _above(
+    cluster: ClusterSpec, below: Tier, name: str, level: int, over: float, nodes_in_scope: int
+) -> Tier:
     tier = replace(
         below,
         name=name,
@@ -116,14 +123,21 @@ def _calibrated(cluster: ClusterSpec, tier: Tier) -> Tier:
     cal = cluster.calibration.get(tier.name)  # type: ignore[call-overload]
     if cal is None:
         return tier
-    return replace(tier, eff_GBps=cal.beta_GBps, calibrated=True, alpha_us=cal.alpha_us,
-                   overhead_us=cal.overhead_us)
+    return replace(
+        tier,
+        eff_GBps=cal.beta_GBps,
+        calibrated=True,
+        alpha_us=cal.alpha_us,
+        overhead_us=cal.overhead_us,
+    )
 
 
 def tier(cluster: ClusterSpec, name: str) -> Tier:
     """The named tier; a tier the cluster lacks falls back to the next one below it."""
     found = {t.name: t for t in tiers(cluster)}
-    for candidate in ("core", "spine", "leaf", "intra")[("core", "spine", "leaf", "intra").index(name):]:
+    for candidate in ("core", "spine", "leaf", "intra")[
+        ("core", "spine", "leaf", "intra").index(name) :
+    ]:
         if candidate in found:
             return found[candidate]
     raise AssertionError("every cluster has an intra tier")

@@ -43,11 +43,15 @@ A2A_PER_MOE_PASS = 2  # dispatch + combine
 CommFn = Callable[[str, str, Array], Array]
 
 
-def scalar_comm(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...] = DEFAULT_ORDER,
-                scatter: bool = False) -> CommFn:
+def scalar_comm(
+    cluster: ClusterSpec, d: Degrees, order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False
+) -> CommFn:
     """Comm-time function for one layout: (group kind, op, bytes) -> seconds."""
-    shapes = {kind: group_shape_of(cluster, d, kind, order, scatter) for kind in GROUP_KINDS
-              if getattr_degree(d, kind) >= 2}
+    shapes = {
+        kind: group_shape_of(cluster, d, kind, order, scatter)
+        for kind in GROUP_KINDS
+        if getattr_degree(d, kind) >= 2
+    }
 
     def time(kind: str, op: str, size: Array) -> Array:
         shape = shapes.get(kind)
@@ -56,8 +60,12 @@ def scalar_comm(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...] = DEFAU
     return time
 
 
-def batch_comm(cluster: ClusterSpec, arrays: dict[str, np.ndarray],
-               order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False) -> CommFn:
+def batch_comm(
+    cluster: ClusterSpec,
+    arrays: dict[str, np.ndarray],
+    order: tuple[str, ...] = DEFAULT_ORDER,
+    scatter: bool = False,
+) -> CommFn:
     """Comm-time function over many layouts: one shape lookup per distinct degree tuple."""
     keys = np.stack([arrays[k] for k in ("tp", "cp", "ep", "dp", "pp")], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -82,8 +90,13 @@ def getattr_degree(d: Degrees, kind: str) -> int:
     return d.dp * d.cp if kind == "dpcp" else getattr(d, kind)
 
 
-def shape_for(cluster: ClusterSpec, d: Degrees, kind: str,
-              order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False) -> Shape:
+def shape_for(
+    cluster: ClusterSpec,
+    d: Degrees,
+    kind: str,
+    order: tuple[str, ...] = DEFAULT_ORDER,
+    scatter: bool = False,
+) -> Shape:
     """The group shape a kind's collectives run on (for reports: tiers, NIC sharing)."""
     return group_shape_of(cluster, d, kind, order, scatter)
 

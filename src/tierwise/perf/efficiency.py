@@ -14,8 +14,13 @@ from tierwise.workload.flops import Array
 
 # Share of dense peak large square BF16 GEMMs reach (calibration file: "roughly 70-80% on H100
 # and about 80-90% on A100 in cuBLAS"): the middle of each range. Other GPUs: assumed as H100.
-GEMM_PEAK_FRACTION = {"a100-sxm-40gb": 0.85, "a100-sxm-80gb": 0.85, "h100-sxm": 0.75,
-                      "h100-pcie": 0.75, "h200": 0.75}
+GEMM_PEAK_FRACTION = {
+    "a100-sxm-40gb": 0.85,
+    "a100-sxm-80gb": 0.85,
+    "h100-sxm": 0.75,
+    "h100-pcie": 0.75,
+    "h200": 0.75,
+}
 DEFAULT_GEMM_PEAK_FRACTION = 0.75
 # Per-GPU GEMM dimension at which efficiency is half its peak fraction (elements). Fitted on
 # the training runs of ../shared/calibration/ by benchmarks/validate_estimate.py.
@@ -34,10 +39,6 @@ HBM_EFFICIENCY = 0.7
 # minimum the workload layer counts (casts, bias, dropout masks, copies). Fitted with
 # GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).
 ELEMENTWISE_TRAFFIC_FACTOR = 3.0
-# Fixed time per transformer layer per pass (forward, backward, recompute) that does not
-# scale with the work: kernel launches, stream syncs, small unfused kernels, us. Fitted with
-# GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).
-LAYER_PASS_OVERHEAD_US = 0.0
 
 
 def gemm_peak_fraction(gpu: GPU) -> float:
@@ -49,19 +50,15 @@ def gemm_tflops(gpu: GPU, dim: Array, fp8: Array = False) -> Array:
     """Achieved GEMM TFLOP/s for narrowest per-GPU dimension `dim` (elements)."""
     frac = gemm_peak_fraction(gpu) * dim / (dim + GEMM_HALF_DIM)
     fp8_peak = gpu.peak_fp8_tflops or gpu.peak_bf16_tflops
-    peak = gpu.peak_bf16_tflops + fp8 * (fp8_peak * FP8_GEMM_RELATIVE_EFFICIENCY
-                                         - gpu.peak_bf16_tflops)
+    peak = gpu.peak_bf16_tflops + fp8 * (
+        fp8_peak * FP8_GEMM_RELATIVE_EFFICIENCY - gpu.peak_bf16_tflops
+    )
     return peak * frac
 
 
 def attention_tflops(gpu: GPU) -> float:
     """Achieved TFLOP/s of the fused attention core (BF16), counting the work it does."""
     return gpu.peak_bf16_tflops * gemm_peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
-
-
-def layer_overhead_seconds(layer_passes: Array) -> Array:
-    """Fixed time of `layer_passes` layer forward/backward passes (launches, syncs)."""
-    return layer_passes * LAYER_PASS_OVERHEAD_US * 1e-6
 
 
 def elementwise_seconds(gpu: GPU, nbytes: Array) -> Array:

@@ -31,13 +31,19 @@ def tier_of(cluster: ClusterSpec, d: Degrees, kind: str, flags: Flags) -> str:
     return "spine" if shape.n_leaf > 1 else "leaf"
 
 
-def estimate(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
-             flags: Flags = Flags()) -> dict[str, Any]:
+def estimate(
+    model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
+) -> dict[str, Any]:
     """JSON-ready estimate of one layout (validated against the model and the cluster)."""
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     d = degrees(layout)
-    terms = step_terms(model, cluster, layout_fields(layout, model),
-                       C.scalar_comm(cluster, d, flags.order, flags.scatter_nodes), flags)
+    terms = step_terms(
+        model,
+        cluster,
+        layout_fields(layout, model),
+        C.scalar_comm(cluster, d, flags.order, flags.scatter_nodes),
+        flags,
+    )
     tiers = {kind: tier_of(cluster, d, kind, flags) for kind in KINDS}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
@@ -67,8 +73,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
     }
 
 
-def estimate_batch(model: ModelSpec, cluster: ClusterSpec, arrays: dict[str, np.ndarray],
-                   flags: Flags = Flags()) -> dict[str, Any]:
+def estimate_batch(
+    model: ModelSpec, cluster: ClusterSpec, arrays: dict[str, np.ndarray], flags: Flags = Flags()
+) -> dict[str, Any]:
     """Step time, tokens/s, MFU, memory and fit for many layouts at once (arrays in/out)."""
     comm = C.batch_comm(cluster, arrays, flags.order, flags.scatter_nodes)
     return step_terms(model, cluster, arrays, comm, flags)

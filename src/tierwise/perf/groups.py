@@ -128,8 +128,13 @@ def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
     return entry
 
 
-def group_shape_of(cluster: ClusterSpec, d: Degrees, kind: str,
-                   order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False) -> Shape:
+def group_shape_of(
+    cluster: ClusterSpec,
+    d: Degrees,
+    kind: str,
+    order: tuple[str, ...] = DEFAULT_ORDER,
+    scatter: bool = False,
+) -> Shape:
     """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings."""
     cache = _cache_for(cluster)
     key = (d, order, kind, scatter)
@@ -155,8 +160,10 @@ def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float 
     """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
     if np.ndim(size_bytes) == 0:
         n = float(size_bytes)
-        return min((c.lat_us + n / (1e3 * c.algbw_GBps) for c in candidates(op, shape)),
-                   default=0.0) * 1e-6
+        return (
+            min((c.lat_us + n / (1e3 * c.algbw_GBps) for c in candidates(op, shape)), default=0.0)
+            * 1e-6
+        )
     lat, bw = cost_table(op, shape)
     if len(lat) == 0:
         return 0.0 * size_bytes

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import numpy as np
-
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
@@ -25,7 +23,6 @@ from tierwise.perf.efficiency import (
     elementwise_seconds,
     gemm_tflops,
     hbm_bytes_per_s,
-    layer_overhead_seconds,
 )
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
@@ -80,8 +77,18 @@ def _pos(x: Array) -> Array:
     return x * (x > 0) + 0.0
 
 
-def stage_gemm_seconds(m: ModelSpec, gpu: GPU, seq: Array, mbs: Array, tp: Array, cp: Array,
-                       sp: Array, n: Array, fp8: Array, total_flops: Array) -> Array:
+def stage_gemm_seconds(
+    m: ModelSpec,
+    gpu: GPU,
+    seq: Array,
+    mbs: Array,
+    tp: Array,
+    cp: Array,
+    sp: Array,
+    n: Array,
+    fp8: Array,
+    total_flops: Array,
+) -> Array:
     """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
     MLP/expert and logits GEMMs are, each at `gemm_tflops` of its narrowest per-GPU dim."""
     lf = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, moe_layer=m.moe is not None)
@@ -100,35 +107,37 @@ def stage_gemm_seconds(m: ModelSpec, gpu: GPU, seq: Array, mbs: Array, tp: Array
     return total_flops * inv_rate / per_layer
 
 
-def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.CommFn,
-               flags: Flags = Flags()) -> dict[str, Any]:
+def step_terms(
+    m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.CommFn, flags: Flags = Flags()
+) -> dict[str, Any]:
     """Seconds per step of each component, plus the derived metrics (scalars or arrays)."""
     gpu, h = cluster.gpu, m.hidden
     tp, cp, pp, vpp, dp = f["tp"], f["cp"], f["pp"], f["vpp"], f["dp"]
     mbs, gbs, seq, sp = f["mbs"], f["gbs"], f["seq"], f["sp"]
     full = f["recompute"] == RECOMPUTE_FULL
     n = f["first_stage_layers"] + (f["last_stage_layers"] > f["first_stage_layers"]) * (
-        f["last_stage_layers"] - f["first_stage_layers"])
-    sf = flops_batch(m, seq=seq, mbs=mbs, tp=tp, cp=cp, pp=pp, sp=sp, recompute=f["recompute"],
-                     stage_layers=n)
+        f["last_stage_layers"] - f["first_stage_layers"]
+    )
+    sf = flops_batch(
+        m, seq=seq, mbs=mbs, tp=tp, cp=cp, pp=pp, sp=sp, recompute=f["recompute"], stage_layers=n
+    )
 
     # Compute of one micro-batch on the busiest stage (forward + backward + recompute): each
     # weight GEMM at the efficiency of its narrowest per-GPU dimension.
-    t_gemm = stage_gemm_seconds(m, gpu, seq, mbs, tp, cp, sp, n, f["fp8"],
-                                sf.hardware - sf.attention)
+    t_gemm = stage_gemm_seconds(
+        m, gpu, seq, mbs, tp, cp, sp, n, f["fp8"], sf.hardware - sf.attention
+    )
     t_attn = sf.attention * CAUSAL_WORK_FRACTION / (attention_tflops(gpu) * 1e12)
     t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
-    passes = 3 + full
-    t_fixed = layer_overhead_seconds(n * (2 + full))
-    t_compute = t_gemm + t_attn + t_elem + t_fixed
-    t_fwd = t_compute / passes
+    t_compute = t_gemm + t_attn + t_elem
 
     tokens = mbs * seq / cp
     act = C.activation_bytes(tokens, h)
     # TP: 2 collectives per layer per pass (forward, backward, recompute forward).
     n_tp = n * C.TP_COLLECTIVES_PER_PASS * (2 + full)
     per_tp = sp * (comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act)) + (
-        1 - sp) * comm("tp", "all_reduce", act)
+        1 - sp
+    ) * comm("tp", "all_reduce", act)
     tp_total = n_tp * per_tp
     tp_exposed = tp_total * (TP_OVERLAP_EXPOSED if flags.tp_comm_overlap else 1.0)
     # CP ring attention: cp-1 K/V block exchanges per layer and pass, hidden behind attention.
@@ -140,8 +149,13 @@ def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.Co
     ep_exposed = 0.0
     if m.moe is not None:
         routed = tokens * m.moe.top_k * (m.moe.capacity_factor or 1.0) / (1 + sp * (tp - 1))
-        ep_exposed = n * moe_share * C.A2A_PER_MOE_PASS * (2 + full) * comm(
-            "ep", "alltoall", C.activation_bytes(routed, h))
+        ep_exposed = (
+            n
+            * moe_share
+            * C.A2A_PER_MOE_PASS
+            * (2 + full)
+            * comm("ep", "alltoall", C.activation_bytes(routed, h))
+        )
     # PP: activation forward, gradient backward, per virtual stage.
     boundary = act / (1 + sp * (tp - 1))
     pp_exposed = 2 * vpp * comm("pp", "sendrecv", boundary)
@@ -164,19 +178,22 @@ def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.Co
     ag = comm("dpcp", "all_gather", weights)
     ar = comm("dpcp", "all_reduce", grads)
     once = shard * (_pos(rs - bwd_window) + _pos(ag - fwd_window)) + (1 - shard) * _pos(
-        ar - bwd_window)
+        ar - bwd_window
+    )
     per_micro = micro * _pos(2 * ag + rs - t_compute * DP_OVERLAP_EFFICIENCY)
     dp_exposed = fsdp * per_micro + (1 - fsdp) * once
     dp_traffic = fsdp * micro * (2 * ag + rs) + (1 - fsdp) * (shard * (rs + ag) + (1 - shard) * ar)
     dp_window = fsdp * micro * t_compute * DP_OVERLAP_EFFICIENCY + (1 - fsdp) * (
-        bwd_window + shard * fwd_window)
+        bwd_window + shard * fwd_window
+    )
     opt_params = stage_params / (1 + shard * (dp * cp - 1))
     t_opt = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(gpu)
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.
     hidden = micro * (tp_total - tp_exposed + n * cp_layer - cp_exposed) + _pos(
-        dp_traffic - dp_exposed)
+        dp_traffic - dp_exposed
+    )
     interference = hidden * OVERLAP_INTERFERENCE
     step = micro * t_mb + bubble + dp_exposed + t_opt + interference
     world = tp * cp * pp * dp
@@ -213,16 +230,30 @@ def step_terms(m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.Co
         "comm_bytes_per_gpu": {
             "tp": micro * n_tp * act * (tp - 1) / tp * (2 - sp + sp * 2) / 2 * 2,
             "cp": micro * n * (cp - 1) * kv_block * (1 + 2 + full),
-            "ep": 0.0 if m.moe is None else micro * n * moe_share * C.A2A_PER_MOE_PASS
-            * (2 + full) * C.activation_bytes(routed, h) * (f["ep"] - 1) / f["ep"],
+            "ep": 0.0
+            if m.moe is None
+            else micro
+            * n
+            * moe_share
+            * C.A2A_PER_MOE_PASS
+            * (2 + full)
+            * C.activation_bytes(routed, h)
+            * (f["ep"] - 1)
+            / f["ep"],
             "pp": micro * 2 * vpp * boundary * (pp > 1),
-            "dp": (dp * cp - 1) / (dp * cp) * (fsdp * micro * (2 * weights + grads) + (1 - fsdp)
-                                               * (shard * (grads + weights) + (1 - shard) * 2
-                                                  * grads)),
+            "dp": (dp * cp - 1)
+            / (dp * cp)
+            * (
+                fsdp * micro * (2 * weights + grads)
+                + (1 - fsdp) * (shard * (grads + weights) + (1 - shard) * 2 * grads)
+            ),
         },
         "dp_overlap_window_s": dp_window,
-        "dp_bytes_per_gpu": fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
-            shard * (grads + weights) + (1 - shard) * grads),
-        "compute_parts_s": {"gemm": micro * t_gemm, "attention": micro * t_attn,
-                            "elementwise": micro * t_elem, "fixed_overhead": micro * t_fixed},
+        "dp_bytes_per_gpu": fsdp * micro * (2 * weights + grads)
+        + (1 - fsdp) * (shard * (grads + weights) + (1 - shard) * grads),
+        "compute_parts_s": {
+            "gemm": micro * t_gemm,
+            "attention": micro * t_attn,
+            "elementwise": micro * t_elem,
+        },
     }

@@ -43,8 +43,11 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
     if layout.recompute == "selective":
         args.append("--recompute-granularity selective")
     elif layout.recompute == "full":
-        args += ["--recompute-granularity full", "--recompute-method uniform",
-                 "--recompute-num-layers 1"]
+        args += [
+            "--recompute-granularity full",
+            "--recompute-method uniform",
+            "--recompute-num-layers 1",
+        ]
     if model.activation == "swiglu":
         args.append("--swiglu")
     args.append("--fp8-format hybrid" if layout.dtype == "fp8" else "--bf16")
@@ -62,26 +65,28 @@ def torchtitan_toml(layout: Layout) -> str:
     replicate = 1 if layout.zero >= 3 else layout.dp
     shard = layout.dp if layout.zero >= 3 else 1
     schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
-    return "\n".join([
-        "[parallelism]",
-        f"data_parallel_replicate_degree = {replicate}",
-        f"data_parallel_shard_degree = {shard}",
-        f"tensor_parallel_degree = {layout.tp}",
-        f"context_parallel_degree = {layout.cp}",
-        f"pipeline_parallel_degree = {layout.pp}",
-        f'pipeline_parallel_schedule = "{schedule}"',
-        f"expert_parallel_degree = {layout.ep}",
-        "",
-        "[training]",
-        f"local_batch_size = {layout.mbs * layout.num_microbatches}",
-        f"global_batch_size = {layout.global_batch}",
-        f"seq_len = {layout.seq}",
-        f'mixed_precision_param = "{"float8" if layout.dtype == "fp8" else "bfloat16"}"',
-        "",
-        "[activation_checkpoint]",
-        f'mode = "{layout.recompute}"',
-        "",
-    ])
+    return "\n".join(
+        [
+            "[parallelism]",
+            f"data_parallel_replicate_degree = {replicate}",
+            f"data_parallel_shard_degree = {shard}",
+            f"tensor_parallel_degree = {layout.tp}",
+            f"context_parallel_degree = {layout.cp}",
+            f"pipeline_parallel_degree = {layout.pp}",
+            f'pipeline_parallel_schedule = "{schedule}"',
+            f"expert_parallel_degree = {layout.ep}",
+            "",
+            "[training]",
+            f"local_batch_size = {layout.mbs * layout.num_microbatches}",
+            f"global_batch_size = {layout.global_batch}",
+            f"seq_len = {layout.seq}",
+            f'mixed_precision_param = "{"float8" if layout.dtype == "fp8" else "bfloat16"}"',
+            "",
+            "[activation_checkpoint]",
+            f'mode = "{layout.recompute}"',
+            "",
+        ]
+    )
 
 
 def deepspeed_config(layout: Layout) -> dict[str, Any]:
@@ -104,8 +109,9 @@ def deepspeed_config(layout: Layout) -> dict[str, Any]:
     }
 
 
-def slurm_script(cluster: ClusterSpec, layout: Layout, launch_args: list[str],
-                 hostnames: list[str] | None = None) -> str:
+def slurm_script(
+    cluster: ClusterSpec, layout: Layout, launch_args: list[str], hostnames: list[str] | None = None
+) -> str:
     """An sbatch script: one torchrun per node, nodes in the order the placement assumes
     (consecutive ranks on consecutive nodes of as few leaves as possible)."""
     nodes = -(-layout.world // cluster.gpus_per_node)
@@ -138,8 +144,9 @@ def slurm_script(cluster: ClusterSpec, layout: Layout, launch_args: list[str],
     return "\n".join(lines)
 
 
-def emit(kind: str, model: ModelSpec, cluster: ClusterSpec, layout: Layout,
-         flags: Flags = Flags()) -> str:
+def emit(
+    kind: str, model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
+) -> str:
     """The text of one emitter (`EMITTERS`)."""
     if kind == "megatron":
         return " \\\n  ".join(megatron_args(model, layout, flags)) + "\n"
@@ -150,5 +157,9 @@ def emit(kind: str, model: ModelSpec, cluster: ClusterSpec, layout: Layout,
     return slurm_script(cluster, layout, megatron_args(model, layout, flags))
 
 
-EMIT_FILES = {"megatron": "megatron_args.txt", "torchtitan": "torchtitan.toml",
-              "deepspeed": "deepspeed.json", "slurm": "job.sbatch"}
+EMIT_FILES = {
+    "megatron": "megatron_args.txt",
+    "torchtitan": "torchtitan.toml",
+    "deepspeed": "deepspeed.json",
+    "slurm": "job.sbatch",
+}

@@ -13,7 +13,9 @@ from tierwise.workload.layout import Layout
 MAPPED_KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "pp": "pp"}
 
 
-def process_groups(layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER) -> dict[str, list[list[int]]]:
+def process_groups(
+    layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER
+) -> dict[str, list[list[int]]]:
     """Every group of each kind as lists of global ranks (groups of size 1 are omitted)."""
     d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
     out: dict[str, list[list[int]]] = {}
@@ -26,8 +28,13 @@ def process_groups(layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER) -> di
     return out
 
 
-def group_summary(cluster: ClusterSpec, layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER,
-                  scatter: bool = False, examples: int = 2) -> list[dict[str, Any]]:
+def group_summary(
+    cluster: ClusterSpec,
+    layout: Layout,
+    order: tuple[str, ...] = DEFAULT_ORDER,
+    scatter: bool = False,
+    examples: int = 2,
+) -> list[dict[str, Any]]:
     """Per group kind: size, count, tier, NIC sharing, leaves crossed, example GPUs."""
     d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
     placement = placement_for(cluster, scatter)
@@ -37,15 +44,19 @@ def group_summary(cluster: ClusterSpec, layout: Layout, order: tuple[str, ...] =
         shape = group_shape_of(cluster, d, kind, order, scatter)
         span = placement.span(groups[0])
         tier = "intra" if span.domains == 1 else ("spine" if span.leaves > 1 else "leaf")
-        rows.append({
-            "kind": name,
-            "size": len(groups[0]),
-            "groups": len(groups),
-            "tier": tier,
-            "nodes_per_group": span.nodes,
-            "leaves_per_group": span.leaves,
-            "groups_sharing_a_nic": shape.nic_share,
-            "examples": [[f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}"
-                          for r in g] for g in groups[:examples]],
-        })
+        rows.append(
+            {
+                "kind": name,
+                "size": len(groups[0]),
+                "groups": len(groups),
+                "tier": tier,
+                "nodes_per_group": span.nodes,
+                "leaves_per_group": span.leaves,
+                "groups_sharing_a_nic": shape.nic_share,
+                "examples": [
+                    [f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}" for r in g]
+                    for g in groups[:examples]
+                ],
+            }
+        )
     return rows

@@ -15,8 +15,9 @@ from tierwise.workload.spec import ModelSpec
 NAIVE_ORDER = ORDERS["dp-cp-pp-tp"]
 
 
-def placement_ratios(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
-                     flags: Flags = Flags()) -> dict[str, Any]:
+def placement_ratios(
+    model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
+) -> dict[str, Any]:
     """Step time of the aware placement and of naive ones (ratio > 1: naive is slower).
 
     naive_dp_innermost: data parallel fastest-varying, so TP groups straddle nodes.
@@ -24,10 +25,11 @@ def placement_ratios(model: ModelSpec, cluster: ClusterSpec, layout: Layout,
     Every rank order Megatron-core accepts is scored too (`orders`)."""
     aware = estimate(model, cluster, layout, flags)["step_time_s"]
     dp_inner = estimate(model, cluster, layout, replace(flags, order=NAIVE_ORDER))["step_time_s"]
-    scattered = estimate(model, cluster, layout, replace(flags, scatter_nodes=True))[
-        "step_time_s"]
-    orders = {name: estimate(model, cluster, layout, replace(flags, order=o))["step_time_s"]
-              for name, o in ORDERS.items()}
+    scattered = estimate(model, cluster, layout, replace(flags, scatter_nodes=True))["step_time_s"]
+    orders = {
+        name: estimate(model, cluster, layout, replace(flags, order=o))["step_time_s"]
+        for name, o in ORDERS.items()
+    }
     return {
         "aware_step_time_s": aware,
         "naive_dp_innermost_step_time_s": dp_inner,

@@ -37,18 +37,26 @@ class PlanResult:
 def layout_at(arrays: Mapping[str, np.ndarray], i: int) -> Layout:
     """Candidate i as a Layout."""
     return Layout(
-        tp=int(arrays["tp"][i]), cp=int(arrays["cp"][i]), ep=int(arrays["ep"][i]),
-        pp=int(arrays["pp"][i]), vpp=int(arrays["vpp"][i]), dp=int(arrays["dp"][i]),
-        mbs=int(arrays["mbs"][i]), gbs=int(arrays["gbs"][i]), seq=int(arrays["seq"][i]),
-        recompute=_RECOMPUTE_NAMES[int(arrays["recompute"][i])], zero=int(arrays["zero"][i]),
+        tp=int(arrays["tp"][i]),
+        cp=int(arrays["cp"][i]),
+        ep=int(arrays["ep"][i]),
+        pp=int(arrays["pp"][i]),
+        vpp=int(arrays["vpp"][i]),
+        dp=int(arrays["dp"][i]),
+        mbs=int(arrays["mbs"][i]),
+        gbs=int(arrays["gbs"][i]),
+        seq=int(arrays["seq"][i]),
+        recompute=_RECOMPUTE_NAMES[int(arrays["recompute"][i])],
+        zero=int(arrays["zero"][i]),
         sp=bool(arrays["sp"][i]),
         distributed_optimizer=bool(arrays["distributed_optimizer"][i]),
         dtype="fp8" if arrays["fp8"][i] else "bf16",
     )
 
 
-def _score(terms: dict[str, Any], cluster: ClusterSpec, gpus: int,
-           objective: Objective) -> np.ndarray:
+def _score(
+    terms: dict[str, Any], cluster: ClusterSpec, gpus: int, objective: Objective
+) -> np.ndarray:
     """Lower is better: step time, or seconds per token-per-dollar (negated throughput)."""
     if objective == "step_time":
         return terms["step_time_s"]
@@ -56,10 +64,19 @@ def _score(terms: dict[str, Any], cluster: ClusterSpec, gpus: int,
     return -terms["tokens_per_s"] / dollars_per_s
 
 
-def search(model: ModelSpec, cluster: ClusterSpec, gbs: int, seq: int, *, top: int = 5,
-           fix: Mapping[str, str] | None = None, objective: Objective = "step_time",
-           flags: Flags = Flags(), gpus: int | None = None,
-           framework: str = "any") -> PlanResult:
+def search(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gbs: int,
+    seq: int,
+    *,
+    top: int = 5,
+    fix: Mapping[str, str] | None = None,
+    objective: Objective = "step_time",
+    flags: Flags = Flags(),
+    gpus: int | None = None,
+    framework: str = "any",
+) -> PlanResult:
     """Best `top` layouts of `model` on `gpus` (default: all) GPUs of `cluster`."""
     started = time.perf_counter()
     gpus = gpus or cluster.world
@@ -81,20 +98,26 @@ def search(model: ModelSpec, cluster: ClusterSpec, gbs: int, seq: int, *, top: i
     return PlanResult(plans, space.size, int(fits.sum()), time.perf_counter() - started)
 
 
-def _no_layout_message(model: ModelSpec, gpus: int, gbs: int, seq: int,
-                       fix: Mapping[str, str] | None) -> str:
+def _no_layout_message(
+    model: ModelSpec, gpus: int, gbs: int, seq: int, fix: Mapping[str, str] | None
+) -> str:
     fixed = f" with --fix {','.join(f'{k}={v}' for k, v in fix.items())}" if fix else ""
-    return (f"no layout of {model.name} divides {gpus} GPUs with gbs {gbs} and seq {seq}"
-            f"{fixed}: gbs must be divisible by mbs*dp for some dp = GPUs/(tp*cp*pp); "
-            f"try a gbs that is a multiple of {gpus} or fewer GPUs")
+    return (
+        f"no layout of {model.name} divides {gpus} GPUs with gbs {gbs} and seq {seq}"
+        f"{fixed}: gbs must be divisible by mbs*dp for some dp = GPUs/(tp*cp*pp); "
+        f"try a gbs that is a multiple of {gpus} or fewer GPUs"
+    )
 
 
-def _nothing_fits_message(model: ModelSpec, cluster: ClusterSpec, space: Space,
-                          terms: dict[str, Any]) -> str:
+def _nothing_fits_message(
+    model: ModelSpec, cluster: ClusterSpec, space: Space, terms: dict[str, Any]
+) -> str:
     mem = terms["memory"].total_bytes / GiB
     i = int(np.argmin(mem))
     layout = layout_at(space.arrays, i)
-    return (f"no layout of {model.name} fits {cluster.gpu.hbm_gib:g} GiB per GPU on "
-            f"{cluster.world} x {cluster.gpu.key}; closest: tp={layout.tp} cp={layout.cp} "
-            f"pp={layout.pp} dp={layout.dp} mbs={layout.mbs} recompute={layout.recompute} "
-            f"zero={layout.zero} needs {mem[i]:.1f} GiB per GPU; add nodes or GPUs with more HBM")
+    return (
+        f"no layout of {model.name} fits {cluster.gpu.hbm_gib:g} GiB per GPU on "
+        f"{cluster.world} x {cluster.gpu.key}; closest: tp={layout.tp} cp={layout.cp} "
+        f"pp={layout.pp} dp={layout.dp} mbs={layout.mbs} recompute={layout.recompute} "
+        f"zero={layout.zero} needs {mem[i]:.1f} GiB per GPU; add nodes or GPUs with more HBM"
+    )

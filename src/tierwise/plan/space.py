@@ -77,8 +77,15 @@ def _ints(fix: Mapping[str, str], key: str, default: tuple[int, ...]) -> tuple[i
         raise SpecError(f"--fix: {key}={fix[key]!r} is not an integer") from None
 
 
-def build_space(model: ModelSpec, cluster: ClusterSpec, gpus: int, gbs: int, seq: int,
-                fix: Mapping[str, str] | None = None, framework: str = "any") -> Space:
+def build_space(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gpus: int,
+    gbs: int,
+    seq: int,
+    fix: Mapping[str, str] | None = None,
+    framework: str = "any",
+) -> Space:
     """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
     `framework` can run."""
     fix = dict(fix or {})
@@ -105,16 +112,25 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, gpus: int, gbs: int, seq
     dtypes = (fix.get("dtype", "bf16"),)
     if dtypes[0] not in {"bf16", "fp8"}:
         raise SpecError(f"--fix: dtype={dtypes[0]!r}; allowed: bf16, fp8")
-    grid = np.array(list(itertools.product(
-        tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts,
-        [RECOMPUTE[n] for n in rc_names], range(len(shard_opts)))), dtype=np.int64)
+    grid = np.array(
+        list(
+            itertools.product(
+                tp_opts,
+                cp_opts,
+                pp_opts,
+                vpp_opts,
+                mbs_opts,
+                ep_opts,
+                [RECOMPUTE[n] for n in rc_names],
+                range(len(shard_opts)),
+            )
+        ),
+        dtype=np.int64,
+    )
     product = len(grid)
     tp, cp, pp, vpp, mbs, ep, rc, shard = grid.T
     dp = gpus // (tp * cp * pp)
-    if "dp" in fix:
-        keep_dp = dp == _ints(fix, "dp", ())[0]
-    else:
-        keep_dp = np.ones(product, dtype=bool)
+    keep_dp = dp == _ints(fix, "dp", ())[0] if "dp" in fix else np.ones(product, dtype=bool)
     kv = model.kv
     ok = (
         keep_dp
@@ -132,18 +148,33 @@ def build_space(model: ModelSpec, cluster: ClusterSpec, gpus: int, gbs: int, seq
     )
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
-    sel = {k: v[ok] for k, v in dict(tp=tp, cp=cp, pp=pp, vpp=vpp, mbs=mbs, ep=ep, rc=rc,
-                                          shard=shard, dp=dp).items()}
+    sel = {
+        k: v[ok]
+        for k, v in dict(
+            tp=tp, cp=cp, pp=pp, vpp=vpp, mbs=mbs, ep=ep, rc=rc, shard=shard, dp=dp
+        ).items()
+    }
     zero = np.array([s[0] for s in shard_opts])[sel["shard"]]
     distopt = np.array([s[1] for s in shard_opts])[sel["shard"]]
     n = len(sel["tp"])
     layers_per_stage = model.layers // sel["pp"]
     arrays = {
-        "tp": sel["tp"], "cp": sel["cp"], "ep": sel["ep"], "etp": sel["tp"], "pp": sel["pp"],
-        "vpp": sel["vpp"], "dp": sel["dp"], "mbs": sel["mbs"], "gbs": np.full(n, gbs),
-        "seq": np.full(n, seq), "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
-        "recompute": sel["rc"], "zero": zero,
-        "distributed_optimizer": distopt, "fp8": np.full(n, dtypes[0] == "fp8"),
-        "first_stage_layers": layers_per_stage, "last_stage_layers": layers_per_stage,
+        "tp": sel["tp"],
+        "cp": sel["cp"],
+        "ep": sel["ep"],
+        "etp": sel["tp"],
+        "pp": sel["pp"],
+        "vpp": sel["vpp"],
+        "dp": sel["dp"],
+        "mbs": sel["mbs"],
+        "gbs": np.full(n, gbs),
+        "seq": np.full(n, seq),
+        "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
+        "recompute": sel["rc"],
+        "zero": zero,
+        "distributed_optimizer": distopt,
+        "fp8": np.full(n, dtypes[0] == "fp8"),
+        "first_stage_layers": layers_per_stage,
+        "last_stage_layers": layers_per_stage,
     }
     return Space(arrays, product)

@@ -17,8 +17,14 @@ from tierwise.specio import build
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
-SWEEPABLE = {"nodes": int, "gpus_per_node": int, "nics_per_node": int, "nic": str, "intra": str,
-             "oversubscription": float}
+SWEEPABLE = {
+    "nodes": int,
+    "gpus_per_node": int,
+    "nics_per_node": int,
+    "nic": str,
+    "intra": str,
+    "oversubscription": float,
+}
 # Bisection bounds for the bandwidth search, Gb/s per NIC port.
 MIN_RATE_GBPS, MAX_RATE_GBPS = 1.0, 12800.0
 BISECTION_STEPS = 24
@@ -33,8 +39,9 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
     try:
         return key, [SWEEPABLE[key](v.strip()) for v in values.split(",")]
     except ValueError:
-        raise SpecError(f"--vary: {text!r}: values of {key} must be {SWEEPABLE[key].__name__}"
-                        ) from None
+        raise SpecError(
+            f"--vary: {text!r}: values of {key} must be {SWEEPABLE[key].__name__}"
+        ) from None
 
 
 def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
@@ -44,9 +51,15 @@ def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
     return build(ClusterSpec, {**data, "name": f"{cluster.name}[{label}]"}, f"sweep {label}")
 
 
-def sweep(model: ModelSpec, cluster: ClusterSpec, gbs: int, seq: int,
-          varies: Sequence[tuple[str, list[Any]]], flags: Flags = Flags(),
-          framework: str = "any") -> list[dict[str, Any]]:
+def sweep(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gbs: int,
+    seq: int,
+    varies: Sequence[tuple[str, list[Any]]],
+    flags: Flags = Flags(),
+    framework: str = "any",
+) -> list[dict[str, Any]]:
     """Best plan per combination of the varied parameters."""
     keys = [k for k, _ in varies]
     rows = []
@@ -55,27 +68,38 @@ def sweep(model: ModelSpec, cluster: ClusterSpec, gbs: int, seq: int,
         c = with_params(cluster, params)
         best = search(model, c, gbs, seq, top=1, flags=flags, framework=framework).plans[0]
         lay = best["layout"]
-        rows.append({**params, "tokens_per_s": best["tokens_per_s"], "mfu": best["mfu"],
-                     "step_time_s": best["step_time_s"],
-                     "layout": {k: lay[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs",
-                                                    "recompute", "zero")}})
+        rows.append(
+            {
+                **params,
+                "tokens_per_s": best["tokens_per_s"],
+                "mfu": best["mfu"],
+                "step_time_s": best["step_time_s"],
+                "layout": {
+                    k: lay[k]
+                    for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero")
+                },
+            }
+        )
     return rows
 
 
 def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
     nic = cluster.inter.nic
     data = dump_cluster(cluster)
-    data["inter"]["nic"] = NIC(**{**nic.model_dump(), "key": "what-if",
-                                  "rate_Gbps": rate_Gbps}).model_dump()
+    data["inter"]["nic"] = NIC(
+        **{**nic.model_dump(), "key": "what-if", "rate_Gbps": rate_Gbps}
+    ).model_dump()
     data["inter"]["nics_per_node"] = cluster.gpus_per_node
     data["calibration"] = {k: v for k, v in data.get("calibration", {}).items() if k == "intra"}
     return build(ClusterSpec, data, "bandwidth what-if")
 
 
-def needed_bandwidth(model: ModelSpec, cluster: ClusterSpec, layout: Layout, within: float,
-                     flags: Flags = Flags()) -> dict[str, Any]:
+def needed_bandwidth(
+    model: ModelSpec, cluster: ClusterSpec, layout: Layout, within: float, flags: Flags = Flags()
+) -> dict[str, Any]:
     """Smallest inter-node line rate per GPU (one NIC per GPU) at which `layout` stays within
     `within` (e.g. 0.1) of its step time on a very fast network, Gb/s per GPU."""
+
     def step(rate: float) -> float:
         return estimate(model, _with_nic_rate(cluster, rate), layout, flags)["step_time_s"]
 
@@ -91,5 +115,9 @@ def needed_bandwidth(model: ModelSpec, cluster: ClusterSpec, layout: Layout, wit
             hi = mid
         else:
             lo = mid
-    return {"needed_Gbps_per_gpu": hi, "within": within, "best_step_time_s": best,
-            "step_time_at_needed_s": step(hi)}
+    return {
+        "needed_Gbps_per_gpu": hi,
+        "within": within,
+        "best_step_time_s": best,
+        "step_time_at_needed_s": step(hi),
+    }

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-LABELS = {"tp_comm_s": "TP comm", "cp_comm_s": "CP comm", "ep_comm_s": "EP all-to-all",
-          "pp_comm_s": "PP p2p", "pipeline_bubble_s": "pipeline bubble",
-          "dp_comm_s": "exposed DP comm", "optimizer_s": "optimizer"}
+LABELS = {
+    "tp_comm_s": "TP comm",
+    "cp_comm_s": "CP comm",
+    "ep_comm_s": "EP all-to-all",
+    "pp_comm_s": "PP p2p",
+    "pipeline_bubble_s": "pipeline bubble",
+    "dp_comm_s": "exposed DP comm",
+    "optimizer_s": "optimizer",
+}
 
 
 def why(plan: dict[str, Any]) -> str:

@@ -77,29 +77,42 @@ def fit_tier(points: Sequence[Measured], cluster: ClusterSpec) -> TierFit:
     base = tier(cluster, name)
     cls = "net" if name != "intra" else intra_class(cluster.intra.kind)
     ll_step = T.STEP_LAT_US[cls]["ring"]["LL"]
-    uncal = cluster.model_copy(update={"calibration": {
-        k: v for k, v in cluster.calibration.items() if k != name}})
+    uncal = cluster.model_copy(
+        update={"calibration": {k: v for k, v in cluster.calibration.items() if k != name}}
+    )
     ref_eff = tier(uncal, name).eff_GBps
-    cal = TierCalibration(alpha_us=ll_step + max(0.0, base.latency_us - _reference(cls)),
-                          beta_GBps=ref_eff, overhead_us=0.0)
+    cal = TierCalibration(
+        alpha_us=ll_step + max(0.0, base.latency_us - _reference(cls)),
+        beta_GBps=ref_eff,
+        overhead_us=0.0,
+    )
 
     def total(c: TierCalibration, small: bool) -> float:
         trial = _with(cluster, name, c)
         return sum(
-            _loss(_times(m, trial), m.time_us,
-                  m.size_bytes <= SMALL_MAX_BYTES if small else m.size_bytes >= LARGE_MIN_BYTES)
+            _loss(
+                _times(m, trial),
+                m.time_us,
+                m.size_bytes <= SMALL_MAX_BYTES if small else m.size_bytes >= LARGE_MIN_BYTES,
+            )
             for m in points
         )
 
     for _ in range(ROUNDS):
-        beta = min(BETA_SCALES * ref_eff,
-                   key=lambda b: total(cal.model_copy(update={"beta_GBps": b}), small=False))
+        beta = min(
+            BETA_SCALES * ref_eff,
+            key=lambda b: total(cal.model_copy(update={"beta_GBps": b}), small=False),
+        )
         cal = cal.model_copy(update={"beta_GBps": float(beta)})
-        over = min(OVERHEADS_US,
-                   key=lambda o: total(cal.model_copy(update={"overhead_us": o}), small=False))
+        over = min(
+            OVERHEADS_US,
+            key=lambda o: total(cal.model_copy(update={"overhead_us": o}), small=False),
+        )
         cal = cal.model_copy(update={"overhead_us": float(over)})
-        alpha = min(ALPHA_SCALES * ll_step,
-                    key=lambda a: total(cal.model_copy(update={"alpha_us": a}), small=True))
+        alpha = min(
+            ALPHA_SCALES * ll_step,
+            key=lambda a: total(cal.model_copy(update={"alpha_us": a}), small=True),
+        )
         cal = cal.model_copy(update={"alpha_us": float(alpha)})
     after = _with(cluster, name, cal)
     sizes = np.concatenate([m.size_bytes for m in points])
@@ -117,7 +130,9 @@ def _reference(cls: str) -> float:
     return T.NET_REFERENCE_LATENCY_US if cls == "net" else T.INTRA_REFERENCE_LATENCY_US[cls]
 
 
-def calibrate(points: Sequence[Measured], cluster: ClusterSpec) -> tuple[ClusterSpec, list[TierFit]]:
+def calibrate(
+    points: Sequence[Measured], cluster: ClusterSpec
+) -> tuple[ClusterSpec, list[TierFit]]:
     """Fit every tier the logs reach, fastest tier first; returns the calibrated cluster."""
     by_tier: dict[str, list[Measured]] = {}
     for m in points:

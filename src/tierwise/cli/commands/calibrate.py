@@ -1,4 +1,4 @@
-"""`tierwise calibrate LOG...`: fit per-tier alpha/beta from nccl-tests logs, write a cluster spec."""
+"""`tierwise calibrate LOG...`: fit per-tier alpha/beta from nccl-tests logs; write a spec."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from tierwise.verify.measured import measured
 def calibrate_command(
     cluster_spec: ClusterSpec,
     logs: Annotated[list[Path], typer.Argument(help="nccl-tests logs (one or more).")],
-    out: Annotated[Path | None, typer.Option("--out", help="Write the calibrated cluster YAML.")]
-    = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the calibrated cluster YAML.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier."""
@@ -30,32 +31,49 @@ def calibrate_command(
     if out is not None:
         out.write_text(yaml.safe_dump(dump_cluster(calibrated), sort_keys=False))
     if as_json:
-        print_json({
-            "cluster": calibrated.name,
-            "out": str(out) if out else None,
-            "tiers": [
-                {
-                    "tier": f.tier,
-                    **f.calibration.model_dump(),
-                    "rows": [
-                        {"size_bytes": int(n), "measured_us": float(m), "before_us": float(b),
-                         "after_us": float(a), "residual": float(a / m - 1)}
-                        for n, m, b, a in zip(f.size_bytes, f.measured_us, f.before_us,
-                                              f.after_us, strict=True)
-                    ],
-                }
-                for f in fits
-            ],
-        })
+        print_json(
+            {
+                "cluster": calibrated.name,
+                "out": str(out) if out else None,
+                "tiers": [
+                    {
+                        "tier": f.tier,
+                        **f.calibration.model_dump(),
+                        "rows": [
+                            {
+                                "size_bytes": int(n),
+                                "measured_us": float(m),
+                                "before_us": float(b),
+                                "after_us": float(a),
+                                "residual": float(a / m - 1),
+                            }
+                            for n, m, b, a in zip(
+                                f.size_bytes, f.measured_us, f.before_us, f.after_us, strict=True
+                            )
+                        ],
+                    }
+                    for f in fits
+                ],
+            }
+        )
         return
     for f in fits:
         c = f.calibration
-        console.print(f"[bold]{f.tier}[/]: alpha {c.alpha_us:.2f} us per LL step, "
-                      f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us")
-        rows = [(int(n), m, b, a, f"{(a / m - 1) * 100:+.1f}%") for n, m, b, a in
-                zip(f.size_bytes, f.measured_us, f.before_us, f.after_us, strict=True)]
-        console.print(table(f"{f.tier} fit residuals", ["size B", "measured us", "catalog us",
-                                                         "calibrated us", "residual"], rows))
+        console.print(
+            f"[bold]{f.tier}[/]: alpha {c.alpha_us:.2f} us per LL step, "
+            f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us"
+        )
+        rows = [
+            (int(n), m, b, a, f"{(a / m - 1) * 100:+.1f}%")
+            for n, m, b, a in zip(f.size_bytes, f.measured_us, f.before_us, f.after_us, strict=True)
+        ]
+        console.print(
+            table(
+                f"{f.tier} fit residuals",
+                ["size B", "measured us", "catalog us", "calibrated us", "residual"],
+                rows,
+            )
+        )
     if out is not None:
         console.print(f"wrote {out}")
 

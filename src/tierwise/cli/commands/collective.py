@@ -22,22 +22,31 @@ from tierwise.units import parse_size, size_sweep
 @cluster_options
 def collective(
     cluster_spec: ClusterSpec,
-    op: Annotated[str, typer.Option("--op", help="all_reduce, all_gather, reduce_scatter, "
-                                    "broadcast, reduce, alltoall, sendrecv")] = "all_reduce",
-    gpus: Annotated[int | None, typer.Option("--gpus", help="Ranks in the group (default all).")]
-    = None,
+    op: Annotated[
+        str,
+        typer.Option(
+            "--op",
+            help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv",
+        ),
+    ] = "all_reduce",
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="Ranks in the group (default all).")
+    ] = None,
     ranks_per_node: Annotated[
         int | None, typer.Option("--ranks-per-node", help="Ranks per node (default GPUs per node).")
     ] = None,
     min_bytes: Annotated[str, typer.Option("--min-bytes", "-b")] = "8",
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e")] = "8G",
     factor: Annotated[int, typer.Option("--factor", "-f")] = 2,
-    algo: Annotated[str, typer.Option("--algo", help="auto|ring|tree|hierarchical|nvls|sharp|"
-                                      "pairwise")] = "auto",
-    explain: Annotated[bool, typer.Option("--explain", help="Print every candidate's "
-                                          "latency and bandwidth.")] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write busbw vs size (PNG/SVG).")]
-    = None,
+    algo: Annotated[
+        str, typer.Option("--algo", help="auto|ring|tree|hierarchical|nvls|sharp|pairwise")
+    ] = "auto",
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
+    ] = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write busbw vs size (PNG/SVG).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict time, algbw and busbw of a collective per message size, as nccl-tests prints."""
@@ -46,8 +55,9 @@ def collective(
     world = gpus if gpus is not None else cluster_spec.nodes * k
     placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
     shape = group_shape(cluster_spec, placement=placement)
-    sizes = size_sweep(parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes"),
-                       factor)
+    sizes = size_sweep(
+        parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes"), factor
+    )
     pred = predict(op, shape, sizes, algo)
     nodes = len(set(placement.node_of.tolist()))
     if plot is not None:
@@ -55,15 +65,29 @@ def collective(
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
     if as_json:
-        print_json({"op": op, "nranks": world, "nodes": nodes, "ranks_per_node": k,
-                    "cluster": cluster_spec.name, "rows": pred.rows()})
+        print_json(
+            {
+                "op": op,
+                "nranks": world,
+                "nodes": nodes,
+                "ranks_per_node": k,
+                "cluster": cluster_spec.name,
+                "rows": pred.rows(),
+            }
+        )
         return
-    typer.echo(format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")),
-               nl=False)
+    typer.echo(
+        format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")), nl=False
+    )
     if explain:
         rows = [(c.algo, c.proto, c.lat_us, c.algbw_GBps) for c in candidates(op, shape)]
-        console.print(table("candidates (time = lat + bytes / algbw)",
-                            ["algo", "proto", "lat us", "algbw GB/s"], rows))
+        console.print(
+            table(
+                "candidates (time = lat + bytes / algbw)",
+                ["algo", "proto", "lat us", "algbw GB/s"],
+                rows,
+            )
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -41,13 +41,30 @@ def estimate_command(
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
     if dp is None:
         if cluster_spec.world % fixed:
-            raise SpecError(f"--tp*--cp*--pp = {fixed} does not divide the cluster's "
-                            f"{cluster_spec.world} GPUs; give --dp or change --nodes")
+            raise SpecError(
+                f"--tp*--cp*--pp = {fixed} does not divide the cluster's "
+                f"{cluster_spec.world} GPUs; give --dp or change --nodes"
+            )
         dp = cluster_spec.world // fixed
-    layout = Layout.parse({"tp": tp, "cp": cp, "ep": ep, "pp": pp, "vpp": vpp, "dp": dp,
-                           "mbs": mbs, "gbs": gbs, "seq": seq, "sp": sp, "recompute": recompute,
-                           "zero": zero, "dtype": dtype,
-                           "distributed_optimizer": distributed_optimizer}, "layout")
+    layout = Layout.parse(
+        {
+            "tp": tp,
+            "cp": cp,
+            "ep": ep,
+            "pp": pp,
+            "vpp": vpp,
+            "dp": dp,
+            "mbs": mbs,
+            "gbs": gbs,
+            "seq": seq,
+            "sp": sp,
+            "recompute": recompute,
+            "zero": zero,
+            "dtype": dtype,
+            "distributed_optimizer": distributed_optimizer,
+        },
+        "layout",
+    )
     layout.validate_for(spec, cluster_spec.world)
     result = estimate(spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap))
     if as_json:
@@ -78,16 +95,24 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
     for key, seconds in r["breakdown"].items():
         kind = key.split("_")[0]
         tier = tiers.get(kind, "-")
-        rows.append((key.removesuffix("_s"), seconds, f"{seconds / step:.1%}",
-                     tier if tier != "none" else "-"))
+        rows.append(
+            (
+                key.removesuffix("_s"),
+                seconds,
+                f"{seconds / step:.1%}",
+                tier if tier != "none" else "-",
+            )
+        )
     console.print(table("time per step (exposed)", ["component", "seconds", "share", "tier"], rows))
     mem = [(k.removesuffix("_gib"), v) for k, v in r["memory"].items() if k.endswith("_gib")]
     console.print(table("memory per GPU (GiB)", ["term", "GiB"], mem))
     per_tier = [(t, b / 1e9) for t, b in r["bytes_per_tier"].items()]
     console.print(table("bytes sent per GPU per step", ["tier", "GB"], per_tier))
     if r["nic_GBps_needed_per_gpu"] is not None:
-        console.print(f"DP/FSDP stays hidden with >= {r['nic_GBps_needed_per_gpu']:.1f} GB/s "
-                      "per GPU on its tier")
+        console.print(
+            f"DP/FSDP stays hidden with >= {r['nic_GBps_needed_per_gpu']:.1f} GB/s "
+            "per GPU on its tier"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -22,18 +22,38 @@ from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 
-PLAN_KEYS = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero",
-             "distributed_optimizer", "dtype")
+PLAN_KEYS = (
+    "tp",
+    "cp",
+    "ep",
+    "pp",
+    "vpp",
+    "dp",
+    "mbs",
+    "recompute",
+    "zero",
+    "distributed_optimizer",
+    "dtype",
+)
 
 
 def plan_row(p: dict[str, Any]) -> dict[str, Any]:
     """A plan as the JSON row `tierwise plan --json` prints."""
     lay = p["layout"]
-    return {**{k: lay[k] for k in PLAN_KEYS}, "gbs": lay["gbs"], "seq": lay["seq"],
-            "step_time_s": p["step_time_s"], "tokens_per_s": p["tokens_per_s"],
-            "tflops_per_gpu": p["tflops_per_gpu"], "mfu": p["mfu"],
-            "memory_gib_per_gpu": p["memory_gib_per_gpu"], "fits": p["fits"],
-            "why": why(p), "comm_tiers": p["comm_tiers"], "breakdown": p["breakdown"]}
+    return {
+        **{k: lay[k] for k in PLAN_KEYS},
+        "gbs": lay["gbs"],
+        "seq": lay["seq"],
+        "step_time_s": p["step_time_s"],
+        "tokens_per_s": p["tokens_per_s"],
+        "tflops_per_gpu": p["tflops_per_gpu"],
+        "mfu": p["mfu"],
+        "memory_gib_per_gpu": p["memory_gib_per_gpu"],
+        "fits": p["fits"],
+        "why": why(p),
+        "comm_tiers": p["comm_tiers"],
+        "breakdown": p["breakdown"],
+    }
 
 
 @cluster_options
@@ -44,12 +64,16 @@ def plan_command(
     seq: L.SeqOpt = 4096,
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
     fix: Annotated[str | None, typer.Option("--fix", help="Pin degrees, e.g. tp=8,pp=4.")] = None,
-    objective: Annotated[str, typer.Option("--objective",
-                                           help="step_time|tokens_per_dollar")] = "step_time",
-    framework: Annotated[str, typer.Option("--framework",
-                                           help="any|megatron|torchtitan|deepspeed")] = "any",
-    emit_kinds: Annotated[list[str] | None, typer.Option(
-        "--emit", help="megatron|torchtitan|slurm|deepspeed (repeatable)")] = None,
+    objective: Annotated[
+        str, typer.Option("--objective", help="step_time|tokens_per_dollar")
+    ] = "step_time",
+    framework: Annotated[
+        str, typer.Option("--framework", help="any|megatron|torchtitan|deepspeed")
+    ] = "any",
+    emit_kinds: Annotated[
+        list[str] | None,
+        typer.Option("--emit", help="megatron|torchtitan|slurm|deepspeed (repeatable)"),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write emitted files here.")] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     as_json: JsonOpt = False,
@@ -65,8 +89,17 @@ def plan_command(
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     flags = Flags(tp_comm_overlap=tp_comm_overlap)
     gbs = gbs or cluster_spec.world
-    result = search(spec, cluster_spec, gbs, seq, top=top, fix=parse_fix(fix),
-                    objective=objective, flags=flags, framework=framework)  # type: ignore[arg-type]
+    result = search(
+        spec,
+        cluster_spec,
+        gbs,
+        seq,
+        top=top,
+        fix=parse_fix(fix),
+        objective=objective,
+        flags=flags,
+        framework=framework,
+    )  # type: ignore[arg-type]
     best = result.plans[0]
     layout = Layout(**best["layout"])
     mapping = group_summary(cluster_spec, layout)
@@ -77,37 +110,105 @@ def plan_command(
         for kind, text in emitted.items():
             (out / EMIT_FILES[kind]).write_text(text)
     if as_json:
-        print_json({
-            "model": spec.name, "cluster": cluster_spec.name, "gpus": cluster_spec.world,
-            "plans": [plan_row(p) for p in result.plans],
-            "candidates_evaluated": result.candidates_evaluated,
-            "candidates_fitting": result.candidates_fitting,
-            "search_time_s": result.search_time_s,
-            "mapping": mapping, "placement": ratios, "emitted": emitted,
-        })
+        print_json(
+            {
+                "model": spec.name,
+                "cluster": cluster_spec.name,
+                "gpus": cluster_spec.world,
+                "plans": [plan_row(p) for p in result.plans],
+                "candidates_evaluated": result.candidates_evaluated,
+                "candidates_fitting": result.candidates_fitting,
+                "search_time_s": result.search_time_s,
+                "mapping": mapping,
+                "placement": ratios,
+                "emitted": emitted,
+            }
+        )
         return
-    console.print(f"[bold]{spec.name}[/] on {cluster_spec.world} x {cluster_spec.gpu.key} "
-                  f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
-                  f"layouts evaluated, {result.candidates_fitting:,} fit, "
-                  f"{result.search_time_s:.2f} s")
+    console.print(
+        f"[bold]{spec.name}[/] on {cluster_spec.world} x {cluster_spec.gpu.key} "
+        f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
+        f"layouts evaluated, {result.candidates_fitting:,} fit, "
+        f"{result.search_time_s:.2f} s"
+    )
     rows = []
     for i, p in enumerate(result.plans, 1):
         r = plan_row(p)
-        rows.append((i, r["tp"], r["cp"], r["ep"], r["pp"], r["vpp"], r["dp"], r["mbs"],
-                     r["recompute"], r["zero"], r["step_time_s"], f"{r['tokens_per_s']:,.0f}",
-                     f"{r['mfu']:.1%}", r["memory_gib_per_gpu"], r["why"]))
-    console.print(table("top plans", ["#", "tp", "cp", "ep", "pp", "vpp", "dp", "mbs",
-                                      "recompute", "zero", "step s", "tokens/s", "MFU", "GiB",
-                                      "why"], rows))
-    console.print(table("mapping of plan 1 onto the cluster", [
-        "group", "size", "groups", "tier", "nodes/group", "leaves/group", "groups per NIC",
-        "example GPUs"], [(m["kind"], m["size"], m["groups"], m["tier"], m["nodes_per_group"],
-                           m["leaves_per_group"], m["groups_sharing_a_nic"],
-                           " ".join(m["examples"][0][:8]) + (" ..." if m["size"] > 8 else ""))
-                          for m in mapping]))
-    console.print(f"naive placement of the same layout: DP innermost "
-                  f"{ratios['naive_dp_innermost_ratio']:.2f}x slower, nodes scattered over "
-                  f"leaves {ratios['scattered_nodes_ratio']:.2f}x")
+        rows.append(
+            (
+                i,
+                r["tp"],
+                r["cp"],
+                r["ep"],
+                r["pp"],
+                r["vpp"],
+                r["dp"],
+                r["mbs"],
+                r["recompute"],
+                r["zero"],
+                r["step_time_s"],
+                f"{r['tokens_per_s']:,.0f}",
+                f"{r['mfu']:.1%}",
+                r["memory_gib_per_gpu"],
+                r["why"],
+            )
+        )
+    console.print(
+        table(
+            "top plans",
+            [
+                "#",
+                "tp",
+                "cp",
+                "ep",
+                "pp",
+                "vpp",
+                "dp",
+                "mbs",
+                "recompute",
+                "zero",
+                "step s",
+                "tokens/s",
+                "MFU",
+                "GiB",
+                "why",
+            ],
+            rows,
+        )
+    )
+    console.print(
+        table(
+            "mapping of plan 1 onto the cluster",
+            [
+                "group",
+                "size",
+                "groups",
+                "tier",
+                "nodes/group",
+                "leaves/group",
+                "groups per NIC",
+                "example GPUs",
+            ],
+            [
+                (
+                    m["kind"],
+                    m["size"],
+                    m["groups"],
+                    m["tier"],
+                    m["nodes_per_group"],
+                    m["leaves_per_group"],
+                    m["groups_sharing_a_nic"],
+                    " ".join(m["examples"][0][:8]) + (" ..." if m["size"] > 8 else ""),
+                )
+                for m in mapping
+            ],
+        )
+    )
+    console.print(
+        f"naive placement of the same layout: DP innermost "
+        f"{ratios['naive_dp_innermost_ratio']:.2f}x slower, nodes scattered over "
+        f"leaves {ratios['scattered_nodes_ratio']:.2f}x"
+    )
     for kind, text in emitted.items():
         console.rule(kind)
         typer.echo(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import hostlist
 import numpy as np
 import typer
 
@@ -13,12 +14,18 @@ from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table
 from tierwise.errors import ParseError, SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.ingest.slurm_topology import (
+    emit_slurm_nodes,
+    emit_topology_conf,
+    parse_topology_conf,
+)
 from tierwise.schedule import slurm
 from tierwise.schedule.jobs import Job, read_trace, synthetic, write_trace
 from tierwise.schedule.policies import POLICIES, policy
 from tierwise.schedule.simulate import SimResult, place_all, price, simulate
-from tierwise.schedule.slowdown import SlowdownModel
+from tierwise.schedule.slowdown import DEFAULT_STEP_TIME, SlowdownModel
 from tierwise.schedule.state import ClusterState
+from tierwise.schedule.step_time import STEP_TIMES, step_time_fn
 from tierwise.units import parse_duration
 
 app = typer.Typer(
@@ -32,6 +39,10 @@ SyntheticOpt = Annotated[int | None, typer.Option("--synthetic", help="Generate 
 SeedOpt = Annotated[int, typer.Option("--seed", help="Synthetic trace seed.")]
 LoadOpt = Annotated[float, typer.Option("--load", help="Synthetic offered load (0-1.5].")]
 PrefixOpt = Annotated[str, typer.Option("--prefix", help="Node name prefix (gpu -> gpu001).")]
+SlowdownOpt = Annotated[
+    str,
+    typer.Option("--slowdown", help=f"Step-time model of a placement: {' or '.join(STEP_TIMES)}."),
+]
 SUMMARY_COLUMNS = {
     "mean_jct_s": "mean JCT s",
     "p95_jct_s": "p95 JCT s",
@@ -62,7 +73,7 @@ def _nodes(cluster: ClusterSpec, expr: str | None, what: str, prefix: str) -> li
     if not expr:
         return []
     try:
-        return slurm.node_indices(cluster, slurm.expand_hostlist(expr), prefix)
+        return slurm.node_indices(cluster, expr, prefix)
     except SpecError as exc:
         raise SpecError(f"--{what}: {exc}") from None
 
@@ -90,6 +101,7 @@ def simulate_cmd(
         str | None, typer.Option("--drained", help="Drained nodes, hostlist.")
     ] = None,
     prefix: PrefixOpt = "gpu",
+    slowdown: SlowdownOpt = DEFAULT_STEP_TIME,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write a JCT comparison (PNG/SVG).")
     ] = None,
@@ -107,7 +119,7 @@ def simulate_cmd(
     chosen = [policy(p) for p in names]
     down_nodes = _nodes(cluster_spec, down, "down", prefix)
     drained_nodes = _nodes(cluster_spec, drained, "drained", prefix)
-    model = SlowdownModel(cluster_spec)
+    model = SlowdownModel(cluster_spec, step_time_fn(slowdown))
     results = [
         simulate(ClusterState(cluster_spec, down_nodes, drained_nodes), jobs, p, model, wait_s)
         for p in chosen
@@ -122,6 +134,7 @@ def simulate_cmd(
             "oversubscription": cluster_spec.topology.oversubscription,
             "jobs": len(jobs),
             "max_wait_s": wait_s,
+            "slowdown_model": slowdown,
             "results": rows,
         }
         print_json({**out, **rows[0]} if len(rows) == 1 else out)
@@ -193,10 +206,14 @@ def read_allocations(path: Path, cluster: ClusterSpec, prefix: str) -> dict[str,
         if len(parts) != 2:
             raise ParseError(f"expected 'job nodelist', got {line.strip()!r}", number, str(path))
         try:
-            out[parts[0]] = slurm.node_indices(cluster, slurm.expand_hostlist(parts[1]), prefix)
+            out[parts[0]] = slurm.node_indices(cluster, parts[1], prefix)
         except SpecError as exc:
             raise ParseError(str(exc), number, str(path)) from None
     return out
+
+
+def _hostlist(cluster: ClusterSpec, nodes: np.ndarray, prefix: str) -> str:
+    return hostlist.collect_hostlist(slurm.node_names(cluster, nodes, prefix))
 
 
 @cluster_options
@@ -212,13 +229,14 @@ def place_cmd(
         ),
     ] = None,
     prefix: PrefixOpt = "gpu",
+    slowdown: SlowdownOpt = DEFAULT_STEP_TIME,
     as_json: JsonOpt = False,
 ) -> None:
     """Place a burst of jobs at once (none ends) and predict each job's slowdown; with
     --allocations also price Slurm's placements and say where they differ."""
     jobs = read_trace(trace)
     state = ClusterState(cluster_spec)
-    model = SlowdownModel(cluster_spec)
+    model = SlowdownModel(cluster_spec, step_time_fn(slowdown))
     ours = price(state, jobs, place_all(state, jobs, policy(policy_name)), model)
     theirs = None
     if allocations is not None:
@@ -232,7 +250,7 @@ def place_cmd(
         row = {
             "id": p.job.id,
             "nodes": len(p.nodes),
-            "nodelist": slurm.compress_hostlist(slurm.node_names(cluster_spec, p.nodes, prefix)),
+            "nodelist": _hostlist(cluster_spec, p.nodes, prefix),
             "leaves": p.leaves,
             "uplink_share": p.uplink_share,
             "slowdown": p.slowdown,
@@ -240,16 +258,19 @@ def place_cmd(
         if theirs is not None:
             t = theirs[k]
             row |= {
-                "given_nodelist": slurm.compress_hostlist(
-                    slurm.node_names(cluster_spec, t.nodes, prefix)
-                ),
+                "given_nodelist": _hostlist(cluster_spec, t.nodes, prefix),
                 "given_leaves": t.leaves,
                 "given_slowdown": t.slowdown,
                 "match": sorted(t.nodes.tolist()) == sorted(p.nodes.tolist()),
             }
         rows.append(row)
     if as_json:
-        out: dict[str, object] = {"cluster": cluster_spec.name, "policy": policy_name, "jobs": rows}
+        out: dict[str, object] = {
+            "cluster": cluster_spec.name,
+            "policy": policy_name,
+            "slowdown_model": slowdown,
+            "jobs": rows,
+        }
         if theirs is not None:
             out["matches"] = sum(bool(r["match"]) for r in rows)
         print_json(out)
@@ -275,6 +296,9 @@ def topology_cmd(
     ] = None,
     prefix: PrefixOpt = "gpu",
     cpus: Annotated[int | None, typer.Option("--cpus", help="CPUs= per node.")] = None,
+    gres: Annotated[
+        bool, typer.Option("--gres/--no-gres", help="Gres=gpu:TYPE:N per node (needs gres.conf).")
+    ] = True,
     addr_base: Annotated[
         str | None,
         typer.Option("--node-addr-base", help="Emulation: NodeAddr=BASE+N, e.g. 127.0.1."),
@@ -282,10 +306,22 @@ def topology_cmd(
     port_base: Annotated[
         int | None, typer.Option("--port-base", help="Emulation: Port=BASE+N per node.")
     ] = None,
+    partition: Annotated[
+        str, typer.Option("--partition", help="Partition of all nodes, node-exclusive.")
+    ] = "gpus",
 ) -> None:
     """Emit topology.conf (topology/tree) and the matching slurm.conf node section."""
-    topo = slurm.topology_conf(cluster_spec, prefix)
-    nodes = slurm.slurm_nodes_conf(cluster_spec, prefix, cpus, addr_base, port_base)
+    hosts = slurm.node_names(cluster_spec, range(cluster_spec.nodes), prefix)
+    topo = emit_topology_conf(cluster_spec, hosts)
+    nodes = emit_slurm_nodes(
+        cluster_spec,
+        hosts,
+        cpus=cpus,
+        gres=gres,
+        node_addr_base=addr_base,
+        port_base=port_base,
+        partition=partition,
+    )
     if out is None:
         typer.echo(topo + "\n# slurm.conf node section\n" + nodes, nl=False)
         return
@@ -304,40 +340,23 @@ def parse_cmd(
         text = path.read_text()
     except OSError as exc:
         raise ParseError(f"cannot read ({exc.strerror})", source=str(path)) from None
-    topo = slurm.parse_topology(text, str(path))
-    switches = [
-        {
-            "name": s.name,
-            "level": s.level,
-            "nodes": len(s.nodes),
-            "children": s.children,
-            "nodelist": slurm.compress_hostlist(s.nodes) if s.nodes else "",
-        }
-        for s in topo.switches.values()
-    ]
+    tree = parse_topology_conf(text, str(path))
+    view = tree.as_dict()
     if as_json:
-        print_json(
-            {
-                "levels": topo.levels,
-                "leaves": len(topo.leaves),
-                "nodes": len(topo.leaf_of),
-                "nodes_per_leaf": topo.nodes_per_leaf(),
-                "switches": switches,
-            }
-        )
+        print_json(view)
         return
     console.print(
         table(
-            f"{path}: {topo.levels} levels, {len(topo.leaves)} leaves, {len(topo.leaf_of)} nodes",
+            f"{path}: {tree.levels} levels, {len(tree.leaves)} leaves, {len(tree.nodes)} nodes",
             ["switch", "level", "nodes", "below"],
             [
                 [
                     s["name"],
                     s["level"],
-                    s["nodes"],
-                    s["nodelist"] or slurm.compress_hostlist(s["children"]),
+                    len(s["nodes"]),
+                    hostlist.collect_hostlist(s["nodes"] or s["switches"]),
                 ]
-                for s in switches
+                for s in view["switches"]
             ],
         )
     )
@@ -359,9 +378,10 @@ def hostfile_cmd(
     writers = {"hostfile": slurm.hostfile, "rankfile": slurm.rankfile}
     if fmt not in writers:
         raise SpecError(f"--format: {fmt!r}; allowed: {', '.join(writers)}")
-    hosts = slurm.expand_hostlist(nodelist)
-    order = np.argsort(slurm.node_indices(cluster_spec, hosts, prefix), kind="stable")
-    typer.echo(writers[fmt](gpus, [hosts[i] for i in order], cluster_spec.gpus_per_node), nl=False)
+    hosts = slurm.node_names(
+        cluster_spec, sorted(slurm.node_indices(cluster_spec, nodelist, prefix)), prefix
+    )
+    typer.echo(writers[fmt](gpus, hosts, cluster_spec.gpus_per_node), nl=False)
 
 
 def register(root: typer.Typer) -> None:

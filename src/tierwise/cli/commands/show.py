@@ -26,17 +26,33 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
     console.print(
         f"[bold]{s['cluster']}[/]: {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
         f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
-        f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) per node"
+        f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) "
+        "per node"
     )
     rows = [
-        (t["name"], t["medium"], t["bw_GBps_per_gpu"], t["eff_GBps_per_gpu"], t["latency_us"],
-         f"{t['ratio_to_fastest']:.1f}x", t["gpus_in_scope"])
+        (
+            t["name"],
+            t["medium"],
+            t["bw_GBps_per_gpu"],
+            t["eff_GBps_per_gpu"],
+            t["latency_us"],
+            f"{t['ratio_to_fastest']:.1f}x",
+            t["gpus_in_scope"],
+        )
         for t in s["tiers"]
     ]
     console.print(
         table(
             "tiers (bandwidth per GPU per direction, GB/s)",
-            ["tier", "links", "line GB/s", "effective GB/s", "latency us", "vs fastest", "GPUs in scope"],
+            [
+                "tier",
+                "links",
+                "line GB/s",
+                "effective GB/s",
+                "latency us",
+                "vs fastest",
+                "GPUs in scope",
+            ],
             rows,
         )
     )

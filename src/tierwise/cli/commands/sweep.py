@@ -24,14 +24,19 @@ def sweep_command(
     model: ModelOpt = "llama3-70b",
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
-    vary: Annotated[list[str] | None, typer.Option(
-        "--vary", help="KEY=V1,V2 (nodes, gpus_per_node, nics_per_node, nic, intra, "
-                       "oversubscription); give it once or twice")] = None,
-    within: Annotated[float, typer.Option(
-        "--within", help="Bandwidth needed to stay within this % of the best.")] = 10.0,
+    vary: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vary",
+            help="KEY=V1,V2 (nodes, gpus_per_node, nics_per_node, nic, intra, "
+            "oversubscription); give it once or twice",
+        ),
+    ] = None,
+    within: Annotated[
+        float, typer.Option("--within", help="Bandwidth needed to stay within this % of the best.")
+    ] = 10.0,
     framework: Annotated[str, typer.Option("--framework")] = "any",
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")]
-    = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each."""
@@ -48,19 +53,40 @@ def sweep_command(
 
         sweep_figure_file(rows, [k for k, _ in varies], plot)
     if as_json:
-        print_json({"model": spec.name, "cluster": cluster_spec.name, "rows": rows,
-                    "best_layout": {k: best["layout"][k] for k in ("tp", "cp", "ep", "pp",
-                                                                   "vpp", "dp", "mbs")},
-                    **need})
+        print_json(
+            {
+                "model": spec.name,
+                "cluster": cluster_spec.name,
+                "rows": rows,
+                "best_layout": {
+                    k: best["layout"][k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs")
+                },
+                **need,
+            }
+        )
         return
     keys = [k for k, _ in varies]
     if rows:
-        console.print(table("best plan per value", [*keys, "tokens/s", "MFU", "layout"], [
-            (*(r[k] for k in keys), f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
-             " ".join(f"{k}={v}" for k, v in r["layout"].items())) for r in rows]))
-    console.print(f"the best layout on {cluster_spec.name} needs >= "
-                  f"{need['needed_Gbps_per_gpu']:.0f} Gb/s per GPU across nodes to stay within "
-                  f"{within:g}% of its step time on an unlimited network")
+        console.print(
+            table(
+                "best plan per value",
+                [*keys, "tokens/s", "MFU", "layout"],
+                [
+                    (
+                        *(r[k] for k in keys),
+                        f"{r['tokens_per_s']:,.0f}",
+                        f"{r['mfu']:.1%}",
+                        " ".join(f"{k}={v}" for k, v in r["layout"].items()),
+                    )
+                    for r in rows
+                ],
+            )
+        )
+    console.print(
+        f"the best layout on {cluster_spec.name} needs >= "
+        f"{need['needed_Gbps_per_gpu']:.0f} Gb/s per GPU across nodes to stay within "
+        f"{within:g}% of its step time on an unlimited network"
+    )
 
 
 def register(app: typer.Typer) -> None:
