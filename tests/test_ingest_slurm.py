@@ -106,15 +106,24 @@ def test_emit_three_levels_and_slurm_nodes() -> None:
     cluster = _cluster(64, 8, 2)
     hosts = [f"gpu{i:03d}" for i in range(1, 65)]
     conf = emit_topology_conf(cluster, hosts)
-    assert "SwitchName=leaf0 Nodes=gpu[001-008]" in conf
+    assert "SwitchName=leaf1 Nodes=gpu[001-008]" in conf
     assert (
-        "SwitchName=pod3 Switches=leaf[6-7]" in conf and "SwitchName=core Switches=pod[0-3]" in conf
+        "SwitchName=pod4 Switches=leaf[7-8]" in conf and "SwitchName=core Switches=pod[1-4]" in conf
     )
     nodes = emit_slurm_nodes(cluster, hosts, cpus=224, real_memory_mb=2_000_000)
     assert (
         "NodeName=gpu[001-064] Gres=gpu:h100_sxm:8 CPUs=224 RealMemory=2000000 State=UNKNOWN"
         in nodes
     )
+    wide = emit_topology_conf(_cluster(96, 8), [f"n{i}" for i in range(96)])
+    assert (
+        "SwitchName=leaf01 Nodes=n[0-7]" in wide and "SwitchName=spine Switches=leaf[01-12]" in wide
+    )
+    emulated = emit_slurm_nodes(
+        cluster, hosts, gres=False, node_addr_base="10.0.0.", port_base=6800, partition="p"
+    )
+    assert "NodeName=gpu064 NodeAddr=10.0.0.64 Port=6864 State=UNKNOWN" in emulated
+    assert "Gres" not in emulated and "PartitionName=p Nodes=ALL" in emulated
     with pytest.raises(SpecError, match="63 names for nodes=64"):
         emit_topology_conf(cluster, hosts[:-1])
     with pytest.raises(SpecError, match="listed twice"):

@@ -8,13 +8,8 @@ import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.hardware.cluster import load_cluster
-from tierwise.schedule.slurm import (
-    check_matches,
-    compress_hostlist,
-    expand_hostlist,
-    parse_topology,
-    topology_conf,
-)
+from tierwise.hardware.ingest.slurm_topology import emit_topology_conf, parse_topology_conf
+from tierwise.schedule.slurm import node_indices, node_names
 
 SIM = (
     "schedule",
@@ -70,6 +65,9 @@ def test_printed_slowdowns_follow_the_fabric() -> None:
     assert over["mean_slowdown"] > flat["mean_slowdown"] + 0.01, (flat, over)
     assert over["mean_jct_s"] > flat["mean_jct_s"]
     assert fat["mean_slowdown"] < over["mean_slowdown"]
+    dp_only = cli_json(*SIM, "--oversubscription", "4", "--slowdown", "dp-allreduce")
+    assert (over["slowdown_model"], dp_only["slowdown_model"]) == ("perf", "dp-allreduce")
+    assert dp_only["mean_slowdown"] != over["mean_slowdown"]
     table = run_cli(*SIM, "--oversubscription", "4").stdout
     assert "slowdown" in table and f"{over['mean_slowdown']:.2f}" in table
 
@@ -114,12 +112,11 @@ def test_trace_roundtrip_and_place(tmp_path: Path) -> None:
 
 def test_topology_conf_roundtrip_two_and_three_levels(tmp_path: Path) -> None:
     c = load_cluster("pcie-h100", nodes=64)
-    text = topology_conf(c)
+    text = emit_topology_conf(c, node_names(c, range(64)))
     assert "SwitchName=leaf1 Nodes=gpu[001-016]" in text
     assert "SwitchName=spine Switches=leaf[1-4]" in text
-    topo = parse_topology(text)
-    assert topo.levels == 2 and topo.nodes_per_leaf() == [16] * 4
-    check_matches(topo, c)
+    tree = parse_topology_conf(text)
+    assert tree.levels == 2 and tree.leaf_sizes == (16,) * 4
     cfg = tmp_path / "pod.yaml"
     cfg.write_text(
         "gpu: h100-sxm\ngpus_per_node: 8\nnodes: 16\nintra: nvlink4\n"
@@ -127,17 +124,35 @@ def test_topology_conf_roundtrip_two_and_three_levels(tmp_path: Path) -> None:
         "topology: {nodes_per_leaf: 2, leaves_per_pod: 4}\n"
     )
     out = run_cli("schedule", "slurm", "topology", "--cluster", str(cfg)).stdout
-    assert "SwitchName=pod1 Switches=leaf[1-4]" in out
-    assert "SwitchName=spine Switches=pod[1-2]" in out
-    (tmp_path / "topology.conf").write_text(out.split("\n# slurm.conf")[0])
+    conf, nodes = out.split("# slurm.conf node section\n")
+    assert "SwitchName=pod1 Switches=leaf[1-4]" in conf
+    assert "SwitchName=core Switches=pod[1-2]" in conf
+    assert "NodeName=gpu[001-016] Gres=gpu:h100_sxm:8 State=UNKNOWN" in nodes
+    assert "PartitionName=gpus Nodes=ALL" in nodes
+    (tmp_path / "topology.conf").write_text(conf)
     parsed = cli_json("schedule", "slurm", "parse", str(tmp_path / "topology.conf"))
     assert parsed["levels"] == 3 and parsed["leaves"] == 8 and parsed["nodes"] == 16
+    emulated = run_cli(
+        "schedule",
+        "slurm",
+        "topology",
+        "--cluster",
+        str(cfg),
+        "--no-gres",
+        "--cpus",
+        "2",
+        "--node-addr-base",
+        "127.0.1.",
+        "--port-base",
+        "17000",
+    ).stdout
+    assert "NodeName=gpu003 NodeAddr=127.0.1.3 Port=17003 CPUs=2 State=UNKNOWN" in emulated
+    assert "Gres" not in emulated
 
 
 def test_hostlists_and_hostfile() -> None:
-    names = expand_hostlist("gpu[001-003,007],cpu1")
-    assert names == ["gpu001", "gpu002", "gpu003", "gpu007", "cpu1"]
-    assert compress_hostlist(names) == "cpu1,gpu[001-003,007]"
+    c = load_cluster("pcie-h100")
+    assert node_indices(c, "gpu[001-003,007]") == [0, 1, 2, 6]
     out = run_cli(
         "schedule",
         "slurm",
@@ -163,26 +178,29 @@ def test_bad_input_is_one_line_with_line_number(tmp_path: Path) -> None:
         "needs 200 nodes",
         "16 usable",
     )
-    bad = tmp_path / "bad.csv"
-    bad.write_text(HEADER + "a,0,10,llama3-8b,8,1,1,1\n# comment\nb,zero,10,llama3-8b,8,1,1,1\n")
-    assert_user_error(
-        run_cli("schedule", "simulate", "--trace", str(bad), check=False),
-        "bad.csv:4",
-        "arrival_s='zero'",
-    )
-    short = tmp_path / "short.csv"
-    short.write_text(HEADER + "a,0,10\n")
-    assert_user_error(
-        run_cli("schedule", "simulate", "--trace", str(short), check=False),
-        "short.csv:2",
-        "expected 8 fields",
-    )
+    bad_traces = {
+        "bad.csv": (
+            "a,0,10,llama3-8b,8,1,1,1\n# comment\nb,zero,10,llama3-8b,8,1,1,1\n",
+            ["bad.csv:4", "arrival_s='zero'"],
+        ),
+        "layout.csv": ("a,0,10,llama3-8b,3,1,1,1\n", ["layout.csv:2", "tp 3 must divide heads"]),
+        "short.csv": ("a,0,10\n", ["short.csv:2", "expected 8 fields"]),
+    }
+    for name, (body, needles) in bad_traces.items():
+        (tmp_path / name).write_text(HEADER + body)
+        proc = run_cli("schedule", "simulate", "--trace", str(tmp_path / name), check=False)
+        assert_user_error(proc, *needles)
     conf = tmp_path / "topology.conf"
     conf.write_text("SwitchName=s1 Nodes=gpu[001-004]\n\nSwitchName=top Switches=s1,s9\n")
     assert_user_error(
         run_cli("schedule", "slurm", "parse", str(conf), check=False),
         "topology.conf:3",
         "unknown switch 's9'",
+    )
+    assert_user_error(
+        run_cli("schedule", "simulate", "--synthetic", "5", "--slowdown", "ai", check=False),
+        "--slowdown",
+        "perf, dp-allreduce",
     )
     assert_user_error(
         run_cli("schedule", "simulate", "--synthetic", "5", "--policy", "best", check=False),
@@ -193,4 +211,9 @@ def test_bad_input_is_one_line_with_line_number(tmp_path: Path) -> None:
         run_cli("schedule", "simulate", "--synthetic", "5", "--down", "gpu999", check=False),
         "--down",
         "gpu999",
+    )
+    assert_user_error(
+        run_cli("schedule", "simulate", "--synthetic", "5", "--down", "gpu[001-", check=False),
+        "--down",
+        "hostlist 'gpu[001-'",
     )

@@ -1,8 +1,10 @@
-"""Scheduler core: state, policies, slowdowns from the collective model, simulator invariants."""
+"""Scheduler core: state, policies, slowdowns from the perf and collective models, simulator
+invariants."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +17,12 @@ from tierwise.schedule.policies import POLICIES, naive, topo, topo_frag
 from tierwise.schedule.simulate import place_all, price, simulate
 from tierwise.schedule.slowdown import SlowdownModel, share_bucket
 from tierwise.schedule.state import ClusterState
+from tierwise.schedule.step_time import (
+    PerfStepTime,
+    collective_step_time,
+    job_placement,
+    step_time_fn,
+)
 
 
 def small(nodes: int = 8, npl: int = 4, over: float = 4.0, **kw):
@@ -72,6 +80,29 @@ def test_slowdown_comes_from_fabric() -> None:
     assert costs[4.0] > costs[1.0] * 1.3, costs
     fast = SlowdownModel(small(over=4.0, nic="roce400", nics_per_node=8)).slowdown(cls, spread, 1.0)
     assert fast < costs[4.0]
+
+
+def test_perf_step_time_on_the_actual_placement() -> None:
+    """The default (perf) slowdown grows as the uplink share shrinks, and sees the pipeline
+    stage whose DP group crosses the spine, which the DP-all-reduce model (stage 0 only)
+    misses; compute_s sets the micro-batches; a bare parameter count falls back."""
+    c = small(over=4.0)
+    perf, dp_only = SlowdownModel(c), SlowdownModel(c, step_time_fn("dp-allreduce"))
+    dp = JobClass("llama3-8b", 8.0e9, 1, 1, 32, 0.5)
+    spread = np.array([0, 1, 4, 5])
+    assert perf.slowdown(dp, np.array([4, 5, 6, 7]), 1.0) == 1.0
+    by_share = [perf.slowdown(dp, spread, s) for s in (4.0, 1.0, 0.5)]
+    assert by_share[0] == pytest.approx(1.0, abs=1e-3) and 1.2 < by_share[1] < by_share[2]
+    staged = JobClass("llama3-8b", 8.0e9, 8, 2, 2, 0.5)  # two stages of two nodes
+    late = np.array([0, 1, 2, 4])  # stage 0 in leaf 0, stage 1 across leaves 0 and 1
+    assert dp_only.slowdown(staged, late, 1.0) == 1.0
+    assert perf.slowdown(staged, late, 1.0) > 1.1
+    assert perf.slowdown(staged, np.array([0, 1, 4, 5]), 1.0) == pytest.approx(1.0, abs=1e-3)
+    fn = PerfStepTime()
+    packed = job_placement(c, dp, np.arange(4))
+    assert fn(dp, packed, 4.0) < fn(replace(dp, compute_s=2.0), packed, 4.0)
+    count = replace(dp, model="8e9")
+    assert fn(count, packed, 1.0) == collective_step_time(count, packed, 1.0)
 
 
 def test_share_bucket_rounds_down() -> None:

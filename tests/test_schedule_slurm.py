@@ -132,6 +132,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         str(d),
         "--cpus",
         "2",
+        "--no-gres",
         "--node-addr-base",
         "127.0.1.",
         "--port-base",

@@ -5,8 +5,8 @@ CSV trace (header required; one job per line; `#` lines are comments)::
     id,arrival_s,duration_s,model,tp,pp,dp,compute_s[,priority][,gpus]
 
 - `duration_s`: run time at ideal placement (compact, alone on the fabric), seconds.
-- `model`: a model preset name (`tierwise.workload`) or a parameter count (`7e9`, `70B`); it
-  sets the gradient bytes of the DP all-reduce.
+- `model`: a model preset name or model file (`tierwise.workload`), or a bare parameter count
+  (`7e9`, `70B`); a named model's layout is checked against it (tp divides the heads...).
 - `tp`, `pp`, `dp`: the layout; the job wants tp*pp*dp GPUs (`gpus`, if given, must match).
 - `compute_s`: compute time of one training step per GPU at ideal placement, seconds.
 - `priority`: higher starts first (default 0).
@@ -33,6 +33,10 @@ import numpy as np
 
 from tierwise.errors import ParseError, SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+from tierwise.workload.params import param_counts
+from tierwise.workload.spec import ModelSpec
 
 REQUIRED = ("id", "arrival_s", "duration_s", "model", "tp", "pp", "dp", "compute_s")
 OPTIONAL = ("priority", "gpus")
@@ -56,6 +60,10 @@ this), drawn uniformly: with the gradient bytes it sets the compute:communicatio
 SYNTHETIC_MFU = 0.4
 """Assumed model-FLOPs utilisation that turns a synthetic job's FLOPs into compute_s. An input
 of the synthetic workload only; a real trace gives compute_s."""
+SEQ_TOKENS = 2048
+"""Sequence length of a job's micro-batches when `tierwise.perf` prices its step (a trace gives
+none; compute_s sets how many micro-batches a step has). The smallest of TOKENS_PER_GPU_STEP, so
+a synthetic step is a whole number of micro-batches."""
 TRAINING_FLOPS_PER_PARAM_TOKEN = 6
 """Forward + backward FLOPs per parameter per token (2 forward + 4 backward)."""
 
@@ -80,6 +88,12 @@ class JobClass:
         """Whole nodes the job gets."""
         return -(-self.gpus // gpus_per_node)
 
+    def layout(self, micro_batches: int = 1) -> Layout:
+        """The layout `tierwise.perf` prices: micro-batches of one sequence of SEQ_TOKENS."""
+        return Layout(
+            tp=self.tp, pp=self.pp, dp=self.dp, seq=SEQ_TOKENS, gbs=micro_batches * self.dp
+        )
+
 
 @dataclass(frozen=True)
 class Job:
@@ -92,19 +106,27 @@ class Job:
     priority: int = 0
 
 
-@cache
-def model_params(model: str) -> float:
-    """Parameter count of a model (preset name or spec file) or a literal count (`7e9`, `70B`)."""
+def _count(model: str) -> float | None:
+    """A literal parameter count (`7e9`, `70B`), or None for a model name."""
     text = model.strip()
     scale = 1e9 if text[-1:] in {"B", "b"} else 1.0
     try:
         return float(text[:-1] if scale > 1 else text) * scale
     except ValueError:
-        pass
-    from tierwise.workload import load_model
-    from tierwise.workload.params import param_counts
+        return None
 
-    return float(param_counts(load_model(text)).total)
+
+@cache
+def model_spec(model: str) -> ModelSpec | None:
+    """The architecture of a preset name or model file; None for a bare parameter count."""
+    return None if _count(model) is not None else load_model(model.strip())
+
+
+@cache
+def model_params(model: str) -> float:
+    """Parameter count of a model (preset name or spec file) or a literal count (`7e9`, `70B`)."""
+    count = _count(model)
+    return count if count is not None else float(param_counts(model_spec(model)).total)
 
 
 def read_trace(path: str | Path) -> list[Job]:
@@ -162,6 +184,12 @@ def _job(row: dict[str, str], line: int, source: str) -> Job:
     except (SpecError, IndexError) as exc:
         raise ParseError(f"model={row['model']!r}: {exc}", line, source) from None
     cls = JobClass(row["model"], params, tp, pp, dp, num("compute_s", float, 1e-9))
+    spec = model_spec(row["model"])
+    if spec is not None:
+        try:
+            cls.layout().validate_for(spec)
+        except SpecError as exc:
+            raise ParseError(f"model={row['model']!r}: {exc}", line, source) from None
     if row.get("gpus") and int(num("gpus", int, 1)) != cls.gpus:
         raise ParseError(f"gpus={row['gpus']} does not match tp*pp*dp={cls.gpus}", line, source)
     if not row["id"]:

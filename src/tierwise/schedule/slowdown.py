@@ -1,90 +1,35 @@
 """Placement -> slowdown: a job's step time on the nodes it got over its step time at ideal
-placement, from an injected step-time function.
-
-The seam is `StepTimeFn(job_class, placement, uplink_share) -> step seconds`. The default,
-`collective_step_time`, is compute + the exposed DP gradient all-reduce
-(`tierwise.collectives`); `tierwise.perf` can replace it without touching the simulator.
+placement, from an injected step-time function (`tierwise.schedule.step_time`: `perf`, the
+default, or `dp-allreduce`).
 
 Ideal placement: the job's nodes packed into the fewest leaves (node 0 up) with full-rate
-uplinks (share = oversubscription: the job alone on a tree that does not block it), so a
+uplinks (share = oversubscription: the job alone on a tree that does not block it). A
+placement that beats it (a pipeline whose stages each fill a leaf, say) is its own ideal: a
 slowdown is never below 1.
 
 Uplink share: a leaf of `s` nodes with oversubscription `r` carries s/r nodes' worth of line
 rate up to the spine; when `d` of its nodes belong to running jobs that cross the spine, each
-gets min(r, s/d) times the per-node oversubscribed rate (`group_shape`'s
-`uplink_share`), and a job gets the smallest share over its leaves. Shares are bucketed
-(rounded down to a quarter-octave) so slowdowns can be cached per
-(job class, placement signature, share bucket).
+gets min(r, s/d) times the per-node oversubscribed rate (`shape_of`'s `uplink_share`), and a
+job gets the smallest share over its leaves. Shares are bucketed (rounded down to a
+quarter-octave) so slowdowns can be cached per (job class, placement signature, share bucket).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
-from tierwise.collectives.predict import group_shape, time_us
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import Placement, nic_sharing
 from tierwise.schedule.jobs import JobClass
-from tierwise.workload.flops import TRAINING_PASSES
+from tierwise.schedule.step_time import STEP_TIMES, StepTimeFn, job_placement, step_time_fn
 
-GRAD_BYTES_PER_PARAM = 2
-"""bf16 gradients all-reduced over the DP group."""
-BACKWARD_SHARE = (TRAINING_PASSES - 1) / TRAINING_PASSES
-"""Share of a step's compute in the backward pass, behind which the DP all-reduce overlaps."""
 SHARE_BUCKETS_PER_OCTAVE = 4
 """Uplink shares are rounded down to 2**(-k/4): at most 19% pessimistic, cached per bucket."""
-
-StepTimeFn = Callable[[JobClass, Placement, float], float]
-"""(job class, placement of its ranks, uplink share) -> step time in seconds."""
 
 Signature = tuple[tuple[int, ...], ...]
 """Per pod used, the job's node count in each leaf it uses (both sorted): what the
 placement's cost depends on."""
-
-
-def job_placement(cluster: ClusterSpec, cls: JobClass, nodes: np.ndarray) -> Placement:
-    """Ranks of `cls` on `nodes` in block order (the hostfile order): rank r on node r // gpn."""
-    return Placement.contiguous(cluster, cls.gpus, nodes=np.sort(nodes).tolist())
-
-
-def dp_groups(cls: JobClass) -> list[list[int]]:
-    """DP groups with ranks ordered tp -> dp -> pp (Megatron-core): one per (tp rank, stage)."""
-    tp, dp = cls.tp, cls.dp
-    return [[t + tp * (d + dp * s) for d in range(dp)] for s in range(cls.pp) for t in range(tp)]
-
-
-def collective_step_time(cls: JobClass, placement: Placement, uplink_share: float) -> float:
-    """compute_s + the part of the DP gradient all-reduce that backward does not hide, s."""
-    if cls.dp < 2:
-        return cls.compute_s
-    groups = dp_groups(cls)
-    shape = group_shape(
-        placement.cluster,
-        groups[0],
-        placement,
-        nic_share=_nic_share(placement.cluster, cls),
-        uplink_share=uplink_share,
-    )
-    grad_bytes = cls.params / (cls.tp * cls.pp) * GRAD_BYTES_PER_PARAM
-    allreduce_s = time_us("all_reduce", shape, grad_bytes) * 1e-6
-    return cls.compute_s + max(0.0, allreduce_s - BACKWARD_SHARE * cls.compute_s)
-
-
-_NIC_SHARE: dict[tuple[JobClass, int, int], int] = {}
-
-
-def _nic_share(cluster: ClusterSpec, cls: JobClass) -> int:
-    """DP groups of the job that share one NIC (`nic_sharing`); with whole nodes in block
-    order it depends on the layout and node shape only, so it is computed once per
-    (class, GPUs per node, NICs per node) on the first nodes."""
-    key = (cls, cluster.gpus_per_node, cluster.inter.nics_per_node)
-    if key not in _NIC_SHARE:
-        nodes = np.arange(cls.nodes(cluster.gpus_per_node))
-        _NIC_SHARE[key] = nic_sharing(job_placement(cluster, cls, nodes), dp_groups(cls))
-    return _NIC_SHARE[key]
 
 
 def leaf_share(leaf_nodes: int, oversubscription: float, crossing_nodes: int) -> float:
@@ -98,12 +43,16 @@ def share_bucket(share: float) -> float:
     return 2.0 ** (k / SHARE_BUCKETS_PER_OCTAVE)
 
 
+DEFAULT_STEP_TIME = next(iter(STEP_TIMES))
+"""The step-time model a `SlowdownModel` uses unless given one."""
+
+
 class SlowdownModel:
     """Cached slowdown of a job class on a placement under an uplink share."""
 
-    def __init__(self, cluster: ClusterSpec, step_time: StepTimeFn = collective_step_time):
+    def __init__(self, cluster: ClusterSpec, step_time: StepTimeFn | None = None):
         self.cluster = cluster
-        self.step_time = step_time
+        self.step_time = step_time or step_time_fn(DEFAULT_STEP_TIME)
         self.npl = min(cluster.nodes_per_leaf, cluster.nodes)
         self.leaves_per_pod = cluster.topology.leaves_per_pod or cluster.nodes
         self._ideal: dict[JobClass, float] = {}
@@ -147,5 +96,5 @@ class SlowdownModel:
         if key not in self._cache:
             placement = job_placement(self.cluster, cls, nodes)
             step = self.step_time(cls, placement, bucket or self.full_share)
-            self._cache[key] = step / self.ideal_step_s(cls)
+            self._cache[key] = max(1.0, step / self.ideal_step_s(cls))
         return self._cache[key]

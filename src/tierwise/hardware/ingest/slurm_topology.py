@@ -7,7 +7,9 @@ line (topology.conf(5)). Host lists use Slurm's syntax (`gpu[001-004,007]`), exp
 collected with python-hostlist.
 
 `SwitchTree` is the parsed tree (leaves, their nodes, levels, the common switch level of two
-nodes); `emit_topology_conf` and `emit_slurm_nodes` write the files for a `ClusterSpec`.
+nodes); `emit_topology_conf` and `emit_slurm_nodes` write topology.conf and the slurm.conf node
+section for a `ClusterSpec` (`tree_for` names the switches). This is tierwise's one
+topology.conf parser and emitter; `tierwise ingest` and `tierwise schedule` both use it.
 """
 
 from __future__ import annotations
@@ -300,8 +302,18 @@ def _check(switches: dict[str, Switch], source: str) -> None:
         )
 
 
+def _numbered(prefix: str, count: int) -> list[str]:
+    """`count` switch names numbered from 1, zero-padded to one width (leaf01..leaf12)."""
+    width = len(str(count))
+    return [f"{prefix}{i:0{width}d}" for i in range(1, count + 1)]
+
+
 def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
-    """The switch tree of a cluster spec: leaves of nodes_per_leaf, pods, one root."""
+    """The switch tree of a cluster spec, hostnames in rank order.
+
+    Leaves of nodes_per_leaf (`leaf1`...), and above them one root `spine`; with
+    leaves_per_pod and more than one pod, pods (`pod1`...) under a root `core`.
+    """
     if len(hostnames) != cluster.nodes:
         raise SpecError(
             f"hostnames: {len(hostnames)} names for nodes={cluster.nodes}; give one per node"
@@ -309,16 +321,15 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
     if len(set(hostnames)) != len(hostnames):
         raise SpecError("hostnames: a hostname is listed twice")
     npl = cluster.nodes_per_leaf
-    leaves = [
-        Switch(f"leaf{i}", 0, tuple(hostnames[j : j + npl]))
-        for i, j in enumerate(range(0, len(hostnames), npl))
-    ]
+    blocks = [tuple(hostnames[j : j + npl]) for j in range(0, len(hostnames), npl)]
+    leaves = [Switch(n, 0, b) for n, b in zip(_numbered("leaf", len(blocks)), blocks, strict=True)]
     switches = {s.name: s for s in leaves}
     per_pod = cluster.topology.leaves_per_pod
     if per_pod and len(leaves) > per_pod:
+        groups = [leaves[j : j + per_pod] for j in range(0, len(leaves), per_pod)]
         pods = [
-            Switch(f"pod{i}", 0, switches=tuple(s.name for s in leaves[j : j + per_pod]))
-            for i, j in enumerate(range(0, len(leaves), per_pod))
+            Switch(n, 0, switches=tuple(s.name for s in g))
+            for n, g in zip(_numbered("pod", len(groups)), groups, strict=True)
         ]
         switches |= {p.name: p for p in pods}
         switches["core"] = Switch("core", 0, switches=tuple(p.name for p in pods))
@@ -328,11 +339,13 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
 
 
 def emit_topology_conf(cluster: ClusterSpec, hostnames: Sequence[str]) -> str:
-    """topology.conf text for a cluster spec; hostnames are the nodes in rank order."""
+    """topology.conf text for a cluster spec (`tree_for`); hostnames are the nodes in rank
+    order."""
     tree = tree_for(cluster, hostnames)
     header = (
         f"topology.conf for {cluster.name}: {cluster.nodes} nodes, "
-        f"{cluster.nodes_per_leaf} per leaf, {tree.levels} switch level(s) (tierwise)",
+        f"{cluster.nodes_per_leaf} per leaf, {tree.levels} switch level(s), "
+        f"oversubscription {cluster.topology.oversubscription:g}:1 (tierwise)",
         "slurm.conf needs TopologyPlugin=topology/tree",
     )
     return tree.to_conf(header)
@@ -344,24 +357,48 @@ def emit_slurm_nodes(
     *,
     cpus: int | None = None,
     real_memory_mb: int | None = None,
+    gres: bool = True,
     gres_type: str | None = None,
+    node_addr_base: str | None = None,
+    port_base: int | None = None,
+    partition: str | None = None,
 ) -> str:
-    """The slurm.conf NodeName section: one line for all nodes with their GPUs as GRES."""
+    """The slurm.conf node section for the hosts of `emit_topology_conf`.
+
+    One `NodeName=HOSTLIST` line for all nodes, with their GPUs as GRES when `gres`. With
+    `node_addr_base` ("127.0.1.") one line per node, node i (0-based) at NodeAddr=base(i+1)
+    and, with `port_base`, Port=port_base+i+1: several slurmd on one host (emulation).
+    `partition` adds a partition of all nodes, node-exclusive.
+    """
     tree_for(cluster, hostnames)  # same checks on the host names
-    gtype = re.sub(r"[^A-Za-z0-9_]", "_", gres_type or cluster.gpu.key)
-    parts = [
-        f"NodeName={hostlist.collect_hostlist(list(hostnames))}",
-        f"Gres=gpu:{gtype}:{cluster.gpus_per_node}",
-    ]
+    attrs = []
+    if gres:
+        gtype = re.sub(r"[^A-Za-z0-9_]", "_", gres_type or cluster.gpu.key)
+        attrs.append(f"Gres=gpu:{gtype}:{cluster.gpus_per_node}")
     if cpus is not None:
-        parts.append(f"CPUs={cpus}")
+        attrs.append(f"CPUs={cpus}")
     if real_memory_mb is not None:
-        parts.append(f"RealMemory={real_memory_mb}")
-    parts.append("State=UNKNOWN")
-    return (
-        f"# {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} "
-        f"({cluster.name}, tierwise)\n"
-        "# slurm.conf needs GresTypes=gpu; each node's gres.conf lists its GPU devices\n"
-        + " ".join(parts)
-        + "\n"
-    )
+        attrs.append(f"RealMemory={real_memory_mb}")
+    attrs.append("State=UNKNOWN")
+    if node_addr_base is None:
+        heads = [f"NodeName={hostlist.collect_hostlist(list(hostnames))}"]
+    else:
+        heads = [
+            f"NodeName={h} NodeAddr={node_addr_base}{i}"
+            + (f" Port={port_base + i}" if port_base is not None else "")
+            for i, h in enumerate(hostnames, 1)
+        ]
+    lines = [
+        f"# {cluster.nodes} x {cluster.gpus_per_node} {cluster.gpu.name} ({cluster.name}, tierwise)"
+    ]
+    if gres:
+        lines.append(
+            "# slurm.conf needs GresTypes=gpu; each node's gres.conf lists its GPU devices"
+        )
+    lines += [f"{head} {' '.join(attrs)}" for head in heads]
+    if partition is not None:
+        lines.append(
+            f"PartitionName={partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP "
+            "OverSubscribe=EXCLUSIVE"
+        )
+    return "\n".join(lines) + "\n"
