@@ -44,6 +44,7 @@ SPLIT_OPS: frozenset[str] = frozenset({"all_gather", "reduce_scatter", "alltoall
 #: Ops that take a reduction operator (the others print ``none`` in the redop column).
 REDUCING_OPS: frozenset[str] = frozenset({"all_reduce", "reduce_scatter"})
 
+
 @dataclass(frozen=True)
 class BenchConfig:
     """One `tierwise bench` run; every rank must hold the same config (checked at start).
