@@ -299,41 +299,29 @@ def _alltoall_bytes_time_per_byte(s: Shape) -> float:
     return t / 1e3
 
 
+def _pairwise(s: Shape, group: Shape, proto: str, net: bool) -> Candidate:
+    """One pairwise exchange over `group` (a sub-shape of `s`): every peer at once."""
+    lat = (
+        T.BASE_LAT_US["ring"][proto]
+        + _step_lat(s, "ring", proto, net)
+        + (group.p - 1) * P2P_PER_PEER_US
+    )
+    factor = _proto_bw_factor("alltoall", proto, s, "ring")
+    return Candidate("pairwise", proto, lat, factor / (_alltoall_bytes_time_per_byte(group) * 1e3))
+
+
 def _alltoall(s: Shape) -> list[Candidate]:
+    """Pairwise across the whole group; hierarchical: inside each domain, then across."""
     net = s.crosses_domains
-    out = []
-    per_byte = _alltoall_bytes_time_per_byte(s)
-    for proto in ("LL", "Simple"):
-        lat = (
-            T.BASE_LAT_US["ring"][proto]
-            + _step_lat(s, "ring", proto, net)
-            + (s.p - 1) * P2P_PER_PEER_US
-        )
-        factor = _proto_bw_factor("alltoall", proto, s, "ring")
-        out.append(Candidate("pairwise", proto, lat, factor / (per_byte * 1e3)))
+    out = [_pairwise(s, s, proto, net) for proto in ("LL", "Simple")]
     if net and s.even:
-        intra = s.intra_group()
-        inter = s.inter_group()
+        intra, inter = s.intra_group(), s.inter_group()
         for proto in ("LL", "Simple"):
-            a = Candidate(
-                "pairwise",
-                proto,
-                T.BASE_LAT_US["ring"][proto]
-                + (s.k - 1) * P2P_PER_PEER_US
-                + _step_lat(s, "ring", proto, False),
-                1.0 / (_alltoall_bytes_time_per_byte(intra) * 1e3),
-            )
-            b = Candidate(
-                "pairwise",
-                proto,
-                T.BASE_LAT_US["ring"][proto]
-                + (inter.p - 1) * P2P_PER_PEER_US
-                + _step_lat(s, "ring", proto, True),
-                1.0 / (_alltoall_bytes_time_per_byte(inter) * 1e3),
-            )
-            factor = _proto_bw_factor("alltoall", proto, s, "ring")
-            c = _chain("hierarchical", proto, [(a, 1.0 / factor), (b, 1.0 / factor)])
-            out.append(c)
+            stages = [
+                (_pairwise(s, intra, proto, False), 1.0),
+                (_pairwise(s, inter, proto, True), 1.0),
+            ]
+            out.append(_chain("hierarchical", proto, stages))
     return out
 
 

@@ -23,7 +23,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tierwise.collectives.shape import Shape
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.groups import (
     DEFAULT_ORDER,
@@ -88,17 +87,6 @@ def batch_comm(
 def getattr_degree(d: Degrees, kind: str) -> int:
     """Size of the group of `kind` (dpcp: dp*cp; pp counts the stage boundary)."""
     return d.dp * d.cp if kind == "dpcp" else getattr(d, kind)
-
-
-def shape_for(
-    cluster: ClusterSpec,
-    d: Degrees,
-    kind: str,
-    order: tuple[str, ...] = DEFAULT_ORDER,
-    scatter: bool = False,
-) -> Shape:
-    """The group shape a kind's collectives run on (for reports: tiers, NIC sharing)."""
-    return group_shape_of(cluster, d, kind, order, scatter)
 
 
 def activation_bytes(tokens: Array, hidden: int) -> Array:

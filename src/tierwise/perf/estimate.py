@@ -8,7 +8,7 @@ import numpy as np
 
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
-from tierwise.perf.groups import Degrees
+from tierwise.perf.groups import Degrees, group_shape_of
 from tierwise.perf.step import Flags, step_terms
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.spec import ModelSpec
@@ -25,7 +25,7 @@ def tier_of(cluster: ClusterSpec, d: Degrees, kind: str, flags: Flags) -> str:
     """The slowest tier a group of `kind` crosses: intra, leaf or spine."""
     if C.getattr_degree(d, KINDS[kind]) < 2:
         return "none"
-    shape = C.shape_for(cluster, d, KINDS[kind], flags.order, flags.scatter_nodes)
+    shape = group_shape_of(cluster, d, KINDS[kind], flags.order, flags.scatter_nodes)
     if not shape.crosses_domains:
         return "intra"
     return "spine" if shape.n_leaf > 1 else "leaf"

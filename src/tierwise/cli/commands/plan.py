@@ -131,21 +131,14 @@ def plan_command(
         f"layouts evaluated, {result.candidates_fitting:,} fit, "
         f"{result.search_time_s:.2f} s"
     )
+    shown = PLAN_KEYS[:9]  # tp .. zero
     rows = []
     for i, p in enumerate(result.plans, 1):
         r = plan_row(p)
         rows.append(
             (
                 i,
-                r["tp"],
-                r["cp"],
-                r["ep"],
-                r["pp"],
-                r["vpp"],
-                r["dp"],
-                r["mbs"],
-                r["recompute"],
-                r["zero"],
+                *(r[k] for k in shown),
                 r["step_time_s"],
                 f"{r['tokens_per_s']:,.0f}",
                 f"{r['mfu']:.1%}",
@@ -153,29 +146,8 @@ def plan_command(
                 r["why"],
             )
         )
-    console.print(
-        table(
-            "top plans",
-            [
-                "#",
-                "tp",
-                "cp",
-                "ep",
-                "pp",
-                "vpp",
-                "dp",
-                "mbs",
-                "recompute",
-                "zero",
-                "step s",
-                "tokens/s",
-                "MFU",
-                "GiB",
-                "why",
-            ],
-            rows,
-        )
-    )
+    header = ["#", *shown, "step s", "tokens/s", "MFU", "GiB", "why"]
+    console.print(table("top plans", header, rows))
     console.print(
         table(
             "mapping of plan 1 onto the cluster",
