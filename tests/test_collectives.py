@@ -186,3 +186,14 @@ def test_every_algo_name_is_known() -> None:
     c = load_cluster("dgx-h100", nodes=16).model_copy(update={"in_network_reduction": "nvls+sharp"})
     for op in [*REDUCE_LIKE, "alltoall", "sendrecv"]:
         assert {x.algo for x in candidates(op, group_shape(c))} <= set(ALGOS)
+
+
+def test_sendrecv_across_an_oversubscribed_spine_gets_the_uplink_share() -> None:
+    c = load_cluster("dgx-h100", nodes=64, oversubscription=4.0)
+    p = Placement.contiguous(c)
+    same_leaf = group_shape(c, [0, 8], p)  # nodes 0 and 1
+    across = group_shape(c, [0, 256], p)  # nodes 0 and 32: two leaves
+    near = predict("sendrecv", same_leaf, [1 << 30]).busbw_GBps[0]
+    far = predict("sendrecv", across, [1 << 30]).busbw_GBps[0]
+    assert near == pytest.approx(NDR_PORT, rel=0.01)
+    assert far == pytest.approx(NDR_PORT / 4, rel=0.01)

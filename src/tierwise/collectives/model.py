@@ -331,6 +331,9 @@ def _sendrecv(s: Shape) -> list[Candidate]:
     if s.crosses_domains:
         per_node = -(-s.dom_crossings // s.n_dom)
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
+    if s.leaf_crossings:  # sends that leave the leaf share its (oversubscribed) uplinks
+        per_node = -(-s.leaf_crossings // s.n_dom)
+        bw = min(bw, s.uplink_GBps_per_node / (per_node * s.nic_share))
     net = s.crosses_domains
     return [
         Candidate(
