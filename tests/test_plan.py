@@ -286,6 +286,28 @@ def test_nothing_divides_or_fits_says_why() -> None:
         )
 
 
+def test_sweep_plot(tmp_path: Path) -> None:
+    png = tmp_path / "sweep.png"
+    run_cli(
+        "sweep",
+        "-m",
+        "llama3-8b",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--gbs",
+        "64",
+        "--vary",
+        "nic=ndr400,eth100",
+        "--vary",
+        "nics_per_node=1,8",
+        "--plot",
+        str(png),
+    )
+    assert png.stat().st_size > 10_000
+
+
 def test_sweep_cli() -> None:
     out = cli_json(
         "sweep",

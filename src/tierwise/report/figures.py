@@ -319,6 +319,8 @@ class SweepData:
     x_label: str
     y_label: str
     series: tuple[SweepSeries, ...]
+    x_ticks: tuple[str, ...] | None = None
+    """Tick labels for categorical x (then x holds 1, 2, 4, ... positions)."""
 
 
 def sweep_figure(data: SweepData) -> Figure:
@@ -330,7 +332,7 @@ def sweep_figure(data: SweepData) -> Figure:
             ax.plot(s.x, s.y, marker="o", lw=2, label=s.label)
         xs = sorted({x for s in data.series for x in s.x})
         ax.set_xscale("log", base=2)
-        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.set_xticks(xs, list(data.x_ticks) if data.x_ticks else [f"{x:g}" for x in xs])
         ax.set_xlabel(data.x_label)
         ax.set_ylabel(data.y_label)
         ax.set_ylim(bottom=0)
@@ -338,3 +340,32 @@ def sweep_figure(data: SweepData) -> Figure:
         ax.set_title(data.title, loc="left")
         ax.legend()
     return fig
+
+
+def sweep_figure_file(
+    rows: Sequence[Mapping[str, object]], keys: Sequence[str], path: str | Path
+) -> None:
+    """`tierwise sweep --plot`: best tokens/s against the first varied parameter, one line per
+    value of the second (categorical values such as NIC names are spaced evenly)."""
+    check_path(path)
+    first = list(dict.fromkeys(r[keys[0]] for r in rows))
+    numeric = all(isinstance(v, int | float) for v in first)
+    pos = {v: (float(v) if numeric else float(2**i)) for i, v in enumerate(first)}
+    groups: dict[str, list[Mapping[str, object]]] = {}
+    for r in rows:
+        label = f"{keys[1]}={r[keys[1]]}" if len(keys) > 1 else "best plan"
+        groups.setdefault(label, []).append(r)
+    series = tuple(
+        SweepSeries(
+            label, tuple(pos[r[keys[0]]] for r in rs), tuple(float(r["tokens_per_s"]) for r in rs)
+        )  # type: ignore[arg-type]
+        for label, rs in groups.items()
+    )
+    data = SweepData(
+        title="best layout's throughput per fabric setting",
+        x_label=keys[0],
+        y_label="tokens/s",
+        series=series,
+        x_ticks=None if numeric else tuple(str(v) for v in first),
+    )
+    save(sweep_figure(data), path, salt="sweep")
