@@ -97,7 +97,9 @@ def test_perf_step_time_on_the_actual_placement() -> None:
     late = np.array([0, 1, 2, 4])  # stage 0 in leaf 0, stage 1 across leaves 0 and 1
     assert dp_only.slowdown(staged, late, 1.0) == 1.0
     assert perf.slowdown(staged, late, 1.0) > 1.1
-    assert perf.slowdown(staged, np.array([0, 1, 4, 5]), 1.0) == pytest.approx(1.0, abs=1e-3)
+    # each stage inside one leaf: only the pipeline send crosses the 4:1 spine
+    split = perf.slowdown(staged, np.array([0, 1, 4, 5]), 1.0)
+    assert 1.0 < split < perf.slowdown(staged, late, 1.0)
     fn = PerfStepTime()
     packed = job_placement(c, dp, np.arange(4))
     assert fn(dp, packed, 4.0) < fn(replace(dp, compute_s=2.0), packed, 4.0)

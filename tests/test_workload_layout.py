@@ -117,3 +117,13 @@ def test_layouts_to_arrays() -> None:
     assert list(arrays["fp8"]) == [False, True]
     assert list(arrays["first_stage_layers"]) == [32, 16]
     assert arrays["gbs"].dtype == np.int64
+
+
+def test_to_json_matches_pydantic_dump() -> None:
+    from tierwise.workload.layout import Layout
+
+    for lay in (
+        Layout(tp=8, pp=4, vpp=2, dp=2, seq=4096, gbs=64),
+        Layout(pp=2, seq=2048, pp_layers=(15, 17), recompute="full", zero=3),
+    ):
+        assert lay.to_json() == lay.model_dump(mode="json")

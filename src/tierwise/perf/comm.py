@@ -26,10 +26,9 @@ import numpy as np
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.groups import (
     DEFAULT_ORDER,
-    GROUP_KINDS,
     Degrees,
     comm_time_s,
-    group_shape_of,
+    layout_groups,
 )
 from tierwise.workload.flops import ACT_BYTES, Array
 
@@ -46,17 +45,7 @@ def scalar_comm(
     cluster: ClusterSpec, d: Degrees, order: tuple[str, ...] = DEFAULT_ORDER, scatter: bool = False
 ) -> CommFn:
     """Comm-time function for one layout: (group kind, op, bytes) -> seconds."""
-    shapes = {
-        kind: group_shape_of(cluster, d, kind, order, scatter)
-        for kind in GROUP_KINDS
-        if getattr_degree(d, kind) >= 2
-    }
-
-    def time(kind: str, op: str, size: Array) -> Array:
-        shape = shapes.get(kind)
-        return 0.0 * size if shape is None else comm_time_s(op, shape, size)
-
-    return time
+    return layout_groups(cluster, d, order, scatter).time_s
 
 
 def batch_comm(
@@ -69,24 +58,19 @@ def batch_comm(
     keys = np.stack([arrays[k] for k in ("tp", "cp", "ep", "dp", "pp")], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.ravel()
-    degrees = [Degrees(*map(int, row)) for row in uniq]
+    groups = [layout_groups(cluster, Degrees(*map(int, row)), order, scatter) for row in uniq]
     members = [np.nonzero(inverse == i)[0] for i in range(len(uniq))]
 
     def time(kind: str, op: str, size: Array) -> Array:
         size = np.broadcast_to(np.asarray(size, dtype=float), inverse.shape)
         out = np.zeros(inverse.shape)
-        for d, idx in zip(degrees, members, strict=True):
-            if getattr_degree(d, kind) >= 2:
-                shape = group_shape_of(cluster, d, kind, order, scatter)
+        for g, idx in zip(groups, members, strict=True):
+            shape = g.shapes.get(kind)
+            if shape is not None:
                 out[idx] = comm_time_s(op, shape, size[idx])
         return out
 
     return time
-
-
-def getattr_degree(d: Degrees, kind: str) -> int:
-    """Size of the group of `kind` (dpcp: dp*cp; pp counts the stage boundary)."""
-    return d.dp * d.cp if kind == "dpcp" else getattr(d, kind)
 
 
 def activation_bytes(tokens: Array, hidden: int) -> Array:

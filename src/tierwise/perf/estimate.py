@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from tierwise.collectives.shape import Shape
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
-from tierwise.perf.groups import Degrees, group_shape_of
+from tierwise.perf.groups import Degrees, layout_groups
 from tierwise.perf.step import Flags, step_terms
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.spec import ModelSpec
@@ -21,11 +22,10 @@ def degrees(layout: Layout) -> Degrees:
     return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
 
 
-def tier_of(cluster: ClusterSpec, d: Degrees, kind: str, flags: Flags) -> str:
-    """The slowest tier a group of `kind` crosses: intra, leaf or spine."""
-    if C.getattr_degree(d, KINDS[kind]) < 2:
+def tier_name(shape: Shape | None) -> str:
+    """The slowest tier a group of this shape crosses: intra, leaf or spine (none: no group)."""
+    if shape is None:
         return "none"
-    shape = group_shape_of(cluster, d, KINDS[kind], flags.order, flags.scatter_nodes)
     if not shape.crosses_domains:
         return "intra"
     return "spine" if shape.n_leaf > 1 else "leaf"
@@ -36,15 +36,9 @@ def estimate(
 ) -> dict[str, Any]:
     """JSON-ready estimate of one layout (validated against the model and the cluster)."""
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
-    d = degrees(layout)
-    terms = step_terms(
-        model,
-        cluster,
-        layout_fields(layout, model),
-        C.scalar_comm(cluster, d, flags.order, flags.scatter_nodes),
-        flags,
-    )
-    tiers = {kind: tier_of(cluster, d, kind, flags) for kind in KINDS}
+    groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
+    terms = step_terms(model, cluster, layout_fields(layout, model), groups.time_s, flags)
+    tiers = {kind: tier_name(groups.shapes.get(group)) for kind, group in KINDS.items()}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":
@@ -53,7 +47,7 @@ def estimate(
     needed = float(terms["dp_bytes_per_gpu"]) / window / 1e9 if window > 0 else None
     mem = terms["memory"]
     return {
-        "layout": layout.model_dump(mode="json"),
+        "layout": layout.to_json(),
         "gpus": layout.world,
         "step_time_s": float(terms["step_time_s"]),
         "tokens_per_s": float(terms["tokens_per_s"]),

@@ -3,13 +3,15 @@
 Ranks are ordered by `order` (innermost first; Megatron-core's default tp-cp-ep-dp-pp, where
 ep is carved out of cp*dp and so is not a separate dimension of the world) and filled into
 GPUs node by node. Each group kind's shape is built once per (cluster, degrees, order) and
-its collectives' candidate tables are cached by the collective model.
+its collectives' candidate tables are cached by the collective model. A layout's groups
+(`LayoutGroups`) are cached per cluster too, so one estimate looks its degrees up once and
+prices each collective from a memoised (latency, rate) list without touching numpy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,8 +31,7 @@ ORDERS = {
 GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp")
 
 
-@dataclass(frozen=True)
-class Degrees:
+class Degrees(NamedTuple):
     """The parallel degrees that decide where groups land (hashable cache key)."""
 
     tp: int
@@ -43,6 +44,10 @@ class Degrees:
     def world(self) -> int:
         """GPUs in the job."""
         return self.tp * self.cp * self.dp * self.pp
+
+    def group_size(self, kind: str) -> int:
+        """Ranks in a group of `kind` (dpcp: dp*cp; pp counts the stage boundary)."""
+        return self.dp * self.cp if kind == "dpcp" else getattr(self, kind)
 
 
 def _coords(d: Degrees, order: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -112,6 +117,7 @@ class _ClusterCache:
             True: Placement.contiguous(cluster, nodes=scattered_nodes(cluster)),
         }
         self.shapes: dict[tuple[Degrees, tuple[str, ...], str, bool], Shape] = {}
+        self.layouts: dict[tuple[Degrees, tuple[str, ...], bool], LayoutGroups] = {}
 
 
 _CACHES: dict[int, _ClusterCache] = {}
@@ -149,6 +155,59 @@ def group_shape_of(
     return cache.shapes[key]
 
 
+class LayoutGroups:
+    """One layout's groups on a cluster: the shape of each kind with >= 2 ranks, and the
+    candidate costs of the collectives run on them (memoised per (kind, op))."""
+
+    def __init__(self, shapes: dict[str, Shape]) -> None:
+        self.shapes = shapes
+        self._costs: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
+
+    def time_s(self, kind: str, op: str, size_bytes: float | np.ndarray) -> float | np.ndarray:
+        """Seconds of the fastest candidate of `op` for `size_bytes` on the `kind` group (0
+        where the layout has no such group); python scalars skip numpy."""
+        shape = self.shapes.get(kind)
+        if shape is None:
+            return 0.0 * size_bytes
+        if not isinstance(size_bytes, float | int):
+            return comm_time_s(op, shape, size_bytes)
+        costs = self._costs.get((kind, op))
+        if costs is None:
+            costs = self._costs[(kind, op)] = scalar_costs(op, shape)
+        return _fastest_s(costs, float(size_bytes))
+
+
+def layout_groups(
+    cluster: ClusterSpec,
+    d: Degrees,
+    order: tuple[str, ...] = DEFAULT_ORDER,
+    scatter: bool = False,
+) -> LayoutGroups:
+    """The groups of a layout with degrees `d` (cached per cluster, like the shapes)."""
+    cache = _cache_for(cluster)
+    key = (d, order, scatter)
+    groups = cache.layouts.get(key)
+    if groups is None:
+        shapes = {
+            kind: group_shape_of(cluster, d, kind, order, scatter)
+            for kind in GROUP_KINDS
+            if d.group_size(kind) >= 2
+        }
+        groups = cache.layouts[key] = LayoutGroups(shapes)
+    return groups
+
+
+@lru_cache(maxsize=65536)
+def scalar_costs(op: str, shape: Shape) -> tuple[tuple[float, float], ...]:
+    """(lat_us, bytes per us) of each candidate of `op` on `shape`."""
+    return tuple((c.lat_us, 1e3 * c.algbw_GBps) for c in candidates(op, shape))
+
+
+def _fastest_s(costs: tuple[tuple[float, float], ...], size_bytes: float) -> float:
+    """Seconds of the fastest of `costs` for one message of `size_bytes` (0 without any)."""
+    return min([lat + size_bytes / rate for lat, rate in costs], default=0.0) * 1e-6
+
+
 @lru_cache(maxsize=65536)
 def cost_table(op: str, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
     """(lat_us, algbw_GBps) arrays of the candidates of `op` on `shape` (empty: no cost)."""
@@ -159,11 +218,7 @@ def cost_table(op: str, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
 def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float | np.ndarray:
     """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
     if np.ndim(size_bytes) == 0:
-        n = float(size_bytes)
-        return (
-            min((c.lat_us + n / (1e3 * c.algbw_GBps) for c in candidates(op, shape)), default=0.0)
-            * 1e-6
-        )
+        return _fastest_s(scalar_costs(op, shape), float(size_bytes))
     lat, bw = cost_table(op, shape)
     if len(lat) == 0:
         return 0.0 * size_bytes

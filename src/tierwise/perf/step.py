@@ -27,8 +27,8 @@ from tierwise.perf.efficiency import (
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
     Array,
+    LayerFlops,
     flops_batch,
-    layer_flops,
     logits_flops,
     model_flops_per_step,
 )
@@ -80,30 +80,26 @@ def _pos(x: Array) -> Array:
 def stage_gemm_seconds(
     m: ModelSpec,
     gpu: GPU,
-    seq: Array,
-    mbs: Array,
+    layer: LayerFlops,
+    logits: Array,
     tp: Array,
-    cp: Array,
-    sp: Array,
-    n: Array,
     fp8: Array,
     total_flops: Array,
 ) -> Array:
     """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
-    MLP/expert and logits GEMMs are, each at `gemm_tflops` of its narrowest per-GPU dim."""
-    lf = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, moe_layer=m.moe is not None)
-    logits = logits_flops(m, seq, mbs, tp=tp, cp=cp)
-    h = m.hidden
+    MLP/expert GEMMs (`layer`: the MoE layer of a MoE model) and its share `logits` of the
+    logits GEMM are, each at `gemm_tflops` of its narrowest per-GPU dim."""
+    h, moe = m.hidden, m.moe
     parts = [
-        (lf.qkv, _min(h, (m.q_dim + 2 * m.kv_dim) / tp)),
-        (lf.out, _min(m.q_dim / tp, h)),
-        (lf.mlp, _min(h, m.ffn / tp)),
-        (lf.experts, _min(h, (m.moe.expert_ffn_hidden if m.moe else m.ffn) / tp)),
-        (lf.router, _min(h, m.moe.experts if m.moe else 1)),
-        (logits / n, _min(h, m.vocab / tp)),
+        (layer.qkv, _min(h, (m.q_dim + 2 * m.kv_dim) / tp)),
+        (layer.out, _min(m.q_dim / tp, h)),
+        (layer.mlp, _min(h, m.ffn / tp)),
+        (layer.experts, _min(h, (moe.expert_ffn_hidden if moe else m.ffn) / tp)),
+        (layer.router, _min(h, moe.experts if moe else 1)),
+        (logits, _min(h, m.vocab / tp)),
     ]
-    per_layer = sum(flops for flops, _ in parts)
-    inv_rate = sum(flops / (gemm_tflops(gpu, dim, fp8) * 1e12) for flops, dim in parts)
+    per_layer = sum([flops for flops, _ in parts])
+    inv_rate = sum([flops / (gemm_tflops(gpu, dim, fp8) * 1e12) for flops, dim in parts])
     return total_flops * inv_rate / per_layer
 
 
@@ -125,7 +121,13 @@ def step_terms(
     # Compute of one micro-batch on the busiest stage (forward + backward + recompute): each
     # weight GEMM at the efficiency of its narrowest per-GPU dimension.
     t_gemm = stage_gemm_seconds(
-        m, gpu, seq, mbs, tp, cp, sp, n, f["fp8"], sf.hardware - sf.attention
+        m,
+        gpu,
+        sf.moe_layer,
+        logits_flops(m, seq, mbs, tp=tp, cp=cp) / n,
+        tp,
+        f["fp8"],
+        sf.hardware - sf.attention,
     )
     t_attn = sf.attention * CAUSAL_WORK_FRACTION / (attention_tflops(gpu) * 1e12)
     t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
@@ -200,6 +202,7 @@ def step_terms(
     model_flops = model_flops_per_step(m, seq, gbs)
     tflops = model_flops / (step * world) / 1e12
     mem = memory_batch(m, **f)
+    mem_bytes = mem.total_bytes
     return {
         "step_time_s": step,
         "tokens_per_s": gbs * seq / step,
@@ -207,8 +210,8 @@ def step_terms(
         "hw_tflops_per_gpu": tflops * sf.hardware / sf.model,
         "mfu": tflops / gpu.peak_bf16_tflops,
         "memory": mem,
-        "memory_gib_per_gpu": mem.total_bytes / GiB,
-        "fits": mem.total_bytes <= gpu.hbm_gib * GiB,
+        "memory_gib_per_gpu": mem_bytes / GiB,
+        "fits": mem_bytes <= gpu.hbm_gib * GiB,
         "breakdown": {
             "compute_s": micro * t_compute,
             "tp_comm_s": micro * tp_exposed,

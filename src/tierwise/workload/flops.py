@@ -22,7 +22,7 @@ Conventions (see README.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,8 +51,7 @@ RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 """Integer codes of ``Layout.recompute`` used by the vectorised functions."""
 
 
-@dataclass(frozen=True)
-class LayerFlops:
+class LayerFlops(NamedTuple):
     """Forward FLOPs and elementwise HBM bytes of one layer, one micro-batch, one GPU."""
 
     qkv: Array
@@ -194,8 +193,7 @@ def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: 
     return 96 * gbs * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (16 * layers * h))
 
 
-@dataclass(frozen=True)
-class StageFlops:
+class StageFlops(NamedTuple):
     """Training work of one micro-batch on one GPU of the busiest pipeline stage.
 
     The busiest stage is taken to hold ``ceil(layers / pp)`` layers (MoE and dense in the
@@ -214,6 +212,10 @@ class StageFlops:
     """HBM bytes of elementwise work (forward, backward, recompute)."""
     layers: Array
     """Layers on the stage."""
+    dense_layer: LayerFlops
+    """Forward cost of one dense layer."""
+    moe_layer: LayerFlops
+    """Forward cost of one MoE layer (the dense layer again for a dense model)."""
 
 
 def flops_batch(
@@ -248,4 +250,6 @@ def flops_batch(
         logits=logits,
         elementwise_bytes=n * ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full),
         layers=n,
+        dense_layer=dense,
+        moe_layer=moe,
     )

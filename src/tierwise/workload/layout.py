@@ -7,7 +7,7 @@ mesh: world = tp*cp*pp*dp; ep and etp regroup the tp*cp*dp ranks for the expert 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -62,6 +62,13 @@ class Layout(BaseModel):
         """
         return build(cls, {k: v for k, v in data.items() if v is not None}, source)
 
+    def to_json(self) -> dict[str, Any]:
+        """The fields as JSON values: ``model_dump(mode="json")`` without the serializer's cost."""
+        out = dict(self.__dict__)
+        if self.pp_layers is not None:
+            out["pp_layers"] = list(self.pp_layers)
+        return out
+
     # Derived facts -------------------------------------------------------------------------
     @property
     def world(self) -> int:
@@ -113,7 +120,7 @@ class Layout(BaseModel):
         if self.pp_layers is not None:
             return self.pp_layers
         base, extra = divmod(model.layers, self.pp)
-        return tuple(base + (i < extra) for i in range(self.pp))
+        return tuple([base + (i < extra) for i in range(self.pp)])
 
     # Validation -----------------------------------------------------------------------------
     def validate_for(self, model: ModelSpec, world_gpus: int | None = None) -> Layout:
@@ -122,83 +129,78 @@ class Layout(BaseModel):
         KV heads: tp must divide kv_heads, or kv_heads divide tp (each rank then holds one
         replicated KV head, as vLLM/TensorRT-LLM do; FLOPs and memory count the copies).
         """
-        for ok, msg in self._checks(model, world_gpus):
-            if not ok:
-                raise SpecError(f"layout: {msg}")
+        problem = next(self._problems(model, world_gpus), None)
+        if problem is not None:
+            raise SpecError(f"layout: {problem}")
         return self
 
-    def _checks(self, m: ModelSpec, world_gpus: int | None) -> list[tuple[bool, str]]:
+    def _problems(self, m: ModelSpec, world_gpus: int | None) -> Iterator[str]:
+        """What is wrong with the layout, first problem first (messages built only on failure)."""
         tp, cp, pp, dp, vpp = self.tp, self.cp, self.pp, self.dp, self.vpp
-        checks = [
-            (m.heads % tp == 0, f"tp {tp} must divide heads ({m.heads})"),
-            (
-                m.kv % tp == 0 or tp % m.kv == 0,
-                f"tp {tp} must divide kv_heads ({m.kv}) or be a multiple of it",
-            ),
-            (m.ffn % tp == 0, f"tp {tp} must divide ffn_hidden ({m.ffn})"),
-            (
-                world_gpus is None or self.world == world_gpus,
+        if m.heads % tp != 0:
+            yield f"tp {tp} must divide heads ({m.heads})"
+        if not (m.kv % tp == 0 or tp % m.kv == 0):
+            yield f"tp {tp} must divide kv_heads ({m.kv}) or be a multiple of it"
+        if m.ffn % tp != 0:
+            yield f"tp {tp} must divide ffn_hidden ({m.ffn})"
+        if not (world_gpus is None or self.world == world_gpus):
+            yield (
                 f"tp*cp*pp*dp = {tp}*{cp}*{pp}*{dp} = {self.world} must equal the GPUs "
-                f"({world_gpus})",
-            ),
-            (
-                self.global_batch % (self.mbs * dp) == 0,
-                f"gbs {self.global_batch} must be divisible by mbs*dp = {self.mbs}*{dp}",
-            ),
-            (pp <= m.layers, f"pp {pp} must be <= layers ({m.layers})"),
-            (vpp == 1 or pp > 1, f"vpp {vpp} needs pp > 1"),
-            (self.seq % cp == 0, f"seq {self.seq} must be divisible by cp ({cp})"),
-            (
-                cp == 1 or self.seq % (2 * cp) == 0,
-                f"seq {self.seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)",
-            ),
-            (
-                not self.sp_enabled or (self.seq // cp) % tp == 0,
+                f"({world_gpus})"
+            )
+        if self.global_batch % (self.mbs * dp) != 0:
+            yield f"gbs {self.global_batch} must be divisible by mbs*dp = {self.mbs}*{dp}"
+        if pp > m.layers:
+            yield f"pp {pp} must be <= layers ({m.layers})"
+        if not (vpp == 1 or pp > 1):
+            yield f"vpp {vpp} needs pp > 1"
+        if self.seq % cp != 0:
+            yield f"seq {self.seq} must be divisible by cp ({cp})"
+        if not (cp == 1 or self.seq % (2 * cp) == 0):
+            yield f"seq {self.seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)"
+        if self.sp_enabled and (self.seq // cp) % tp != 0:
+            yield (
                 f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
-                "parallelism",
-            ),
-        ]
-        checks += self._stage_checks(m) + self._expert_checks(m)
-        return checks
+                "parallelism"
+            )
+        yield from self._stage_problems(m)
+        yield from self._expert_problems(m)
 
-    def _stage_checks(self, m: ModelSpec) -> list[tuple[bool, str]]:
+    def _stage_problems(self, m: ModelSpec) -> Iterator[str]:
         pp, vpp = self.pp, self.vpp
-        if self.pp_layers is None:
-            return [
-                (
-                    m.layers % (pp * vpp) == 0,
-                    f"layers ({m.layers}) must be divisible by pp*vpp = {pp}*{vpp} "
-                    "(or give pp_layers)",
-                )
-            ]
         split = self.pp_layers
-        return [
-            (len(split) == pp, f"pp_layers has {len(split)} stages, must have pp ({pp})"),
-            (sum(split) == m.layers, f"pp_layers sum {sum(split)} must equal layers ({m.layers})"),
-            (min(split) >= 1, f"pp_layers {list(split)}: every stage needs >= 1 layer"),
-            (
-                all(n % vpp == 0 for n in split),
-                f"pp_layers {list(split)}: each stage must be divisible by vpp ({vpp})",
-            ),
-        ]
+        if split is None:
+            if m.layers % (pp * vpp) != 0:
+                yield (
+                    f"layers ({m.layers}) must be divisible by pp*vpp = {pp}*{vpp} "
+                    "(or give pp_layers)"
+                )
+            return
+        if len(split) != pp:
+            yield f"pp_layers has {len(split)} stages, must have pp ({pp})"
+        if sum(split) != m.layers:
+            yield f"pp_layers sum {sum(split)} must equal layers ({m.layers})"
+        if min(split) < 1:
+            yield f"pp_layers {list(split)}: every stage needs >= 1 layer"
+        if not all(n % vpp == 0 for n in split):
+            yield f"pp_layers {list(split)}: each stage must be divisible by vpp ({vpp})"
 
-    def _expert_checks(self, m: ModelSpec) -> list[tuple[bool, str]]:
+    def _expert_problems(self, m: ModelSpec) -> Iterator[str]:
         ep, etp = self.ep, self.expert_tp
         if m.moe is None:
-            return [(ep == 1, f"ep {ep} needs a MoE model ({m.name} is dense); use ep 1")]
+            if ep != 1:
+                yield f"ep {ep} needs a MoE model ({m.name} is dense); use ep 1"
+            return
         ranks = self.tp * self.cp * self.dp
-        return [
-            (m.moe.experts % ep == 0, f"ep {ep} must divide experts ({m.moe.experts})"),
-            (
-                ranks % (ep * etp) == 0,
+        if m.moe.experts % ep != 0:
+            yield f"ep {ep} must divide experts ({m.moe.experts})"
+        if ranks % (ep * etp) != 0:
+            yield (
                 f"ep*etp = {ep}*{etp} must divide tp*cp*dp = {ranks} (experts are carved out "
-                "of the data-parallel ranks, not an extra factor)",
-            ),
-            (
-                m.moe.expert_ffn_hidden % etp == 0,
-                f"etp {etp} must divide expert_ffn_hidden ({m.moe.expert_ffn_hidden})",
-            ),
-        ]
+                "of the data-parallel ranks, not an extra factor)"
+            )
+        if m.moe.expert_ffn_hidden % etp != 0:
+            yield f"etp {etp} must divide expert_ffn_hidden ({m.moe.expert_ffn_hidden})"
 
 
 LAYOUT_ARRAY_FIELDS = (

@@ -21,8 +21,9 @@ All formulas are branchless arithmetic, so python scalars (fast) and numpy array
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from tierwise.workload.flops import (
     ACT_BYTES,
@@ -89,8 +90,7 @@ FRAGMENTATION = 0.05
 """Caching-allocator fragmentation, as a fraction of everything else."""
 
 
-@dataclass(frozen=True)
-class MemoryBreakdown:
+class MemoryBreakdown(NamedTuple):
     """Bytes per GPU by term, for the pipeline stage that needs most (``stage``: 0 or pp-1)."""
 
     weights: Array
@@ -111,7 +111,7 @@ class MemoryBreakdown:
     @property
     def total_bytes(self) -> Array:
         """Everything on the GPU."""
-        return sum(getattr(self, f.name) for f in fields(self) if f.name != "stage")
+        return sum([getattr(self, name) for name in MEMORY_TERMS])
 
     @property
     def total_gib(self) -> Array:
@@ -120,11 +120,14 @@ class MemoryBreakdown:
 
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib`` and ``stage``."""
-        out = {f"{f.name}_gib": float(getattr(self, f.name)) / GiB for f in fields(self)}
-        out.pop("stage_gib")
+        out = {f"{name}_gib": float(getattr(self, name)) / GiB for name in MEMORY_TERMS}
         out["total_gib"] = float(self.total_gib)
         out["stage"] = int(self.stage)
         return out
+
+
+MEMORY_TERMS = tuple(name for name in MemoryBreakdown._fields if name != "stage")
+"""The byte terms of :class:`MemoryBreakdown` (every field but ``stage``), in order."""
 
 
 def _min(a: Array, b: Array) -> Array:
