@@ -212,3 +212,33 @@ def test_pp_more_than_layers_is_rejected() -> None:
         check=False,
     )
     assert_user_error(proc, "pp 64 must be <= layers (32)")
+
+
+def test_cp_all_to_all_variant_is_exposed_and_needs_heads_to_split() -> None:
+    ring = est(tp=2, cp=4, pp=4, dp=2, gbs=64, seq=32768)
+    a2a = est(tp=2, cp=4, pp=4, dp=2, gbs=64, seq=32768, flags=Flags(cp_comm="a2a"))
+    assert ring["comm_tiers"]["cp"] == a2a["comm_tiers"]["cp"] == "intra"
+    assert a2a["breakdown"]["cp_comm_s"] > 0 == ring["breakdown"]["cp_comm_s"]
+    proc = run_cli(
+        "estimate",
+        "-m",
+        "llama3-70b",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "8",
+        "--tp",
+        "8",
+        "--cp",
+        "4",
+        "--dp",
+        "2",
+        "--gbs",
+        "64",
+        "--seq",
+        "32768",
+        "--cp-comm",
+        "a2a",
+        check=False,
+    )
+    assert_user_error(proc, "cp 4 must divide", "a2a")

@@ -55,6 +55,7 @@ MEGATRON_FLAGS = {
     "--overlap-grad-reduce",
     "--overlap-param-gather",
     "--tp-comm-overlap",
+    "--cp-comm-type",
 }
 
 

@@ -26,6 +26,9 @@ DistOptOpt = Annotated[
         help="Megatron's distributed optimizer (optimizer states over dp*cp).",
     ),
 ]
+CpCommOpt = Annotated[
+    str, typer.Option("--cp-comm", help="Context parallel comm: p2p (ring attention) or a2a.")
+]
 TpOverlapOpt = Annotated[
     bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")
 ]

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.collectives.shape import Shape
+from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
@@ -31,11 +32,29 @@ def tier_name(shape: Shape | None) -> str:
     return "spine" if shape.n_leaf > 1 else "leaf"
 
 
+CP_COMM_TYPES = ("p2p", "a2a")
+
+
+def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:
+    """All-to-all CP splits each TP rank's heads over cp ranks, so cp must divide them."""
+    if cp_comm not in CP_COMM_TYPES:
+        raise SpecError(f"--cp-comm: {cp_comm!r}; allowed: {', '.join(CP_COMM_TYPES)}")
+    if cp_comm == "a2a" and layout.cp > 1:
+        heads = model.heads // layout.tp
+        kv = max(1, model.kv // layout.tp)
+        if heads % layout.cp or kv % layout.cp:
+            raise SpecError(
+                f"layout: cp {layout.cp} must divide the heads ({heads}) and kv_heads ({kv}) per "
+                f"TP rank for --cp-comm a2a; use p2p (ring attention) or a smaller cp"
+            )
+
+
 def estimate(
     model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
 ) -> dict[str, Any]:
     """JSON-ready estimate of one layout (validated against the model and the cluster)."""
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
+    check_cp_comm(model, layout, flags.cp_comm)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
     terms = step_terms(model, cluster, layout_fields(layout, model), groups.time_s, flags)
     tiers = {kind: tier_name(groups.shapes.get(group)) for kind, group in KINDS.items()}

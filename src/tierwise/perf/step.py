@@ -61,6 +61,7 @@ class Flags:
     overlap_param_gather: bool = True
     order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
     scatter_nodes: bool = False
+    cp_comm: str = "p2p"  # context parallelism: "p2p" ring attention or "a2a" (Ulysses)
 
 
 @cache
@@ -142,10 +143,22 @@ def step_terms(
     ) * comm("tp", "all_reduce", act)
     tp_total = n_tp * per_tp
     tp_exposed = tp_total * (TP_OVERLAP_EXPOSED if flags.tp_comm_overlap else 1.0)
-    # CP ring attention: cp-1 K/V block exchanges per layer and pass, hidden behind attention.
-    kv_block = C.KV_TENSORS * tokens * m.kv_dim / _min(tp, m.kv) * 2
-    cp_layer = (cp - 1) * comm("cp", "sendrecv", kv_block) * (1 + 2 + full)
-    cp_exposed = n * _pos(cp_layer - t_attn / n)
+    kv_rank = m.kv_dim / _min(tp, m.kv)
+    if flags.cp_comm == "a2a":
+        # Ulysses: per layer and pass, Q/K/V go from sequence- to head-sharded before
+        # attention and the output comes back after it; nothing hides these all-to-alls.
+        qkv = C.activation_bytes(tokens, m.q_dim / tp + C.KV_TENSORS * kv_rank)
+        out = C.activation_bytes(tokens, m.q_dim / tp)
+        cp_layer = (2 + full) * (comm("cp", "alltoall", qkv) + comm("cp", "alltoall", out))
+        cp_exposed = n * cp_layer
+        cp_bytes = n * (2 + full) * (qkv + out) * (cp - 1) / cp
+    else:
+        # Ring attention: cp-1 K/V block exchanges per layer and pass, hidden behind the
+        # attention core they feed.
+        kv_block = C.activation_bytes(tokens, C.KV_TENSORS * kv_rank)
+        cp_layer = (cp - 1) * comm("cp", "sendrecv", kv_block) * (1 + 2 + full)
+        cp_exposed = n * _pos(cp_layer - t_attn / n)
+        cp_bytes = n * (cp - 1) * kv_block * (1 + 2 + full)
     # EP: dispatch + combine all-to-all per MoE layer and pass.
     moe_share = m.moe_layers / m.layers
     ep_exposed = 0.0
@@ -232,7 +245,7 @@ def step_terms(
         },
         "comm_bytes_per_gpu": {
             "tp": micro * n_tp * act * (tp - 1) / tp * (2 - sp + sp * 2) / 2 * 2,
-            "cp": micro * n * (cp - 1) * kv_block * (1 + 2 + full),
+            "cp": micro * cp_bytes,
             "ep": 0.0
             if m.moe is None
             else micro

@@ -55,6 +55,8 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append("--overlap-grad-reduce")
     if flags.overlap_param_gather and (layout.distributed_optimizer or layout.zero >= 1):
         args.append("--overlap-param-gather")
+    if layout.cp > 1:
+        args.append(f"--cp-comm-type {flags.cp_comm}")
     if flags.tp_comm_overlap and layout.tp > 1:
         args.append("--tp-comm-overlap")
     return args

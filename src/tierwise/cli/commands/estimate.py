@@ -34,6 +34,7 @@ def estimate_command(
     dtype: L.DtypeOpt = None,
     distributed_optimizer: L.DistOptOpt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
+    cp_comm: L.CpCommOpt = "p2p",
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
@@ -66,7 +67,9 @@ def estimate_command(
         "layout",
     )
     layout.validate_for(spec, cluster_spec.world)
-    result = estimate(spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap))
+    result = estimate(
+        spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    )
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return

@@ -76,6 +76,7 @@ def plan_command(
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write emitted files here.")] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
+    cp_comm: L.CpCommOpt = "p2p",
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -87,7 +88,7 @@ def plan_command(
     for kind in emit_kinds or []:
         if kind not in EMITTERS:
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
-    flags = Flags(tp_comm_overlap=tp_comm_overlap)
+    flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
     gbs = gbs or cluster_spec.world
     result = search(
         spec,
