@@ -31,6 +31,9 @@ class GPU(_Frozen):
     hbm_tbps: float = Field(gt=0)
     intra: str = "pcie5"
     pcie: str = "pcie5"
+    gemm_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """Fixed achieved share of peak for every GEMM, for a device whose peak was measured (the
+    lab's CPU ranks); None: the shape-dependent curve of `tierwise.perf.efficiency`."""
 
 
 class Link(_Frozen):

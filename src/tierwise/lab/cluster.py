@@ -36,6 +36,7 @@ def lab_cluster(config: FabricConfig, ranks_per_node: int, probe: ProbeResult) -
             peak_bf16_tflops=max(probe.matmul_tflops, 1e-6),
             hbm_gib=mem_gib / ranks,
             hbm_tbps=RANK_MEMORY_TBPS,
+            gemm_efficiency=1.0,  # the peak is the probed matmul rate: already achieved
         ),
         gpus_per_node=ranks_per_node,
         nodes=config.nodes,

@@ -23,6 +23,8 @@ from tierwise.lab.fabric import Fabric, FabricConfig
 from tierwise.lab.predict import LAB_OPS, predict_lab, rank_nodes
 from tierwise.lab.probe import ProbeResult, TierFit
 from tierwise.lab.worker import NODE_ENV, TASK_ENV, Task
+from tierwise.perf.estimate import estimate
+from tierwise.perf.step import Flags
 from tierwise.runtime.launch import RankSpec, launch
 
 #: Rendezvous port on node 0 (a fresh namespace has every port free).
@@ -184,6 +186,21 @@ def run_lab(spec: LabRun, log_dir: Path | None = None) -> LabReport:
     cluster = lab_cluster(f, spec.ranks_per_node, probe)
     sizes = [r["size_bytes"] for r in data["rows"]["flat"]]
     predicted = predict_lab(cluster, spec.op, data["node_of"], sizes)
-    return LabReport(
-        spec, data["node_of"], probe, cluster, data["rows"], predicted, data.get("step")
-    )
+    step = data.get("step")
+    if step is not None:
+        step = {**step, **estimate_step(cluster, step)}
+    return LabReport(spec, data["node_of"], probe, cluster, data["rows"], predicted, step)
+
+
+def estimate_step(cluster: ClusterSpec, measured: dict[str, Any]) -> dict[str, float]:
+    """`tierwise estimate` of the toy step on the lab's cluster spec, next to the measurement.
+
+    The toy runs fp32 with plain SGD and one gradient all-reduce after backward (not
+    overlapped); the estimate counts 16-bit activations and Adam, so expect it to under-count
+    communication bytes by about 2x."""
+    from tierwise.lab.step import StepConfig, layout, model_spec, step_vs_estimate
+
+    cfg = StepConfig(**measured["config"])
+    flags = Flags(overlap_grad_reduce=False, overlap_param_gather=False)
+    est = estimate(model_spec(cfg), cluster, layout(cfg, measured["tp"], measured["dp"]), flags)
+    return step_vs_estimate(measured["step_time_s"], est["step_time_s"])

@@ -48,6 +48,8 @@ def gemm_peak_fraction(gpu: GPU) -> float:
 
 def gemm_tflops(gpu: GPU, dim: Array, fp8: Array = False) -> Array:
     """Achieved GEMM TFLOP/s for narrowest per-GPU dimension `dim` (elements)."""
+    if gpu.gemm_efficiency is not None:
+        return gpu.peak_bf16_tflops * gpu.gemm_efficiency
     frac = gemm_peak_fraction(gpu) * dim / (dim + GEMM_HALF_DIM)
     fp8_peak = gpu.peak_fp8_tflops or gpu.peak_bf16_tflops
     peak = gpu.peak_bf16_tflops + fp8 * (
@@ -58,6 +60,8 @@ def gemm_tflops(gpu: GPU, dim: Array, fp8: Array = False) -> Array:
 
 def attention_tflops(gpu: GPU) -> float:
     """Achieved TFLOP/s of the fused attention core (BF16), counting the work it does."""
+    if gpu.gemm_efficiency is not None:
+        return gpu.peak_bf16_tflops * gpu.gemm_efficiency
     return gpu.peak_bf16_tflops * gemm_peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
 
 

@@ -203,9 +203,11 @@ def run(
         f"{fmt(report['measured_ratio'])}, predicted {fmt(report['predicted_ratio'])}"
     )
     if report["step"]:
+        st = report["step"]
         console.print(
-            f"toy training step (TP={report['step']['tp']} x DP={report['step']['dp']}): "
-            f"{fmt(report['step']['step_time_s'])} s"
+            f"toy training step (TP={st['tp']} x DP={st['dp']}): measured "
+            f"{fmt(st['measured_step_time_s'])} s, tierwise estimate "
+            f"{fmt(st['estimated_step_time_s'])} s ({st['error']:+.0%})"
         )
 
 
