@@ -242,3 +242,31 @@ def test_cp_all_to_all_variant_is_exposed_and_needs_heads_to_split() -> None:
         check=False,
     )
     assert_user_error(proc, "cp 4 must divide", "a2a")
+
+
+def test_uneven_pipeline_split_is_set_by_its_busiest_stage() -> None:
+    even = est(tp=8, pp=4, dp=2, gbs=64)
+    uneven = est(tp=8, pp=4, dp=2, gbs=64, pp_layers=(19, 21, 21, 19))
+    edges = est(tp=8, pp=4, dp=2, gbs=64, pp_layers=(21, 19, 19, 21))
+    assert uneven["step_time_s"] > 1.03 * even["step_time_s"]
+    assert uneven["step_time_s"] == pytest.approx(edges["step_time_s"], rel=0.02)
+    out = cli_json(
+        "estimate",
+        "-m",
+        "llama3-70b",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "8",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+        "--gbs",
+        "64",
+        "--pp-layers",
+        "19,21,21,19",
+    )
+    assert out["layout"]["pp_layers"] == [19, 21, 21, 19]

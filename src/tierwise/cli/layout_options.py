@@ -14,6 +14,10 @@ VppOpt = Annotated[int | None, typer.Option("--vpp", help="Virtual stages per pi
 DpOpt = Annotated[int | None, typer.Option("--dp", help="Data parallel size (default: the rest).")]
 MbsOpt = Annotated[int | None, typer.Option("--mbs", help="Micro-batch size, sequences.")]
 GbsOpt = Annotated[int | None, typer.Option("--gbs", help="Global batch size, sequences.")]
+PpLayersOpt = Annotated[
+    str | None,
+    typer.Option("--pp-layers", help="Uneven pipeline split, layers per stage, e.g. 19,21,21,19."),
+]
 SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")]
 SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none|selective|full")]

@@ -56,7 +56,14 @@ def estimate(
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     check_cp_comm(model, layout, flags.cp_comm)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
-    terms = step_terms(model, cluster, layout_fields(layout, model), groups.time_s, flags)
+    terms = step_terms(
+        model,
+        cluster,
+        layout_fields(layout, model),
+        groups.time_s,
+        flags,
+        max(layout.stage_layers(model)),
+    )
     tiers = {kind: tier_name(groups.shapes.get(group)) for kind, group in KINDS.items()}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():

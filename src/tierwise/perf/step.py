@@ -105,16 +105,23 @@ def stage_gemm_seconds(
 
 
 def step_terms(
-    m: ModelSpec, cluster: ClusterSpec, f: dict[str, Any], comm: C.CommFn, flags: Flags = Flags()
+    m: ModelSpec,
+    cluster: ClusterSpec,
+    f: dict[str, Any],
+    comm: C.CommFn,
+    flags: Flags = Flags(),
+    busiest_stage_layers: Array | None = None,
 ) -> dict[str, Any]:
     """Seconds per step of each component, plus the derived metrics (scalars or arrays)."""
     gpu, h = cluster.gpu, m.hidden
     tp, cp, pp, vpp, dp = f["tp"], f["cp"], f["pp"], f["vpp"], f["dp"]
     mbs, gbs, seq, sp = f["mbs"], f["gbs"], f["seq"], f["sp"]
     full = f["recompute"] == RECOMPUTE_FULL
-    n = f["first_stage_layers"] + (f["last_stage_layers"] > f["first_stage_layers"]) * (
-        f["last_stage_layers"] - f["first_stage_layers"]
-    )
+    n = busiest_stage_layers
+    if n is None:  # even splits (the planner's): first and last stage bound the rest
+        n = f["first_stage_layers"] + (f["last_stage_layers"] > f["first_stage_layers"]) * (
+            f["last_stage_layers"] - f["first_stage_layers"]
+        )
     sf = flops_batch(
         m, seq=seq, mbs=mbs, tp=tp, cp=cp, pp=pp, sp=sp, recompute=f["recompute"], stage_layers=n
     )

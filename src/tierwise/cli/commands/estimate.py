@@ -24,6 +24,7 @@ def estimate_command(
     ep: L.EpOpt = None,
     pp: L.PpOpt = None,
     vpp: L.VppOpt = None,
+    pp_layers: L.PpLayersOpt = None,
     dp: L.DpOpt = None,
     mbs: L.MbsOpt = None,
     gbs: L.GbsOpt = None,
@@ -63,6 +64,7 @@ def estimate_command(
             "zero": zero,
             "dtype": dtype,
             "distributed_optimizer": distributed_optimizer,
+            "pp_layers": parse_stage_layers(pp_layers),
         },
         "layout",
     )
@@ -74,6 +76,18 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def parse_stage_layers(text: str | None) -> list[int] | None:
+    """`19,21,21,19` -> [19, 21, 21, 19]; anything else is a one-line error."""
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise SpecError(
+            f"--pp-layers: {text!r} is not a comma-separated list of integers"
+        ) from None
 
 
 def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
