@@ -7,7 +7,7 @@ microseconds, bandwidths in GB/s (1e9 B/s), as nccl-tests prints them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -53,6 +53,10 @@ class HalfResult:
     p99_us: float
     max_us: float
 
+    def as_nccl(self) -> NcclHalf:
+        """The nccl-tests columns of this half (latency percentiles dropped)."""
+        return NcclHalf(self.time_us, self.algbw_GBps, self.busbw_GBps, self.wrong)
+
 
 @dataclass(frozen=True)
 class BenchRow:
@@ -77,6 +81,19 @@ class BenchRow:
             **asdict(self.out_of_place),
             "in_place": asdict(self.in_place),
         }
+
+    def as_nccl(self, extra: Mapping[str, str] | None = None) -> NcclRow:
+        """The row as nccl-tests prints it, with optional extra columns."""
+        return NcclRow(
+            self.size_bytes,
+            self.count,
+            self.type,
+            self.redop,
+            self.root,
+            self.out_of_place.as_nccl(),
+            self.in_place.as_nccl(),
+            dict(extra or {}),
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchRow:
@@ -103,6 +120,10 @@ class Window:
     p50_us: float
     p99_us: float
     max_us: float
+
+    def as_nccl(self) -> NcclHalf:
+        """The nccl-tests columns of this half (latency percentiles dropped)."""
+        return NcclHalf(self.time_us, self.algbw_GBps, self.busbw_GBps, self.wrong)
 
 
 @dataclass(frozen=True)
@@ -239,10 +260,6 @@ class BenchResult:
 LATENCY_COLUMNS = ("p50_us", "p99_us", "max_us", "ip_p50_us", "ip_p99_us", "ip_max_us")
 
 
-def _half(h: HalfResult) -> NcclHalf:
-    return NcclHalf(h.time_us, h.algbw_GBps, h.busbw_GBps, h.wrong)
-
-
 def to_nccl_test(result: BenchResult, config: BenchConfig) -> NcclTest:
     """The run as an `NcclTest` (nccl-tests' header, rows and footer; latency and ``algo``
     as extra columns) for `tierwise.formats.nccl_writer.format_test`."""
@@ -253,18 +270,7 @@ def to_nccl_test(result: BenchResult, config: BenchConfig) -> NcclTest:
         extra = {"algo": result.algo} | {
             name: time_cell(v) for name, v in zip(LATENCY_COLUMNS, lat, strict=True)
         }
-        rows.append(
-            NcclRow(
-                r.size_bytes,
-                r.count,
-                r.type,
-                r.redop,
-                r.root,
-                _half(r.out_of_place),
-                _half(r.in_place),
-                extra,
-            )
-        )
+        rows.append(r.as_nccl(extra))
     halves = [h for r in result.rows for h in (r.out_of_place, r.in_place)]
     wrong = [h.wrong for h in halves]
     header = {

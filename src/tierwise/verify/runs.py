@@ -18,10 +18,10 @@ import numpy as np
 
 from tierwise.errors import ParseError
 from tierwise.formats.nccl_reader import parse_log
-from tierwise.formats.nccl_tests import NcclHalf, NcclRow, NcclTest
+from tierwise.formats.nccl_tests import NcclTest
 from tierwise.formats.ops import op_in_name
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.runtime.results import BenchResult, HalfResult
+from tierwise.runtime.results import BenchResult
 from tierwise.verify.calibrate import fitted_tier
 from tierwise.verify.measured import Measured, measured
 
@@ -152,10 +152,6 @@ def _text_runs(text: str, source: str, path: Path, cluster: ClusterSpec) -> list
     return runs
 
 
-def _bench_half(h: HalfResult) -> NcclHalf:
-    return NcclHalf(h.time_us, h.algbw_GBps, h.busbw_GBps, h.wrong)
-
-
 def _json_run(data: Any, source: str, cluster: ClusterSpec) -> Run:
     try:
         result = BenchResult.from_dict(data)
@@ -163,18 +159,7 @@ def _json_run(data: Any, source: str, cluster: ClusterSpec) -> Run:
         raise ParseError(
             f"not a `tierwise bench --json` object ({type(exc).__name__}: {exc})", source=source
         ) from None
-    rows = tuple(
-        NcclRow(
-            r.size_bytes,
-            r.count,
-            r.type,
-            r.redop,
-            r.root,
-            _bench_half(r.out_of_place),
-            _bench_half(r.in_place),
-        )
-        for r in result.rows
-    )
+    rows = tuple(r.as_nccl() for r in result.rows)
     test = NcclTest(result.op, rows, result.nranks, result.nodes, result.gpus_per_node)
     points = measured(test, cluster, source)
     tail = _tail(
