@@ -70,6 +70,13 @@ class Shape:
         return self.n_dom > 1
 
     @property
+    def top_tier(self) -> str:
+        """The slowest tier the group crosses: intra, leaf or spine."""
+        if not self.crosses_domains:
+            return "intra"
+        return "spine" if self.n_leaf > 1 else "leaf"
+
+    @property
     def overhead_us(self) -> float:
         """Calibrated fixed cost of one bandwidth-protocol collective on the top tier, us."""
         return self.net_overhead_us if self.crosses_domains else self.intra_overhead_us

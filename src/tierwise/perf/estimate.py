@@ -25,11 +25,7 @@ def degrees(layout: Layout) -> Degrees:
 
 def tier_name(shape: Shape | None) -> str:
     """The slowest tier a group of this shape crosses: intra, leaf or spine (none: no group)."""
-    if shape is None:
-        return "none"
-    if not shape.crosses_domains:
-        return "intra"
-    return "spine" if shape.n_leaf > 1 else "leaf"
+    return "none" if shape is None else shape.top_tier
 
 
 CP_COMM_TYPES = ("p2p", "a2a")

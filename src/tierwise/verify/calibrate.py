@@ -49,14 +49,7 @@ class TierFit:
 
 def fitted_tier(m: Measured, cluster: ClusterSpec) -> str:
     """The tier a log's group tops out on."""
-    return measured_shape_tier(m, cluster)
-
-
-def measured_shape_tier(m: Measured, cluster: ClusterSpec) -> str:
-    shape = measured_shape(m, cluster)
-    if not shape.crosses_domains:
-        return "intra"
-    return "spine" if shape.n_leaf > 1 else "leaf"
+    return measured_shape(m, cluster).top_tier
 
 
 def _with(cluster: ClusterSpec, name: str, cal: TierCalibration) -> ClusterSpec:
