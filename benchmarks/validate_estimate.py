@@ -37,7 +37,8 @@ FAMILY = {
         "model": {"vocab": 51200, "activation": "gelu"},
         "seq": 2048,
         "recompute": ["full"],
-        "flags": {},
+        # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels).
+        "flags": {"flash_attention": False},
         "framework": "megatron",
         "fix": {"recompute": "full", "cp": "1", "sp": "false"},
         "sp": False,
@@ -67,9 +68,24 @@ FAMILY = {
         "recompute": ["none", "selective", "full"],
         "flags": {},
         "distributed_optimizer": True,
+        # NeMo's performance recipes (nemo/collections/llm/recipes/*: performance mode) set
+        # plugins.grad_reduce_in_fp32 = False: bf16 main grads and DP reduce.
+        "grad_reduce_bf16": True,
         "framework": "megatron",
         "fix": {},
     },
+}
+
+
+# What the authors' own launch script states and the calibration file leaves out:
+# NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (MBS, --num-layers-per-virtual-pipeline-stage,
+# DDP=torch, which overlaps the gradient all-reduce with backward, or DDP=local, which runs it
+# after backward).
+SCRIPT_FACTS: dict[str, dict[str, Any]] = {
+    "sc21-1.7b": {"mbs": 16, "vpp": 1, "overlap_grad_reduce": True},
+    "sc21-18.4b": {"mbs": 8, "vpp": 1, "overlap_grad_reduce": True},
+    "sc21-145.6b": {"mbs": 2, "vpp": 2, "overlap_grad_reduce": False},
+    "sc21-1008b": {"mbs": 1, "vpp": 1, "overlap_grad_reduce": False},
 }
 
 
@@ -100,6 +116,8 @@ def candidates(run: dict[str, Any], model: ModelSpec) -> list[Layout]:
     mbs_options = [run["mbs"]] if "mbs" in run else [1, 2, 4, 8]
     recompute = [run["recompute"]] if "recompute" in run else fam["recompute"]
     vpps = [1] + [v for v in (2, 3, 4, 5, 6, 8, 10, 12) if pp > 1 and model.layers % (pp * v) == 0]
+    if "vpp" in run:
+        vpps = [run["vpp"]]
     out = []
     for mbs, rc, vpp in itertools.product(mbs_options, recompute, vpps):
         try:
@@ -116,6 +134,7 @@ def candidates(run: dict[str, Any], model: ModelSpec) -> list[Layout]:
                 zero=3 if fsdp else 0,
                 sp=fam.get("sp"),
                 distributed_optimizer=fam.get("distributed_optimizer", False),
+                grad_reduce_bf16=fam.get("grad_reduce_bf16", False),
             )
             out.append(layout.validate_for(model, gpus))
         except (SpecError, ValueError):
@@ -146,9 +165,12 @@ def cluster_for(preset: str, gpus: int) -> ClusterSpec:
 
 def evaluate(run: dict[str, Any]) -> dict[str, Any]:
     fam = FAMILY[family(run["id"])]
+    facts = SCRIPT_FACTS.get(run["id"], {})
+    run = {**run, **facts}
     model = model_of(run)
     cluster = cluster_for(fam["cluster"], run["gpus"])
-    flags = Flags(**fam["flags"])
+    overlap = {k: facts[k] for k in ("overlap_grad_reduce",) if k in facts}
+    flags = Flags(**fam["flags"], **overlap)
     results = [
         (layout, estimate(model, cluster, layout, flags)) for layout in candidates(run, model)
     ]
@@ -220,7 +242,7 @@ def main() -> None:
     if "--fit" in sys.argv:
         scan = {}
         for d0, att, ew in itertools.product(
-            (128, 256, 512, 768, 1024, 1536, 2048), (0.45, 0.6, 0.75), (1.0, 2.0, 3.0, 4.0)
+            (384, 512, 768, 1024, 1536), (0.6, 0.75, 0.9), (1.0, 1.5, 2.0, 2.5, 3.0)
         ):
             efficiency.GEMM_HALF_DIM = float(d0)
             efficiency.ATTENTION_RELATIVE_EFFICIENCY = att
@@ -228,7 +250,7 @@ def main() -> None:
             errs = [abs(r["throughput_error"]) for r in run_all()]
             scan[f"{d0}/{att}/{ew}"] = {
                 "mae": round(float(np.mean(errs)), 4),
-                "max": round(float(sorted(errs)[-2]), 4),
+                "max": round(float(max(errs)), 4),
             }
         print(json.dumps(scan, indent=2))
         return

@@ -68,7 +68,7 @@ def test_full_recompute_adds_a_third_of_hardware_flops_and_saves_memory() -> Non
 
 
 def test_dp_comm_hidden_until_bandwidth_runs_out() -> None:
-    fast = est(tp=8, dp=8, gbs=64, mbs=1)
+    fast = est(tp=8, dp=8, gbs=64, mbs=1, grad_reduce_bf16=True)
     slow = estimate(
         L70,
         load_cluster("dgx-h100", nodes=8, nic="eth100", nics_per_node=1),

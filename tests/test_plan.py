@@ -46,6 +46,7 @@ MEGATRON_FLAGS = {
     "--num-layers-per-virtual-pipeline-stage",
     "--sequence-parallel",
     "--use-distributed-optimizer",
+    "--grad-reduce-in-bf16",
     "--recompute-granularity",
     "--recompute-method",
     "--recompute-num-layers",

@@ -30,6 +30,13 @@ DistOptOpt = Annotated[
         help="Megatron's distributed optimizer (optimizer states over dp*cp).",
     ),
 ]
+GradBf16Opt = Annotated[
+    bool | None,
+    typer.Option(
+        "--grad-reduce-bf16/--no-grad-reduce-bf16",
+        help="Megatron's --grad-reduce-in-bf16: bf16 main grads and DP reduce.",
+    ),
+]
 CpCommOpt = Annotated[
     str, typer.Option("--cp-comm", help="Context parallel comm: p2p (ring attention) or a2a.")
 ]

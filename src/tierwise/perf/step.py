@@ -32,7 +32,7 @@ from tierwise.workload.flops import (
     logits_flops,
     model_flops_per_step,
 )
-from tierwise.workload.memory import GiB, memory_batch
+from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.params import ParamCounts, param_counts
 from tierwise.workload.spec import ModelSpec
 
@@ -50,6 +50,12 @@ OVERLAP_INTERFERENCE = 0.2
 # written (24), the gradient read (4), the 16-bit weight written (2).
 OPTIMIZER_BYTES_PER_PARAM = 30
 FORWARD_SHARE = 1.0 / 3.0  # forward / (forward + backward) compute of one micro-batch
+# Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
+# scale-mask-softmax reads and writes 16-bit scores (4), dropout reads them, writes the
+# dropped scores and a 1-byte mask (5). Backward: dropout grad (2 + 1 + 2), softmax grad
+# reads the output and its grad and writes one (6). The batched GEMMs compute every score.
+UNFUSED_SCORE_BYTES_FORWARD = 9
+UNFUSED_SCORE_BYTES_BACKWARD = 11
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class Flags:
     order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
     scatter_nodes: bool = False
     cp_comm: str = "p2p"  # context parallelism: "p2p" ring attention or "a2a" (Ulysses)
+    flash_attention: bool = True  # False: unfused attention (Megatron before 2022)
 
 
 @cache
@@ -137,8 +144,16 @@ def step_terms(
         f["fp8"],
         sf.hardware - sf.attention,
     )
-    t_attn = sf.attention * CAUSAL_WORK_FRACTION / (attention_tflops(gpu) * 1e12)
-    t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
+    work = CAUSAL_WORK_FRACTION if flags.flash_attention else 1.0
+    t_attn = sf.attention * work / (attention_tflops(gpu) * 1e12)
+    if flags.flash_attention:
+        t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
+    else:
+        scores = n * mbs * m.heads / tp * seq / cp * seq
+        passes = UNFUSED_SCORE_BYTES_FORWARD * (1 + (f["recompute"] > 0))
+        t_elem = elementwise_seconds(gpu, sf.elementwise_bytes) + scores * (
+            passes + UNFUSED_SCORE_BYTES_BACKWARD
+        ) / hbm_bytes_per_s(gpu)
     t_compute = t_gemm + t_attn + t_elem
 
     tokens = mbs * seq / cp
@@ -190,7 +205,7 @@ def step_terms(
     counts = _param_counts(m)
     experts = counts.experts
     stage_params = (counts.total - experts) / (tp * pp) + experts / (f["ep"] * f["etp"] * pp)
-    grads = stage_params * C.GRAD_REDUCE_BYTES
+    grads = stage_params * main_grad_bytes(f["distributed_optimizer"], f["grad_reduce_bf16"])
     weights = stage_params * C.PARAM_GATHER_BYTES
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
@@ -221,7 +236,8 @@ def step_terms(
     world = tp * cp * pp * dp
     model_flops = model_flops_per_step(m, seq, gbs)
     tflops = model_flops / (step * world) / 1e12
-    mem = memory_batch(m, **f)
+    unfused = not flags.flash_attention
+    mem = memory_batch(m, **f, flash_attention=flags.flash_attention, dropout=unfused)
     mem_bytes = mem.total_bytes
     return {
         "step_time_s": step,

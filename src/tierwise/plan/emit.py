@@ -40,6 +40,8 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append("--sequence-parallel")
     if layout.distributed_optimizer or layout.zero >= 1:
         args.append("--use-distributed-optimizer")
+    if layout.grad_reduce_bf16:
+        args.append("--grad-reduce-in-bf16")
     if layout.recompute == "selective":
         args.append("--recompute-granularity selective")
     elif layout.recompute == "full":

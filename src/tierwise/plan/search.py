@@ -50,6 +50,7 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int) -> Layout:
         zero=int(arrays["zero"][i]),
         sp=bool(arrays["sp"][i]),
         distributed_optimizer=bool(arrays["distributed_optimizer"][i]),
+        grad_reduce_bf16=bool(arrays["grad_reduce_bf16"][i]),
         dtype="fp8" if arrays["fp8"][i] else "bf16",
     )
 

@@ -29,7 +29,20 @@ FRAMEWORKS = {
     "torchtitan": {"sharding": ("fsdp",), "cp": True},
     "deepspeed": {"sharding": ("zero1", "zero2", "fsdp"), "cp": False},
 }
-FIXABLE = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero", "dtype", "sp")
+FIXABLE = (
+    "tp",
+    "cp",
+    "ep",
+    "pp",
+    "vpp",
+    "dp",
+    "mbs",
+    "recompute",
+    "zero",
+    "dtype",
+    "sp",
+    "grad_reduce_bf16",
+)
 
 
 @dataclass(frozen=True)
@@ -173,6 +186,7 @@ def build_space(
         "recompute": sel["rc"],
         "zero": zero,
         "distributed_optimizer": distopt,
+        "grad_reduce_bf16": np.full(n, _flag(fix, "grad_reduce_bf16", False)),
         "fp8": np.full(n, dtypes[0] == "fp8"),
         "first_stage_layers": layers_per_stage,
         "last_stage_layers": layers_per_stage,

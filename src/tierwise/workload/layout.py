@@ -48,6 +48,11 @@ class Layout(BaseModel):
     distributed_optimizer: bool = Field(
         False, description="Megatron's: fp32 grads, optimizer states sharded over dp*cp"
     )
+    grad_reduce_bf16: bool = Field(
+        False,
+        description="Megatron's --grad-reduce-in-bf16: bf16 main grads and DP reduce "
+        "(else fp32 with the distributed optimizer)",
+    )
     dtype: Literal["bf16", "fp8"] = "bf16"
     pp_layers: tuple[int, ...] | None = Field(
         None, description="layers per pipeline stage (uneven split); default even"
@@ -218,6 +223,7 @@ LAYOUT_ARRAY_FIELDS = (
     "recompute",
     "zero",
     "distributed_optimizer",
+    "grad_reduce_bf16",
     "fp8",
     "first_stage_layers",
     "last_stage_layers",
@@ -243,6 +249,7 @@ def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
         "recompute": layout.recompute_code,
         "zero": layout.zero,
         "distributed_optimizer": layout.distributed_optimizer,
+        "grad_reduce_bf16": layout.grad_reduce_bf16,
         "fp8": layout.dtype == "fp8",
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],

@@ -5,7 +5,8 @@ Model states (per parameter a rank holds; Rajbhandari et al. 2020, Megatron's
 
 - weights 2 B (bf16; fp8 adds a 1 B cached fp8 copy), optimizer 12 B (fp32 master, Adam m, v);
 - grads 2 B (bf16, DeepSpeed/FSDP mixed precision) — or 4 B (fp32 main grads) with Megatron's
-  distributed optimizer, which keeps the full grad buffer and shards only the 12 B: 6 + 12/d;
+  distributed optimizer, which keeps the full grad buffer and shards only the 12 B: 6 + 12/d
+  (2 B again with ``--grad-reduce-in-bf16``, as NeMo's performance recipes set it);
 - ZeRO-1 shards the optimizer, ZeRO-2 also the grads, ZeRO-3 (FSDP) also the weights, over
   dp*cp for non-expert parameters and over the expert-data-parallel group for routed experts,
   which ep (and etp) already split.
@@ -138,12 +139,20 @@ def _max(a: Array, b: Array) -> Array:
     return a + (b > a) * (b - a)
 
 
+def main_grad_bytes(distributed_optimizer: Array, grad_reduce_bf16: Array) -> Array:
+    """Bytes per gradient element held and reduced: 4 for Megatron's fp32 main grads, else 2."""
+    return GRAD_BYTES_BF16 + distributed_optimizer * (1 - grad_reduce_bf16) * (
+        GRAD_BYTES_FP32 - GRAD_BYTES_BF16
+    )
+
+
 def model_state_bytes(
     params: Array,
     *,
     zero: Array,
     shard: Array,
     distributed_optimizer: Array = False,
+    grad_reduce_bf16: Array = False,
     fp8: Array = False,
 ) -> tuple[Array, Array, Array]:
     """(weights, grads, optimizer) bytes on one rank for ``params`` it holds before ZeRO.
@@ -151,7 +160,7 @@ def model_state_bytes(
     ``shard`` is the number of ranks that share this copy (dp*cp, or expert-dp for experts).
     """
     opt_sharded = (zero >= 1) | distributed_optimizer
-    grad_bytes = GRAD_BYTES_BF16 + distributed_optimizer * (GRAD_BYTES_FP32 - GRAD_BYTES_BF16)
+    grad_bytes = main_grad_bytes(distributed_optimizer, grad_reduce_bf16)
     weights = (
         params * (WEIGHT_BYTES + fp8 * FP8_WEIGHT_CACHE_BYTES) / (1 + (zero >= 3) * (shard - 1))
     )
@@ -268,6 +277,7 @@ def memory_batch(
     recompute: Array = RECOMPUTE_NONE,
     zero: Array = 0,
     distributed_optimizer: Array = False,
+    grad_reduce_bf16: Array = False,
     fp8: Array = False,
     first_stage_layers: Array | None = None,
     last_stage_layers: Array | None = None,
@@ -335,6 +345,7 @@ def memory_batch(
                     zero=zero,
                     shard=dp * cp,
                     distributed_optimizer=distributed_optimizer,
+                    grad_reduce_bf16=grad_reduce_bf16,
                     fp8=fp8,
                 ),
                 model_state_bytes(
@@ -342,6 +353,7 @@ def memory_batch(
                     zero=zero,
                     shard=edp,
                     distributed_optimizer=distributed_optimizer,
+                    grad_reduce_bf16=grad_reduce_bf16,
                     fp8=fp8,
                 ),
                 strict=True,

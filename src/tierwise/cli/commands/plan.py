@@ -33,6 +33,7 @@ PLAN_KEYS = (
     "recompute",
     "zero",
     "distributed_optimizer",
+    "grad_reduce_bf16",
     "dtype",
 )
 
