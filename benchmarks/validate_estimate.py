@@ -82,10 +82,10 @@ FAMILY = {
 # DDP=torch, which overlaps the gradient all-reduce with backward, or DDP=local, which runs it
 # after backward).
 SCRIPT_FACTS: dict[str, dict[str, Any]] = {
-    "sc21-1.7b": {"mbs": 16, "vpp": 1, "overlap_grad_reduce": True},
-    "sc21-18.4b": {"mbs": 8, "vpp": 1, "overlap_grad_reduce": True},
-    "sc21-145.6b": {"mbs": 2, "vpp": 2, "overlap_grad_reduce": False},
-    "sc21-1008b": {"mbs": 1, "vpp": 1, "overlap_grad_reduce": False},
+    "sc21-1.7b": {"mbs": 16, "vpp": 1, "flags": {"overlap_grad_reduce": True}},
+    "sc21-18.4b": {"mbs": 8, "vpp": 1, "flags": {"overlap_grad_reduce": True}},
+    "sc21-145.6b": {"mbs": 2, "vpp": 2, "flags": {"overlap_grad_reduce": False}},
+    "sc21-1008b": {"mbs": 1, "vpp": 1, "flags": {"overlap_grad_reduce": False}},
 }
 
 
@@ -169,8 +169,7 @@ def evaluate(run: dict[str, Any]) -> dict[str, Any]:
     run = {**run, **facts}
     model = model_of(run)
     cluster = cluster_for(fam["cluster"], run["gpus"])
-    overlap = {k: facts[k] for k in ("overlap_grad_reduce",) if k in facts}
-    flags = Flags(**fam["flags"], **overlap)
+    flags = Flags(**fam["flags"], **facts.get("flags", {}))
     results = [
         (layout, estimate(model, cluster, layout, flags)) for layout in candidates(run, model)
     ]

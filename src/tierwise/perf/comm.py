@@ -34,7 +34,6 @@ from tierwise.workload.flops import ACT_BYTES, Array
 
 TP_COLLECTIVES_PER_PASS = 2
 KV_TENSORS = 2
-GRAD_REDUCE_BYTES = 2  # Megatron/FSDP default: gradients reduced in bf16
 PARAM_GATHER_BYTES = 2  # 16-bit weights gathered after the sharded optimizer step
 A2A_PER_MOE_PASS = 2  # dispatch + combine
 

@@ -146,14 +146,12 @@ def step_terms(
     )
     work = CAUSAL_WORK_FRACTION if flags.flash_attention else 1.0
     t_attn = sf.attention * work / (attention_tflops(gpu) * 1e12)
-    if flags.flash_attention:
-        t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
-    else:
+    t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
+    if not flags.flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
-        passes = UNFUSED_SCORE_BYTES_FORWARD * (1 + (f["recompute"] > 0))
-        t_elem = elementwise_seconds(gpu, sf.elementwise_bytes) + scores * (
-            passes + UNFUSED_SCORE_BYTES_BACKWARD
-        ) / hbm_bytes_per_s(gpu)
+        forwards = 1 + (f["recompute"] > 0)
+        score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
+        t_elem = t_elem + scores * score_bytes / hbm_bytes_per_s(gpu)
     t_compute = t_gemm + t_attn + t_elem
 
     tokens = mbs * seq / cp
@@ -236,8 +234,8 @@ def step_terms(
     world = tp * cp * pp * dp
     model_flops = model_flops_per_step(m, seq, gbs)
     tflops = model_flops / (step * world) / 1e12
-    unfused = not flags.flash_attention
-    mem = memory_batch(m, **f, flash_attention=flags.flash_attention, dropout=unfused)
+    flash = flags.flash_attention
+    mem = memory_batch(m, **f, flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
     return {
         "step_time_s": step,
