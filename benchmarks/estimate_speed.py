@@ -5,6 +5,7 @@ Targets (issue 5): one estimate <= 100 us; a batch >= 50,000 layouts/s on one co
 
 from __future__ import annotations
 
+import itertools
 import json
 import timeit
 
@@ -14,34 +15,32 @@ from tierwise.hardware.cluster import load_cluster
 from tierwise.perf import comm as C
 from tierwise.perf.estimate import degrees, estimate, estimate_batch
 from tierwise.perf.step import step_terms
-from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.layout import Layout, layout_fields, layouts_to_arrays
 from tierwise.workload.load import load_model
+from tierwise.workload.spec import ModelSpec
 
 
-def random_layouts(n: int, world: int, seed: int = 0) -> dict[str, np.ndarray]:
+def random_layouts(n: int, world: int, model: ModelSpec, seed: int = 0) -> dict[str, np.ndarray]:
+    """`n` random llama3-70b layouts on `world` GPUs, as the batch functions' arrays."""
     rng = np.random.default_rng(seed)
-    tp = rng.choice([1, 2, 4, 8], n)
-    pp = rng.choice([1, 2, 4, 8], n)
-    ones = np.ones(n, dtype=int)
-    return {
-        "tp": tp,
-        "cp": ones,
-        "ep": ones,
-        "etp": tp,
-        "pp": pp,
-        "vpp": ones,
-        "dp": world // (tp * pp),
-        "mbs": rng.choice([1, 2, 4], n),
-        "gbs": np.full(n, 4096),
-        "seq": np.full(n, 4096),
-        "sp": tp > 1,
-        "recompute": rng.choice([0, 1, 2], n),
-        "zero": ones * 0,
-        "distributed_optimizer": ones.astype(bool),
-        "fp8": ones * 0 > 0,
-        "first_stage_layers": 80 // pp,
-        "last_stage_layers": 80 // pp,
-    }
+    choices = [
+        Layout(
+            tp=tp,
+            pp=pp,
+            dp=world // (tp * pp),
+            mbs=mbs,
+            gbs=4096,
+            seq=4096,
+            recompute=rc,
+            distributed_optimizer=True,
+        )
+        for tp, pp, mbs, rc in itertools.product(
+            (1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4), ("none", "selective", "full")
+        )
+    ]
+    pick = rng.integers(len(choices), size=n)
+    table = layouts_to_arrays(choices, model)
+    return {key: column[pick] for key, column in table.items()}
 
 
 def main() -> None:
@@ -56,7 +55,7 @@ def main() -> None:
         min(timeit.repeat(lambda: step_terms(model, cluster, fields, comm), number=300, repeat=3))
         / 300
     )
-    arrays = random_layouts(50_000, cluster.world)
+    arrays = random_layouts(50_000, cluster.world, model)
     estimate_batch(model, cluster, arrays)
     batch = min(timeit.repeat(lambda: estimate_batch(model, cluster, arrays), number=1, repeat=3))
     print(

@@ -3,7 +3,7 @@
 Each run is built from its stated fields; what the source does not state (micro-batch, virtual
 pipeline, recompute where unstated) is chosen as the planner would: the fastest layout that
 fits. The prediction is converted into the source's own FLOP convention before comparing.
-Prints JSON and writes docs/validation-estimate.md. `--fit` also scans GEMM_HALF_DIM.
+Prints JSON and writes docs/validation-estimate.md. `--fit` also scans GEMM_RIDGE_MULTIPLE.
 """
 
 from __future__ import annotations
@@ -163,18 +163,29 @@ def cluster_for(preset: str, gpus: int) -> ClusterSpec:
     return load_cluster(preset, nodes=nodes if nodes <= npl else -(-nodes // npl) * npl)
 
 
-def evaluate(run: dict[str, Any]) -> dict[str, Any]:
+def context(run: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, ClusterSpec, Flags]:
+    """The run with its script facts, its model, the cluster it ran on and its flags."""
     fam = FAMILY[family(run["id"])]
     facts = SCRIPT_FACTS.get(run["id"], {})
     run = {**run, **facts}
-    model = model_of(run)
-    cluster = cluster_for(fam["cluster"], run["gpus"])
     flags = Flags(**fam["flags"], **facts.get("flags", {}))
+    return run, model_of(run), cluster_for(fam["cluster"], run["gpus"]), flags
+
+
+def fastest_published(
+    run: dict[str, Any], model: ModelSpec, cluster: ClusterSpec, flags: Flags
+) -> tuple[Layout, dict[str, Any]]:
+    """The fastest fitting layout consistent with what the source states (any, if none fits)."""
     results = [
         (layout, estimate(model, cluster, layout, flags)) for layout in candidates(run, model)
     ]
     fitting = [r for r in results if r[1]["fits"]] or results
-    layout, best = min(fitting, key=lambda r: r[1]["step_time_s"])
+    return min(fitting, key=lambda r: r[1]["step_time_s"])
+
+
+def evaluate(run: dict[str, Any]) -> dict[str, Any]:
+    run, model, cluster, flags = context(run)
+    layout, best = fastest_published(run, model, cluster, flags)
     seq = layout.seq
     pub_step, metric = published_step_s(run, model, seq)
     if pub_step is None:  # Megatron-core: model TFLOP/s without recompute
@@ -222,7 +233,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "layout that fits). Errors are on throughput, in the source's FLOP convention.",
         "",
         f"Mean absolute error {errs.mean() * 100:.1f}%, worst {errs.max() * 100:.1f}% "
-        f"(GEMM_HALF_DIM = {efficiency.GEMM_HALF_DIM:g}).",
+        f"(GEMM_RIDGE_MULTIPLE = {efficiency.GEMM_RIDGE_MULTIPLE:g}).",
         "",
         "| run | metric | published | predicted | error | layout chosen | MFU | GiB/GPU |",
         "|---|---|---|---|---|---|---|---|",
@@ -240,14 +251,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     if "--fit" in sys.argv:
         scan = {}
-        for d0, att, ew in itertools.product(
-            (384, 512, 768, 1024, 1536), (0.6, 0.75, 0.9), (1.0, 1.5, 2.0, 2.5, 3.0)
+        for ridge, att, ew in itertools.product(
+            (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0), (0.6, 0.75, 0.9), (1.0, 1.5, 2.0, 2.5, 3.0)
         ):
-            efficiency.GEMM_HALF_DIM = float(d0)
+            efficiency.GEMM_RIDGE_MULTIPLE = ridge
             efficiency.ATTENTION_RELATIVE_EFFICIENCY = att
             efficiency.ELEMENTWISE_TRAFFIC_FACTOR = ew
             errs = [abs(r["throughput_error"]) for r in run_all()]
-            scan[f"{d0}/{att}/{ew}"] = {
+            scan[f"{ridge}/{att}/{ew}"] = {
                 "mae": round(float(np.mean(errs)), 4),
                 "max": round(float(max(errs)), 4),
             }

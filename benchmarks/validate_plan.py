@@ -16,30 +16,34 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_estimate as v
 
-from tierwise.perf.estimate import estimate
-from tierwise.perf.step import Flags
 from tierwise.plan.search import search
 
 KEYS = ("tp", "cp", "pp", "vpp", "dp", "mbs", "recompute", "zero")
 
 
+def search_fix(fam: dict) -> dict[str, str]:
+    """The family's fixes plus the framework facts the published layout is evaluated with:
+    gradient-reduce precision and, for Megatron without its distributed optimizer, plain DDP."""
+    fix = {**fam["fix"], "grad_reduce_bf16": str(fam.get("grad_reduce_bf16", False)).lower()}
+    if fam["framework"] == "megatron" and not fam.get("distributed_optimizer"):
+        fix["sharding"] = "ddp"
+    return fix
+
+
 def compare(run: dict) -> dict:
     fam = v.FAMILY[v.family(run["id"])]
-    model, cluster = v.model_of(run), v.cluster_for(fam["cluster"], run["gpus"])
-    flags = Flags(**fam["flags"])
-    published = [estimate(model, cluster, lay, flags) for lay in v.candidates(run, model)]
-    pub = min((p for p in published if p["fits"]), key=lambda p: p["step_time_s"])
-    seq = pub["layout"]["seq"]
+    run, model, cluster, flags = v.context(run)
+    layout, pub = v.fastest_published(run, model, cluster, flags)
     result = search(
         model,
         cluster,
         run["gbs"],
-        seq,
+        layout.seq,
         top=5,
         flags=flags,
         gpus=run["gpus"],
         framework=fam["framework"],
-        fix=fam["fix"],
+        fix=search_fix(fam),
     )
     best = result.plans[0]
     degrees = ("tp", "cp", "pp", "dp")

@@ -269,6 +269,39 @@ def test_fix_pins_degrees() -> None:
     assert {(p["tp"], p["pp"]) for p in out["plans"]} == {(8, 2)}
 
 
+def test_fix_sharding_ddp_searches_plain_data_parallelism() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    fix = {"sharding": "ddp"}
+    plans = search(model, cluster, 64, 4096, framework="megatron", fix=fix).plans
+    assert {(p["layout"]["zero"], p["layout"]["distributed_optimizer"]) for p in plans} == {
+        (0, False)
+    }
+    default = search(model, cluster, 64, 4096, framework="megatron").plans
+    assert all(p["layout"]["distributed_optimizer"] for p in default)
+
+
+@pytest.mark.parametrize(
+    ("fix", "framework", "needle"),
+    [
+        ({"sharding": "zero7"}, "megatron", "sharding='zero7'"),
+        ({"zero": "0"}, "deepspeed", "zero=0"),
+    ],
+)
+def test_fix_sharding_or_zero_outside_the_framework_is_an_error(
+    fix: dict[str, str], framework: str, needle: str
+) -> None:
+    with pytest.raises(SpecError, match=re.escape(needle)) as err:
+        search(
+            load_model("llama3-8b"),
+            load_cluster("dgx-h100", nodes=1),
+            8,
+            4096,
+            framework=framework,
+            fix=fix,
+        )
+    assert "allowed" in str(err.value)
+
+
 def test_nothing_divides_or_fits_says_why() -> None:
     assert_user_error(
         run_cli(

@@ -1,10 +1,14 @@
 """Achieved compute and memory throughput as fractions of a GPU's peak.
 
-GEMM efficiency rises with the narrowest per-GPU GEMM dimension d (hidden, or the head/FFN
-columns one TP rank holds): eff = GEMM_PEAK_FRACTION[gpu] * d / (d + GEMM_HALF_DIM). The
-peak fractions are the calibration file's cuBLAS figures for large square BF16 GEMMs
-(../shared/calibration/training_runs.yaml, gemm_and_hardware); GEMM_HALF_DIM is the one
-constant fitted on the training runs there (benchmarks/validate_estimate.py, docs/validation.md).
+A weight GEMM of per-GPU shape (M, N, K) does 2MNK FLOPs on 2(MK + KN + MN) bytes of 16-bit
+operands: arithmetic intensity I = MNK / (MK + KN + MN) FLOP/byte (the same for its forward,
+data-gradient and weight-gradient GEMMs, which permute the three dims). Its efficiency is
+eff = GEMM_PEAK_FRACTION[gpu] * I / (I + GEMM_RIDGE_MULTIPLE * ridge), ridge = peak FLOP/s over
+HBM bytes/s: a skinny GEMM (one small dim: the head or FFN columns a TP rank holds) loses more
+on a GPU whose compute outruns its memory (H100's ridge is ~295 FLOP/byte, A100's ~153).
+The peak fractions are the calibration file's cuBLAS figures for large square BF16 GEMMs
+(../shared/calibration/training_runs.yaml, gemm_and_hardware); GEMM_RIDGE_MULTIPLE is fitted
+on the training runs there (benchmarks/validate_estimate.py, docs/validation.md).
 """
 
 from __future__ import annotations
@@ -22,24 +26,25 @@ GEMM_PEAK_FRACTION = {
     "h200": 0.75,
 }
 DEFAULT_GEMM_PEAK_FRACTION = 0.75
-# Per-GPU GEMM dimension at which efficiency is half its peak fraction (elements). Fitted on
-# the training runs of ../shared/calibration/ by benchmarks/validate_estimate.py.
-GEMM_HALF_DIM = 768.0
+# Arithmetic intensity, in multiples of the GPU's ridge point, at which a GEMM reaches half its
+# peak fraction. Fitted on the training runs of ../shared/calibration/ by
+# benchmarks/validate_estimate.py --fit.
+GEMM_RIDGE_MULTIPLE = 1.0
 # FP8 GEMMs: Transformer Engine reaches about 1.4x the BF16 GEMM throughput in practice, not
 # the 2x of peak (scaling, casts, amax reductions): efficiency relative to the FP8 peak.
 FP8_GEMM_RELATIVE_EFFICIENCY = 0.7
 # Flash attention (fused, causal) relative to the GEMM peak fraction: FlashAttention-2 reports
 # ~70% of A100 peak forward and less backward: 0.75 of the GEMM fraction, which the fit on
 # the training runs also picks (benchmarks/validate_estimate.py --fit).
-ATTENTION_RELATIVE_EFFICIENCY = 0.75
+ATTENTION_RELATIVE_EFFICIENCY = 0.6
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
 HBM_EFFICIENCY = 0.7
 # Unfused framework kernels move each elementwise tensor this many times more than the fused
 # minimum the workload layer counts (casts, bias, dropout masks, copies). Fitted with
-# GEMM_HALF_DIM on the training runs (benchmarks/validate_estimate.py --fit).
-ELEMENTWISE_TRAFFIC_FACTOR = 2.0
+# GEMM_RIDGE_MULTIPLE on the training runs (benchmarks/validate_estimate.py --fit).
+ELEMENTWISE_TRAFFIC_FACTOR = 2.5
 
 
 def gemm_peak_fraction(gpu: GPU) -> float:
@@ -47,15 +52,23 @@ def gemm_peak_fraction(gpu: GPU) -> float:
     return GEMM_PEAK_FRACTION.get(gpu.key, DEFAULT_GEMM_PEAK_FRACTION)
 
 
-def gemm_tflops(gpu: GPU, dim: Array, fp8: Array = False) -> Array:
-    """Achieved GEMM TFLOP/s for narrowest per-GPU dimension `dim` (elements)."""
+def gemm_intensity(m: Array, n: Array, k: Array) -> Array:
+    """FLOPs per byte of a 16-bit (m x k) @ (k x n) GEMM: mnk / (mk + kn + mn)."""
+    return m * n * k / (m * k + k * n + m * n)
+
+
+def gemm_tflops(gpu: GPU, m: Array, n: Array, k: Array, fp8: Array = False) -> Array:
+    """Achieved TFLOP/s of a per-GPU (m x k) @ (k x n) weight GEMM (elements)."""
     if gpu.gemm_efficiency is not None:
         return gpu.peak_bf16_tflops * gpu.gemm_efficiency
-    frac = gemm_peak_fraction(gpu) * dim / (dim + GEMM_HALF_DIM)
     fp8_peak = gpu.peak_fp8_tflops or gpu.peak_bf16_tflops
     peak = gpu.peak_bf16_tflops + fp8 * (
         fp8_peak * FP8_GEMM_RELATIVE_EFFICIENCY - gpu.peak_bf16_tflops
     )
+    # FP8 operands are 1 byte: twice the intensity against a ridge as much higher as the peak.
+    intensity = gemm_intensity(m, n, k) * (1 + fp8)
+    ridge = peak * 1e12 / (gpu.hbm_tbps * 1e12)
+    frac = gemm_peak_fraction(gpu) * intensity / (intensity + GEMM_RIDGE_MULTIPLE * ridge)
     return peak * frac
 
 

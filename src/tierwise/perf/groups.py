@@ -116,7 +116,7 @@ class _ClusterCache:
             False: Placement.contiguous(cluster),
             True: Placement.contiguous(cluster, nodes=scattered_nodes(cluster)),
         }
-        self.shapes: dict[tuple[Degrees, tuple[str, ...], str, bool], Shape] = {}
+        self.shapes: dict[tuple[tuple[int, ...], bool], Shape] = {}
         self.layouts: dict[tuple[Degrees, tuple[str, ...], bool], LayoutGroups] = {}
 
 
@@ -134,6 +134,42 @@ def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
     return entry
 
 
+def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, int] | None:
+    """(stride, ranks) when every group of `kind` is ranks b, b + stride, ... (pp: the two
+    ranks across one stage boundary); None when the group is not such a progression."""
+    strides, stride = {}, 1
+    for dim in order:
+        strides[dim] = stride
+        stride *= d.group_size(dim)
+    if kind in strides:
+        return strides[kind], 2 if kind == "pp" else d.group_size(kind)
+    inner, outer = sorted(("cp", "dp"), key=order.index)
+    if d.cp == 1 or d.dp == 1:
+        start = strides["dp" if d.cp == 1 else "cp"]
+    elif strides[outer] == strides[inner] * d.group_size(inner) and inner == "cp":
+        start = strides["cp"]  # cp*dp ranks consecutive, cp fastest: the ep index's order
+    else:
+        return None
+    return start, d.group_size(kind)
+
+
+def _fallback_key(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, ...]:
+    return (*d, *map(order.index, ("tp", "cp", "dp", "pp")), GROUP_KINDS.index(kind))
+
+
+def _concurrent_groups(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[list[int]]:
+    """The groups of `kind` with a rank on the first node (`gpn` GPUs): they run at the same
+    time and share its NICs (pp: the two ranks across one stage boundary)."""
+    progression = _progression(d, order, kind)
+    if progression is None:
+        siblings = _siblings(d, order, kind, gpn)
+        return [g[:2] for g in siblings] if kind == "pp" else siblings
+    stride, n = progression
+    block = stride * n
+    bases = dict.fromkeys((r // block) * block + r % stride for r in range(min(gpn, d.world)))
+    return [[b + k * stride for k in range(n)] for b in bases]
+
+
 def group_shape_of(
     cluster: ClusterSpec,
     d: Degrees,
@@ -141,18 +177,19 @@ def group_shape_of(
     order: tuple[str, ...] = DEFAULT_ORDER,
     scatter: bool = False,
 ) -> Shape:
-    """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings."""
+    """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings; cached
+    by (stride, ranks) where the groups are progressions, so layouts share shapes."""
+    if d.world > cluster.world:
+        raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
     cache = _cache_for(cluster)
-    key = (d, order, kind, scatter)
-    if key not in cache.shapes:
-        if d.world > cluster.world:
-            raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
+    key = _progression(d, order, kind) or _fallback_key(d, order, kind)
+    if (key, scatter) not in cache.shapes:
         p = cache.placements[scatter]
-        siblings = _siblings(d, order, kind, cluster.gpus_per_node)
-        if kind == "pp":  # point-to-point across one stage boundary
-            siblings = [g[:2] for g in siblings]
-        cache.shapes[key] = shape_of(cluster, p.span(siblings[0]), nic_sharing(p, siblings))
-    return cache.shapes[key]
+        siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
+        cache.shapes[key, scatter] = shape_of(
+            cluster, p.span(siblings[0]), nic_sharing(p, siblings)
+        )
+    return cache.shapes[key, scatter]
 
 
 class LayoutGroups:

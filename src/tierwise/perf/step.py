@@ -90,24 +90,29 @@ def stage_gemm_seconds(
     gpu: GPU,
     layer: LayerFlops,
     logits: Array,
+    tokens: Array,
     tp: Array,
+    ep: Array,
     fp8: Array,
     total_flops: Array,
 ) -> Array:
     """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
     MLP/expert GEMMs (`layer`: the MoE layer of a MoE model) and its share `logits` of the
-    logits GEMM are, each at `gemm_tflops` of its narrowest per-GPU dim."""
+    logits GEMM are, each at `gemm_tflops` of its per-GPU (M, N, K); M = `tokens` of one
+    micro-batch on one GPU (an expert's: the tokens its EP group routes to it)."""
     h, moe = m.hidden, m.moe
+    routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
+    expert_tokens = tokens * routed_share
     parts = [
-        (layer.qkv, _min(h, (m.q_dim + 2 * m.kv_dim) / tp)),
-        (layer.out, _min(m.q_dim / tp, h)),
-        (layer.mlp, _min(h, m.ffn / tp)),
-        (layer.experts, _min(h, (moe.expert_ffn_hidden if moe else m.ffn) / tp)),
-        (layer.router, _min(h, moe.experts if moe else 1)),
-        (logits, _min(h, m.vocab / tp)),
+        (layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h),
+        (layer.out, tokens, h, m.q_dim / tp),
+        (layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h),
+        (layer.experts, expert_tokens, (moe.expert_ffn_hidden if moe else m.ffn) / tp, h),
+        (layer.router, tokens, moe.experts if moe else 1, h),
+        (logits, tokens, m.vocab / tp, h),
     ]
-    per_layer = sum([flops for flops, _ in parts])
-    inv_rate = sum([flops / (gemm_tflops(gpu, dim, fp8) * 1e12) for flops, dim in parts])
+    per_layer = sum([flops for flops, *_ in parts])
+    inv_rate = sum([flops / (gemm_tflops(gpu, mm, n, k, fp8) * 1e12) for flops, mm, n, k in parts])
     return total_flops * inv_rate / per_layer
 
 
@@ -134,13 +139,15 @@ def step_terms(
     )
 
     # Compute of one micro-batch on the busiest stage (forward + backward + recompute): each
-    # weight GEMM at the efficiency of its narrowest per-GPU dimension.
+    # weight GEMM at the efficiency of its arithmetic intensity.
     t_gemm = stage_gemm_seconds(
         m,
         gpu,
         sf.moe_layer,
         logits_flops(m, seq, mbs, tp=tp, cp=cp) / n,
+        mbs * seq / cp,
         tp,
+        f["ep"],
         f["fp8"],
         sf.hardware - sf.attention,
     )

@@ -6,8 +6,8 @@ options, then pruned by the same divisibility rules `Layout.validate_for` states
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,14 +17,23 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.spec import ModelSpec
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
-MBS_OPTIONS = (1, 2, 3, 4, 6, 8)
-VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8)
+MBS_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
+VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
-# (ZeRO stage, Megatron distributed optimizer): Megatron's default, ZeRO-1/2 and FSDP.
-SHARDING = {"distopt": (0, True), "zero1": (1, False), "zero2": (2, False), "fsdp": (3, False)}
-# What each framework can run: its sharding schemes and whether it has context parallelism.
+# (ZeRO stage, Megatron distributed optimizer): plain data parallelism (replicated optimizer),
+# Megatron's distributed optimizer, ZeRO-1/2 and FSDP.
+SHARDING = {
+    "ddp": (0, False),
+    "distopt": (0, True),
+    "zero1": (1, False),
+    "zero2": (2, False),
+    "fsdp": (3, False),
+}
+# What each framework can run: the sharding schemes searched by default and whether it has
+# context parallelism. Plain DDP runs everywhere but is only searched when fixed
+# (`--fix sharding=ddp`): it costs the same time as a sharded optimizer and more memory.
 FRAMEWORKS = {
-    "any": {"sharding": tuple(SHARDING), "cp": True},
+    "any": {"sharding": tuple(s for s in SHARDING if s != "ddp"), "cp": True},
     "megatron": {"sharding": ("distopt",), "cp": True},
     "torchtitan": {"sharding": ("fsdp",), "cp": True},
     "deepspeed": {"sharding": ("zero1", "zero2", "fsdp"), "cp": False},
@@ -42,6 +51,7 @@ FIXABLE = (
     "dtype",
     "sp",
     "grad_reduce_bf16",
+    "sharding",
 )
 
 
@@ -90,6 +100,12 @@ def _ints(fix: Mapping[str, str], key: str, default: tuple[int, ...]) -> tuple[i
         raise SpecError(f"--fix: {key}={fix[key]!r} is not an integer") from None
 
 
+def _product(*axes: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+    """Columns of the cartesian product of `axes`, in itertools.product order."""
+    grids = np.meshgrid(*[np.asarray(a, dtype=np.int64) for a in axes], indexing="ij")
+    return [g.ravel() for g in grids]
+
+
 def build_space(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -118,49 +134,55 @@ def build_space(
     for name in rc_names:
         if name not in RECOMPUTE:
             raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
-    shard_opts = tuple(SHARDING[name] for name in caps["sharding"])
+    shard_names = caps["sharding"]
+    if "sharding" in fix:
+        allowed = ("ddp", *caps["sharding"])
+        if fix["sharding"] not in allowed:
+            raise SpecError(
+                f"--fix: sharding={fix['sharding']!r} for {framework}; "
+                f"allowed: {', '.join(allowed)}"
+            )
+        shard_names = (fix["sharding"],)
+    shard_opts = tuple(SHARDING[name] for name in shard_names)
     if "zero" in fix:
         stage = _ints(fix, "zero", ())[0]
         shard_opts = tuple(s for s in shard_opts if s[0] == stage)
+        if not shard_opts:
+            stages = sorted({SHARDING[name][0] for name in shard_names})
+            raise SpecError(
+                f"--fix: zero={stage} with {'/'.join(shard_names)} ({framework}); "
+                f"allowed: {', '.join(map(str, stages))}"
+            )
     dtypes = (fix.get("dtype", "bf16"),)
     if dtypes[0] not in {"bf16", "fp8"}:
         raise SpecError(f"--fix: dtype={dtypes[0]!r}; allowed: bf16, fp8")
-    grid = np.array(
-        list(
-            itertools.product(
-                tp_opts,
-                cp_opts,
-                pp_opts,
-                vpp_opts,
-                mbs_opts,
-                ep_opts,
-                [RECOMPUTE[n] for n in rc_names],
-                range(len(shard_opts)),
-            )
-        ),
-        dtype=np.int64,
-    )
-    product = len(grid)
-    tp, cp, pp, vpp, mbs, ep, rc, shard = grid.T
+    # Degrees (tp, cp, pp) first: most triples do not divide the GPUs or the model's shape.
+    tp, cp, pp = _product(tp_opts, cp_opts, pp_opts)
     dp = gpus // (tp * cp * pp)
-    keep_dp = dp == _ints(fix, "dp", ())[0] if "dp" in fix else np.ones(product, dtype=bool)
     kv = model.kv
     ok = (
-        keep_dp
-        & (tp * cp * pp * dp == gpus)
+        (tp * cp * pp * dp == gpus)
         & (model.heads % tp == 0)
         & ((kv % tp == 0) | (tp % kv == 0))
         & (model.ffn % tp == 0)
-        & (gbs % (mbs * np.maximum(dp, 1)) == 0)
-        & (model.layers % (pp * vpp) == 0)
-        & ((vpp == 1) | (pp > 1))
         & (seq % np.where(cp > 1, 2 * cp, 1) == 0)
         & ((tp == 1) | ((seq // cp) % tp == 0))
-        & ((tp * cp * dp) % ep == 0)
         & (pp <= model.layers)
     )
+    if "dp" in fix:
+        ok &= dp == _ints(fix, "dp", ())[0]
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
+    rest = (vpp_opts, mbs_opts, ep_opts, [RECOMPUTE[n] for n in rc_names], range(len(shard_opts)))
+    degree, vpp, mbs, ep, rc, shard = _product(np.nonzero(ok)[0], *rest)
+    tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
+    product = len(ok) * math.prod(len(a) for a in rest)
+    ok = (
+        (gbs % (mbs * np.maximum(dp, 1)) == 0)
+        & (model.layers % (pp * vpp) == 0)
+        & ((vpp == 1) | (pp > 1))
+        & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
+    )
     sel = {
         k: v[ok]
         for k, v in dict(

@@ -1,0 +1,51 @@
+"""Process-group shapes: the (stride, ranks) cache gives what placing the real groups gives."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierwise.collectives.shape import shape_of
+from tierwise.hardware.cluster import load_cluster
+from tierwise.hardware.placement import nic_sharing
+from tierwise.perf.groups import (
+    GROUP_KINDS,
+    ORDERS,
+    Degrees,
+    _siblings,
+    group_ranks,
+    group_shape_of,
+    placement_for,
+)
+
+CLUSTERS = {name: load_cluster(name, nodes=16) for name in ("dgx-h100", "pcie-h100", "gb200-nvl72")}
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> Degrees:
+    tp, cp, dp, pp = (draw(st.sampled_from([1, 2, 4, 8])) for _ in range(4))
+    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if (cp * dp) % e == 0]))
+    return Degrees(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    layouts(),
+    st.sampled_from(sorted(ORDERS.values())),
+    st.sampled_from(GROUP_KINDS),
+    st.booleans(),
+    st.sampled_from(sorted(CLUSTERS)),
+)
+def test_cached_group_shape_equals_the_placed_groups_shape(
+    d: Degrees, order: tuple[str, ...], kind: str, scatter: bool, cluster_name: str
+) -> None:
+    cluster = CLUSTERS[cluster_name]
+    if d.world > cluster.world or d.group_size(kind) < 2:
+        return
+    placement = placement_for(cluster, scatter)
+    siblings = _siblings(d, order, kind, cluster.gpus_per_node)
+    if kind == "pp":
+        siblings = [g[:2] for g in siblings]
+    assert siblings[0] == group_ranks(d, order, kind).tolist()[: len(siblings[0])]
+    expected = shape_of(cluster, placement.span(siblings[0]), nic_sharing(placement, siblings))
+    assert group_shape_of(cluster, d, kind, order, scatter) == expected
