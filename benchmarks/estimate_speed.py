@@ -48,11 +48,11 @@ def main() -> None:
     cluster = load_cluster("dgx-h100", nodes=128)
     layout = Layout(tp=8, pp=4, dp=32, gbs=1024, seq=4096, distributed_optimizer=True)
     estimate(model, cluster, layout)
-    full = min(timeit.repeat(lambda: estimate(model, cluster, layout), number=300, repeat=3)) / 300
+    full = min(timeit.repeat(lambda: estimate(model, cluster, layout), number=300, repeat=9)) / 300
     fields = layout_fields(layout, model)
     comm = C.scalar_comm(cluster, degrees(layout))
     core = (
-        min(timeit.repeat(lambda: step_terms(model, cluster, fields, comm), number=300, repeat=3))
+        min(timeit.repeat(lambda: step_terms(model, cluster, fields, comm), number=300, repeat=9))
         / 300
     )
     arrays = random_layouts(50_000, cluster.world, model)

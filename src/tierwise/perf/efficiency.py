@@ -13,6 +13,8 @@ on the training runs there (benchmarks/validate_estimate.py, docs/validation.md)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tierwise.hardware.catalog import GPU
 from tierwise.workload.flops import Array
 
@@ -57,19 +59,22 @@ def gemm_intensity(m: Array, n: Array, k: Array) -> Array:
     return m * n * k / (m * k + k * n + m * n)
 
 
-def gemm_tflops(gpu: GPU, m: Array, n: Array, k: Array, fp8: Array = False) -> Array:
-    """Achieved TFLOP/s of a per-GPU (m x k) @ (k x n) weight GEMM (elements)."""
+def gemm_seconds(
+    gpu: GPU, gemms: Sequence[tuple[Array, Array, Array, Array]], fp8: Array = False
+) -> Array:
+    """Seconds of weight GEMMs given as (FLOPs, m, n, k) of per-GPU (m x k) @ (k x n) shapes:
+    each at peak * fraction * I / (I + GEMM_RIDGE_MULTIPLE * ridge) TFLOP/s."""
     if gpu.gemm_efficiency is not None:
-        return gpu.peak_bf16_tflops * gpu.gemm_efficiency
+        return sum([g[0] for g in gemms]) / (gpu.peak_bf16_tflops * gpu.gemm_efficiency * 1e12)
     fp8_peak = gpu.peak_fp8_tflops or gpu.peak_bf16_tflops
     peak = gpu.peak_bf16_tflops + fp8 * (
         fp8_peak * FP8_GEMM_RELATIVE_EFFICIENCY - gpu.peak_bf16_tflops
     )
-    # FP8 operands are 1 byte: twice the intensity against a ridge as much higher as the peak.
-    intensity = gemm_intensity(m, n, k) * (1 + fp8)
-    ridge = peak * 1e12 / (gpu.hbm_tbps * 1e12)
-    frac = gemm_peak_fraction(gpu) * intensity / (intensity + GEMM_RIDGE_MULTIPLE * ridge)
-    return peak * frac
+    # FP8 operands are 1 byte: twice the intensity, against a ridge as much higher as the peak.
+    half = GEMM_RIDGE_MULTIPLE * peak / gpu.hbm_tbps / (1 + fp8)
+    # flops / (top * I / (I + half)) = flops * (1 + half / I) / top
+    work = sum([flops * (1 + half / gemm_intensity(m, n, k)) for flops, m, n, k in gemms])
+    return work / (peak * gemm_peak_fraction(gpu) * 1e12)
 
 
 def attention_tflops(gpu: GPU) -> float:

@@ -10,9 +10,12 @@ numpy arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+import numpy as np
 
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
@@ -21,7 +24,7 @@ from tierwise.perf.efficiency import (
     CAUSAL_WORK_FRACTION,
     attention_tflops,
     elementwise_seconds,
-    gemm_tflops,
+    gemm_seconds,
     hbm_bytes_per_s,
 )
 from tierwise.workload.flops import (
@@ -81,6 +84,13 @@ def _min(a: Array, b: Array) -> Array:
     return a + (b < a) * (b - a)
 
 
+def _select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
+    """`if_true()` where `cond`, else `if_false()`; a python bool calls only the one it picks."""
+    if isinstance(cond, bool | np.bool_):
+        return if_true() if cond else if_false()
+    return cond * if_true() + (1 - cond) * if_false()
+
+
 def _pos(x: Array) -> Array:
     return x * (x > 0) + 0.0
 
@@ -98,8 +108,8 @@ def stage_gemm_seconds(
 ) -> Array:
     """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
     MLP/expert GEMMs (`layer`: the MoE layer of a MoE model) and its share `logits` of the
-    logits GEMM are, each at `gemm_tflops` of its per-GPU (M, N, K); M = `tokens` of one
-    micro-batch on one GPU (an expert's: the tokens its EP group routes to it)."""
+    logits GEMM are, each at the `gemm_seconds` rate of its per-GPU (M, N, K); M = `tokens`
+    of one micro-batch on one GPU (an expert's: the tokens its EP group routes to it)."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share
@@ -112,8 +122,7 @@ def stage_gemm_seconds(
         (logits, tokens, m.vocab / tp, h),
     ]
     per_layer = sum([flops for flops, *_ in parts])
-    inv_rate = sum([flops / (gemm_tflops(gpu, mm, n, k, fp8) * 1e12) for flops, mm, n, k in parts])
-    return total_flops * inv_rate / per_layer
+    return total_flops * gemm_seconds(gpu, parts, fp8) / per_layer
 
 
 def step_terms(
@@ -165,9 +174,11 @@ def step_terms(
     act = C.activation_bytes(tokens, h)
     # TP: 2 collectives per layer per pass (forward, backward, recompute forward).
     n_tp = n * C.TP_COLLECTIVES_PER_PASS * (2 + full)
-    per_tp = sp * (comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act)) + (
-        1 - sp
-    ) * comm("tp", "all_reduce", act)
+    per_tp = _select(
+        sp,
+        lambda: comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act),
+        lambda: comm("tp", "all_reduce", act),
+    )
     tp_total = n_tp * per_tp
     tp_exposed = tp_total * (TP_OVERLAP_EXPOSED if flags.tp_comm_overlap else 1.0)
     kv_rank = m.kv_dim / _min(tp, m.kv)
@@ -216,9 +227,10 @@ def step_terms(
     fsdp = f["zero"] >= 3
     bwd_window = t_compute * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * flags.overlap_grad_reduce
     fwd_window = t_compute * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * flags.overlap_param_gather
-    rs = comm("dpcp", "reduce_scatter", grads)
-    ag = comm("dpcp", "all_gather", weights)
-    ar = comm("dpcp", "all_reduce", grads)
+    # Sharded optimizer (and FSDP): reduce-scatter + all-gather; else one all-reduce.
+    rs = _select(shard, lambda: comm("dpcp", "reduce_scatter", grads), lambda: 0.0)
+    ag = _select(shard, lambda: comm("dpcp", "all_gather", weights), lambda: 0.0)
+    ar = _select(shard, lambda: 0.0, lambda: comm("dpcp", "all_reduce", grads))
     once = shard * (_pos(rs - bwd_window) + _pos(ag - fwd_window)) + (1 - shard) * _pos(
         ar - bwd_window
     )

@@ -22,6 +22,7 @@ Conventions (see README.md):
 
 from __future__ import annotations
 
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -181,7 +182,14 @@ def training_flops(
 
 def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array, *, causal: bool = False) -> Array:
     """Model FLOPs of one step over all GPUs (3 x forward, no recompute): MFU's numerator."""
+    if isinstance(seq, int | float):  # one layout: the per-sequence count is memoised
+        return gbs * _model_flops_per_sequence(m, seq, causal)
     return TRAINING_PASSES * forward_flops(m, seq, gbs, causal=causal)
+
+
+@cache
+def _model_flops_per_sequence(m: ModelSpec, seq: int | float, causal: bool) -> float:
+    return TRAINING_PASSES * forward_flops(m, seq, 1, causal=causal)
 
 
 def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: int) -> Array:

@@ -121,14 +121,17 @@ class MemoryBreakdown(NamedTuple):
 
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib`` and ``stage``."""
-        out = {f"{name}_gib": float(getattr(self, name)) / GiB for name in MEMORY_TERMS}
-        out["total_gib"] = float(self.total_gib)
-        out["stage"] = int(self.stage)
-        return out
+        gib = [float(getattr(self, name)) / GiB for name in MEMORY_TERMS]
+        return {
+            **dict(zip(GIB_KEYS, gib, strict=True)),
+            "total_gib": sum(gib),
+            "stage": int(self.stage),
+        }
 
 
 MEMORY_TERMS = tuple(name for name in MemoryBreakdown._fields if name != "stage")
 """The byte terms of :class:`MemoryBreakdown` (every field but ``stage``), in order."""
+GIB_KEYS = tuple(f"{name}_gib" for name in MEMORY_TERMS)
 
 
 def _min(a: Array, b: Array) -> Array:
@@ -337,28 +340,16 @@ def memory_batch(
         moe_n = n - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
-        states = [
-            a + b
-            for a, b in zip(
-                model_state_bytes(
-                    non_expert,
-                    zero=zero,
-                    shard=dp * cp,
-                    distributed_optimizer=distributed_optimizer,
-                    grad_reduce_bf16=grad_reduce_bf16,
-                    fp8=fp8,
-                ),
-                model_state_bytes(
-                    moe_n * experts_rank,
-                    zero=zero,
-                    shard=edp,
-                    distributed_optimizer=distributed_optimizer,
-                    grad_reduce_bf16=grad_reduce_bf16,
-                    fp8=fp8,
-                ),
-                strict=True,
-            )
-        ]
+        flags = dict(
+            zero=zero,
+            distributed_optimizer=distributed_optimizer,
+            grad_reduce_bf16=grad_reduce_bf16,
+            fp8=fp8,
+        )
+        states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
+        if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
+            expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
+            states = [a + b for a, b in zip(states, expert_states, strict=True)]
         acts = tokens * (n * inflight * kept + full * working)
         logits = last * LOGITS_BYTES * tokens * m.vocab / tp
         body = [*states, fsdp, acts, logits, comm]
@@ -370,7 +361,10 @@ def memory_batch(
     # A python-scalar single-stage layout has one stage: skip the second evaluation.
     last = first if single is True else terms(n_last, single, 1, 1)
     pick_first = sum(first) >= sum(last)
-    chosen = [pick_first * a + (1 - pick_first) * b for a, b in zip(first, last, strict=True)]
+    if isinstance(pick_first, bool):  # python scalars: no blend
+        chosen = first if pick_first else last
+    else:
+        chosen = [pick_first * a + (1 - pick_first) * b for a, b in zip(first, last, strict=True)]
     return MemoryBreakdown(*chosen, stage=(1 - pick_first) * (pp - 1))
 
 
