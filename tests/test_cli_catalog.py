@@ -13,7 +13,8 @@ def test_catalog_json_has_every_kind() -> None:
     data = cli_json("catalog")
     assert list(data) == list(KINDS)
     gpus = {g["key"]: g for g in data["gpus"]}
-    assert gpus["h100-sxm"]["peak_bf16_tflops"] == 989 and gpus["h100-sxm"]["hbm_gib"] == 80
+    # HBM as nvidia-smi reports it: 81,559 MiB = 79.65 GiB (the datasheet says "80 GB").
+    assert gpus["h100-sxm"]["peak_bf16_tflops"] == 989 and gpus["h100-sxm"]["hbm_gib"] == 79.65
     links = {x["key"]: x for x in data["links"]}
     assert links["nvlink4"]["bw_GBps"] == 450
     assert links["nvlink4"]["effective_GBps"] == pytest.approx(450 * links["nvlink4"]["efficiency"])
