@@ -35,9 +35,9 @@ GEMM_RIDGE_MULTIPLE = 1.0
 # FP8 GEMMs: Transformer Engine reaches about 1.4x the BF16 GEMM throughput in practice, not
 # the 2x of peak (scaling, casts, amax reductions): efficiency relative to the FP8 peak.
 FP8_GEMM_RELATIVE_EFFICIENCY = 0.7
-# Flash attention (fused, causal) relative to the GEMM peak fraction: FlashAttention-2 reports
-# ~70% of A100 peak forward and less backward: 0.75 of the GEMM fraction, which the fit on
-# the training runs also picks (benchmarks/validate_estimate.py --fit).
+# Flash attention (fused, causal) relative to the GEMM peak fraction. Fitted with
+# GEMM_RIDGE_MULTIPLE (benchmarks/validate_estimate.py --fit; 0.75 costs 0.2 points of MAE):
+# FlashAttention-2 reaches ~70% of A100 peak forward but less backward, and less of H100's.
 ATTENTION_RELATIVE_EFFICIENCY = 0.6
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
@@ -72,7 +72,7 @@ def gemm_seconds(
     )
     # FP8 operands are 1 byte: twice the intensity, against a ridge as much higher as the peak.
     half = GEMM_RIDGE_MULTIPLE * peak / gpu.hbm_tbps / (1 + fp8)
-    # flops / (top * I / (I + half)) = flops * (1 + half / I) / top
+    # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate, rate = peak * fraction
     work = sum([flops * (1 + half / gemm_intensity(m, n, k)) for flops, m, n, k in gemms])
     return work / (peak * gemm_peak_fraction(gpu) * 1e12)
 
