@@ -1,0 +1,68 @@
+"""Held-out check (nothing is fitted on it): Llama 3 405B pre-training, Dubey et al. 2024,
+"The Llama 3 Herd of Models", Table 4 (BF16 TFLOP/s per GPU, 16M-token batches, H100 80GB).
+
+The paper's model has 126 layers split 7 + 14 x 8 + 7 over 16 stages; the planner searches
+even splits only, so a 128-layer proxy (1.6% more layer FLOPs, the same per-GPU shapes)
+stands in, with the published tp/cp/pp/dp fixed. Two predictions per run: the planner's best
+(vpp, micro-batch, recompute chosen so that it fits), and the fastest without recompute
+whether or not the model says it fits (the paper's 7-layer end stages exist to make the
+no-recompute layout fit, a split the planner does not search). Meta's cluster is RoCE
+(8 x 400 Gb/s per node); `dgx-h100`'s InfiniBand stands in for it. Prints JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.estimate import estimate
+from tierwise.plan.search import search
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+
+# (GPUs, tp, cp, pp, dp, seq, published TFLOP/s per GPU)
+RUNS = [
+    (8192, 8, 1, 16, 64, 8192, 430),
+    (16384, 8, 1, 16, 128, 8192, 400),
+    (16384, 8, 16, 16, 8, 131072, 380),
+]
+BATCH_TOKENS = 16 * 2**20
+
+
+def _summary(result: dict[str, Any], published: float) -> dict[str, Any]:
+    layout = result["layout"]
+    return {
+        "layout": {k: layout[k] for k in ("tp", "cp", "pp", "vpp", "dp", "mbs", "recompute")},
+        "tflops_per_gpu": round(result["tflops_per_gpu"], 1),
+        "error": round(result["tflops_per_gpu"] / published - 1, 3),
+        "memory_gib_per_gpu": round(result["memory_gib_per_gpu"], 1),
+        "fits": result["fits"],
+    }
+
+
+def main() -> None:
+    model = load_model("llama3-405b").model_copy(update={"layers": 128, "name": "llama3-405b-128"})
+    rows = []
+    for gpus, tp, cp, pp, dp, seq, published in RUNS:
+        cluster = load_cluster("dgx-h100", nodes=gpus // 8)
+        fix = {"tp": str(tp), "cp": str(cp), "pp": str(pp), "dp": str(dp)}
+        gbs = BATCH_TOKENS // seq
+        planned = search(model, cluster, gbs, seq, top=1, fix=fix).plans[0]
+        layouts = [planned["layout"] | {"vpp": vpp, "recompute": "none"} for vpp in (1, 2, 4, 8)]
+        estimates = [estimate(model, cluster, Layout(**lay)) for lay in layouts]
+        no_recompute = max(estimates, key=lambda e: e["tflops_per_gpu"])
+        rows.append(
+            {
+                "gpus": gpus,
+                "seq": seq,
+                "published_tflops_per_gpu": published,
+                "plan": _summary(planned, published),
+                "no_recompute": _summary(no_recompute, published),
+            }
+        )
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
