@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import load_cluster
-from tierwise.perf.estimate import estimate
+from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import search
 from tierwise.plan.sweep import needed_bandwidth
-from tierwise.workload.layout import Layout
+from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model
 from tierwise.workload.memory import GiB
 
@@ -44,6 +44,8 @@ MEGATRON_FLAGS = {
     "--num-experts",
     "--moe-router-topk",
     "--num-layers-per-virtual-pipeline-stage",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
     "--sequence-parallel",
     "--use-distributed-optimizer",
     "--grad-reduce-in-bf16",
@@ -73,7 +75,12 @@ def parse_megatron(args: list[str], layers: int) -> dict[str, object]:
         if ("--num-layers-per-virtual-pipeline-stage" in flags)
         else 1
     )
-    return {
+    ends = {}
+    if "--decoder-first-pipeline-num-layers" in flags:
+        first = int(flags["--decoder-first-pipeline-num-layers"])
+        last = int(flags["--decoder-last-pipeline-num-layers"])
+        ends["pp_layers"] = [first, *[(layers - first - last) // (pp - 2)] * (pp - 2), last]
+    return ends | {
         "tp": int(flags["--tensor-model-parallel-size"]),
         "pp": pp,
         "vpp": vpp,
@@ -267,6 +274,29 @@ def test_fix_pins_degrees() -> None:
         "tp=8,pp=2",
     )
     assert {(p["tp"], p["pp"]) for p in out["plans"]} == {(8, 2)}
+
+
+def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
+    # Llama 3 405B: 126 layers over 16 stages as 7 + 14 x 8 + 7 (Dubey et al. 2024).
+    model = load_model("llama3-405b")
+    cluster = load_cluster("dgx-h100", nodes=1024)
+    plans = search(model, cluster, 2048, 8192, top=3, fix={"tp": "8", "pp": "16"}).plans
+    for plan in plans:
+        assert plan["layout"]["pp_layers"] == [7, *[8] * 14, 7]
+        lay = Layout(**plan["layout"])
+        args = megatron_args(model, lay)
+        assert "--decoder-first-pipeline-num-layers 7" in args
+        assert parse_megatron(args, model.layers)["pp_layers"] == plan["layout"]["pp_layers"]
+        toml = tomllib.loads(torchtitan_toml(lay))
+        points = toml["parallelism"]["pipeline_parallel_split_points"]
+        assert points[:2] == ["layers.7", "layers.15"] and len(points) == 15
+        # The search's batch model finds the busiest stage (a middle one, 8 layers) as the
+        # one-layout estimate does from the whole split.
+        batch = estimate_batch(model, cluster, layouts_to_arrays([lay], model))
+        assert float(batch["step_time_s"][0]) == pytest.approx(plan["step_time_s"], rel=1e-9)
+        assert float(batch["memory_gib_per_gpu"][0]) == pytest.approx(
+            plan["memory_gib_per_gpu"], rel=1e-9
+        )
 
 
 def test_fix_sharding_ddp_searches_plain_data_parallelism() -> None:

@@ -84,6 +84,11 @@ def _min(a: Array, b: Array) -> Array:
     return a + (b < a) * (b - a)
 
 
+def _max(a: Array, b: Array) -> Array:
+    """Branchless maximum for python floats and numpy arrays alike."""
+    return a + (b > a) * (b - a)
+
+
 def _select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
     """`if_true()` where `cond`, else `if_false()`; a python bool calls only the one it picks."""
     if isinstance(cond, bool | np.bool_):
@@ -139,10 +144,10 @@ def step_terms(
     mbs, gbs, seq, sp = f["mbs"], f["gbs"], f["seq"], f["sp"]
     full = f["recompute"] == RECOMPUTE_FULL
     n = busiest_stage_layers
-    if n is None:  # even splits (the planner's): first and last stage bound the rest
-        n = f["first_stage_layers"] + (f["last_stage_layers"] > f["first_stage_layers"]) * (
-            f["last_stage_layers"] - f["first_stage_layers"]
-        )
+    if n is None:  # the planner's splits: first, last, and the same count on every other
+        first, last = f["first_stage_layers"], f["last_stage_layers"]
+        middle = (pp > 2) * (m.layers - first - last) / _max(pp - 2, 1)
+        n = _max(_max(first, last), middle)
     sf = flops_batch(
         m, seq=seq, mbs=mbs, tp=tp, cp=cp, pp=pp, sp=sp, recompute=f["recompute"], stage_layers=n
     )

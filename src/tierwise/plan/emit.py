@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
+from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
@@ -33,8 +35,19 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args += ["--group-query-attention", f"--num-query-groups {model.kv}"]
     if model.moe is not None:
         args += [f"--num-experts {model.moe.experts}", f"--moe-router-topk {model.moe.top_k}"]
+    if layout.pp_layers is not None:
+        first, *middle, last = layout.pp_layers
+        if len(set(middle)) > 1:
+            raise SpecError(
+                f"--emit megatron: pp_layers {list(layout.pp_layers)}: Megatron sets the first "
+                "and last stage's layers; the stages between them must hold the same number"
+            )
+        args += [
+            f"--decoder-first-pipeline-num-layers {first}",
+            f"--decoder-last-pipeline-num-layers {last}",
+        ]
     if layout.vpp > 1:
-        per_stage = model.layers // (layout.pp * layout.vpp)
+        per_stage = layout.stage_layers(model)[0] // layout.vpp
         args.append(f"--num-layers-per-virtual-pipeline-stage {per_stage}")
     if layout.sp_enabled:
         args.append("--sequence-parallel")
@@ -69,6 +82,11 @@ def torchtitan_toml(layout: Layout) -> str:
     replicate = 1 if layout.zero >= 3 else layout.dp
     shard = layout.dp if layout.zero >= 3 else 1
     schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
+    splits = []
+    if layout.pp_layers is not None:  # the first layer of every stage but the first
+        starts = list(itertools.accumulate(layout.pp_layers))[:-1]
+        points = ", ".join(f'"layers.{s}"' for s in starts)
+        splits = [f"pipeline_parallel_split_points = [{points}]"]
     return "\n".join(
         [
             "[parallelism]",
@@ -78,6 +96,7 @@ def torchtitan_toml(layout: Layout) -> str:
             f"context_parallel_degree = {layout.cp}",
             f"pipeline_parallel_degree = {layout.pp}",
             f'pipeline_parallel_schedule = "{schedule}"',
+            *splits,
             f"expert_parallel_degree = {layout.ep}",
             "",
             "[training]",

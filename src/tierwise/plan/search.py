@@ -34,13 +34,18 @@ class PlanResult:
     search_time_s: float
 
 
-def layout_at(arrays: Mapping[str, np.ndarray], i: int) -> Layout:
-    """Candidate i as a Layout."""
+def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
+    """Candidate i of a model with `layers` layers as a Layout."""
+    pp = int(arrays["pp"][i])
+    first, last = int(arrays["first_stage_layers"][i]), int(arrays["last_stage_layers"][i])
+    middle = (layers - first - last) // (pp - 2) if pp > 2 else first
+    uneven = pp > 1 and (first != middle or last != middle)
     return Layout(
         tp=int(arrays["tp"][i]),
         cp=int(arrays["cp"][i]),
         ep=int(arrays["ep"][i]),
-        pp=int(arrays["pp"][i]),
+        pp=pp,
+        pp_layers=(first, *[middle] * (pp - 2), last) if uneven else None,
         vpp=int(arrays["vpp"][i]),
         dp=int(arrays["dp"][i]),
         mbs=int(arrays["mbs"][i]),
@@ -94,7 +99,7 @@ def search(
     best = [int(i) for i in order[: min(top, int(fits.sum()))]]
     plans = []
     for i in best:
-        layout = layout_at(space.arrays, i)
+        layout = layout_at(space.arrays, i, model.layers)
         plans.append(estimate(model, cluster, layout, flags))
     return PlanResult(plans, space.size, int(fits.sum()), time.perf_counter() - started)
 
@@ -115,7 +120,7 @@ def _nothing_fits_message(
 ) -> str:
     mem = terms["memory"].total_bytes / GiB
     i = int(np.argmin(mem))
-    layout = layout_at(space.arrays, i)
+    layout = layout_at(space.arrays, i, model.layers)
     return (
         f"no layout of {model.name} fits {cluster.gpu.hbm_gib:g} GiB per GPU on "
         f"{cluster.world} x {cluster.gpu.key}; closest: tp={layout.tp} cp={layout.cp} "

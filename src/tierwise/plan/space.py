@@ -19,6 +19,7 @@ from tierwise.workload.spec import ModelSpec
 POWERS_OF_TWO = tuple(2**i for i in range(11))
 MBS_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+SPLITS = (0, 1)  # pipeline split: even, or first and last stage one layer short
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 # (ZeRO stage, Megatron distributed optimizer): plain data parallelism (replicated optimizer),
 # Megatron's distributed optimizer, ZeRO-1/2 and FSDP.
@@ -173,26 +174,49 @@ def build_space(
         ok &= dp == _ints(fix, "dp", ())[0]
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
-    rest = (vpp_opts, mbs_opts, ep_opts, [RECOMPUTE[n] for n in rc_names], range(len(shard_opts)))
-    degree, vpp, mbs, ep, rc, shard = _product(np.nonzero(ok)[0], *rest)
+    rest = (
+        vpp_opts,
+        mbs_opts,
+        ep_opts,
+        [RECOMPUTE[n] for n in rc_names],
+        range(len(shard_opts)),
+        SPLITS,
+    )
+    degree, vpp, mbs, ep, rc, shard, ends_short = _product(np.nonzero(ok)[0], *rest)
     tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
     product = len(ok) * math.prod(len(a) for a in rest)
+    layers = model.layers
+    even = (ends_short == 0) & (layers % (pp * vpp) == 0)
+    # Megatron's --decoder-first/last-pipeline-num-layers: the embedding and logits stages
+    # one layer short of the rest (how Llama 3 405B splits 126 layers over 16 stages).
+    short = (ends_short == 1) & (pp >= 3) & (vpp == 1) & ((layers + 2) % pp == 0)
     ok = (
         (gbs % (mbs * np.maximum(dp, 1)) == 0)
-        & (model.layers % (pp * vpp) == 0)
+        & (even | short)
         & ((vpp == 1) | (pp > 1))
         & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
     )
     sel = {
         k: v[ok]
         for k, v in dict(
-            tp=tp, cp=cp, pp=pp, vpp=vpp, mbs=mbs, ep=ep, rc=rc, shard=shard, dp=dp
+            tp=tp,
+            cp=cp,
+            pp=pp,
+            vpp=vpp,
+            mbs=mbs,
+            ep=ep,
+            rc=rc,
+            shard=shard,
+            dp=dp,
+            ends_short=ends_short,
         ).items()
     }
     zero = np.array([s[0] for s in shard_opts])[sel["shard"]]
     distopt = np.array([s[1] for s in shard_opts])[sel["shard"]]
     n = len(sel["tp"])
-    layers_per_stage = model.layers // sel["pp"]
+    end_layers = np.where(
+        sel["ends_short"] == 1, (model.layers + 2) // sel["pp"] - 1, model.layers // sel["pp"]
+    )
     arrays = {
         "tp": sel["tp"],
         "cp": sel["cp"],
@@ -210,7 +234,7 @@ def build_space(
         "distributed_optimizer": distopt,
         "grad_reduce_bf16": np.full(n, _flag(fix, "grad_reduce_bf16", False)),
         "fp8": np.full(n, dtypes[0] == "fp8"),
-        "first_stage_layers": layers_per_stage,
-        "last_stage_layers": layers_per_stage,
+        "first_stage_layers": end_layers,
+        "last_stage_layers": end_layers,
     }
     return Space(arrays, product)
