@@ -180,7 +180,8 @@ def build_space(
         ep_opts,
         [RECOMPUTE[n] for n in rc_names],
         range(len(shard_opts)),
-        SPLITS,
+        # The ends-short split only where some kept pipeline depth admits it.
+        SPLITS if any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok]) else SPLITS[:1],
     )
     degree, vpp, mbs, ep, rc, shard, ends_short = _product(np.nonzero(ok)[0], *rest)
     tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
