@@ -290,6 +290,8 @@ def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
         toml = tomllib.loads(torchtitan_toml(lay))
         points = toml["parallelism"]["pipeline_parallel_split_points"]
         assert points[:2] == ["layers.7", "layers.15"] and len(points) == 15
+        # Memory peaks on the second stage: 8 layers x 15 micro-batches in flight > 7 x 16.
+        assert plan["memory"]["stage"] == 1
         # The search's batch model finds the busiest stage (a middle one, 8 layers) as the
         # one-layout estimate does from the whole split.
         batch = estimate_batch(model, cluster, layouts_to_arrays([lay], model))

@@ -334,8 +334,8 @@ def memory_batch(
     fsdp = (zero >= 3) * (FSDP_PREFETCH_LAYERS * WEIGHT_BYTES + FSDP_REDUCE_BYTES) * biggest_layer
     edp = tp * cp * dp / (ep * etp)
 
-    def terms(n: Array, first: Array, last: Array, inflight: Array) -> list[Array]:
-        start = (1 - first) * (m.layers - n)  # index of the stage's first layer
+    def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
+        """Bytes by term of a stage of `n` layers from layer index `start`."""
         dense_n = _min(_max(m.dense_layers - start, 0), n)
         moe_n = n - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
@@ -357,15 +357,26 @@ def memory_batch(
         return [*body, overhead]
 
     micro = gbs / (mbs * dp)
-    first = terms(n_first, 1, single, _min(pp, micro) * interleave)
-    # A python-scalar single-stage layout has one stage: skip the second evaluation.
-    last = first if single is True else terms(n_last, single, 1, 1)
-    pick_first = sum(first) >= sum(last)
-    if isinstance(pick_first, bool):  # python scalars: no blend
-        chosen = first if pick_first else last
-    else:
-        chosen = [pick_first * a + (1 - pick_first) * b for a, b in zip(first, last, strict=True)]
-    return MemoryBreakdown(*chosen, stage=(1 - pick_first) * (pp - 1))
+    first = terms(n_first, 1, single, _min(pp, micro) * interleave, 0)
+    # A python-scalar single-stage layout has one stage: skip the other evaluations.
+    if single is True:
+        return MemoryBreakdown(*first, stage=0)
+    # The last stage; and the second, the busiest of the middle ones (one micro-batch fewer in
+    # flight than the first, but more layers when the end stages are short).
+    chosen, stage = first, 0 * pp
+    n_mid = (m.layers - n_first - n_last) / _max(pp - 2, 1)
+    others = [(terms(n_last, single, 1, 1, m.layers - n_last), pp - 1, pp > 1)]
+    if not isinstance(pp, int) or pp > 2:
+        mid = terms(n_mid, 0, 0, _min(pp - 1, micro) * interleave, n_first)
+        others.append((mid, 1, pp > 2))
+    for other, index, exists in others:
+        take = exists & (sum(other) > sum(chosen))
+        if isinstance(take, bool):  # python scalars: no blend
+            chosen, stage = (other, index) if take else (chosen, stage)
+        else:
+            chosen = [take * b + (1 - take) * a for a, b in zip(chosen, other, strict=True)]
+            stage = take * index + (1 - take) * stage
+    return MemoryBreakdown(*chosen, stage=stage)
 
 
 def memory(
