@@ -361,12 +361,15 @@ def memory_batch(
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
         return MemoryBreakdown(*first, stage=0)
-    # The last stage; and the second, the busiest of the middle ones (one micro-batch fewer in
-    # flight than the first, but more layers when the end stages are short).
+    # The last stage; and the second, the busiest of the middle ones: one micro-batch fewer in
+    # flight than the first, but more layers when the end stages are short, or heavier ones
+    # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
+    # skips it where neither can make it the busiest.)
     chosen, stage = first, 0 * pp
     n_mid = (m.layers - n_first - n_last) / _max(pp - 2, 1)
     others = [(terms(n_last, single, 1, 1, m.layers - n_last), pp - 1, pp > 1)]
-    if not isinstance(pp, int) or pp > 2:
+    mixed = 0 < m.dense_layers < m.layers
+    if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or mixed)):
         mid = terms(n_mid, 0, 0, _min(pp - 1, micro) * interleave, n_first)
         others.append((mid, 1, pp > 2))
     for other, index, exists in others:
