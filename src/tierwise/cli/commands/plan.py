@@ -43,6 +43,7 @@ def plan_row(p: dict[str, Any]) -> dict[str, Any]:
     lay = p["layout"]
     return {
         **{k: lay[k] for k in PLAN_KEYS},
+        "pp_layers": lay.get("pp_layers"),
         "gbs": lay["gbs"],
         "seq": lay["seq"],
         "step_time_s": p["step_time_s"],
@@ -137,6 +138,8 @@ def plan_command(
     rows = []
     for i, p in enumerate(result.plans, 1):
         r = plan_row(p)
+        if r["pp_layers"]:  # uneven split: first and last stage's layers
+            r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
         rows.append(
             (
                 i,
