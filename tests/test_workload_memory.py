@@ -189,3 +189,14 @@ def test_batch_equals_scalar(cases: list[tuple[ModelSpec, Layout]]) -> None:
         assert batch.activations[i] == pytest.approx(one.activations)
         assert batch.stage[i] == one.stage
     assert np.all(batch.total_bytes > 0)
+
+
+def test_a_middle_stage_can_be_the_fullest() -> None:
+    # deepseek-moe-16b's first layer is dense: stage 0 holds 1 dense + 6 MoE layers and 4
+    # micro-batches in flight, stage 1 holds 7 MoE layers (each ~8x the dense one's weights)
+    # and 3 in flight; without recompute stage 1 needs the most, with full recompute the last
+    # stage (logits) does.
+    model = load_model("deepseek-moe-16b")
+    layout = Layout(tp=1, pp=4, dp=2, mbs=1, gbs=16, seq=4096)
+    assert memory(model, layout).stage == 1
+    assert memory(model, layout.model_copy(update={"recompute": "full"})).stage == 3
