@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.collectives.shape import Shape
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
@@ -21,11 +20,6 @@ KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dpcp"}
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
     return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
-
-
-def tier_name(shape: Shape | None) -> str:
-    """The slowest tier a group of this shape crosses: intra, leaf or spine (none: no group)."""
-    return "none" if shape is None else shape.top_tier
 
 
 CP_COMM_TYPES = ("p2p", "a2a")
@@ -60,7 +54,7 @@ def estimate(
         flags,
         max(layout.stage_layers(model)),
     )
-    tiers = {kind: tier_name(groups.shapes.get(group)) for kind, group in KINDS.items()}
+    tiers = {kind: groups.top_tiers[group] for kind, group in KINDS.items()}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":

@@ -199,6 +199,10 @@ class LayoutGroups:
     def __init__(self, shapes: dict[str, Shape]) -> None:
         self.shapes = shapes
         self._costs: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
+        # The slowest tier each group kind crosses: intra, leaf or spine ("none": no group).
+        self.top_tiers = {
+            kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
+        }
 
     def time_s(self, kind: str, op: str, size_bytes: float | np.ndarray) -> float | np.ndarray:
         """Seconds of the fastest candidate of `op` for `size_bytes` on the `kind` group (0
