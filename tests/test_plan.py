@@ -14,16 +14,17 @@ from hypothesis import strategies as st
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import load_cluster
+from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
-from tierwise.plan.search import search
+from tierwise.plan.search import PlanResult, search
 from tierwise.plan.sweep import needed_bandwidth
 from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model
 from tierwise.workload.memory import GiB
+from tierwise.workload.spec import ModelSpec
 
 # Megatron-LM arguments.py spellings of the flags the emitter may print.
 MEGATRON_FLAGS = {
@@ -107,7 +108,20 @@ CASES = [
 def test_every_plan_divides_gpus_fits_and_round_trips_megatron(case: tuple, seq: int) -> None:
     name, cname, nodes, gbs = case
     model, cluster = load_model(name), load_cluster(cname, nodes=nodes)
-    result = search(model, cluster, gbs, seq, top=5)
+    check_plans(model, cluster, search(model, cluster, gbs, seq, top=5))
+
+
+@pytest.mark.parametrize("pp", [3, 6])
+def test_short_end_stage_plans_divide_fit_and_round_trip_megatron(pp: int) -> None:
+    # deepseek-moe-16b's 28 layers do not divide over 3 or 6 stages: 9+10+9, 4+5x4+4.
+    model, cluster = load_model("deepseek-moe-16b"), load_cluster("dgx-h100", nodes=3)
+    result = search(model, cluster, 96, 4096, top=5, fix={"pp": str(pp)})
+    check_plans(model, cluster, result)
+    assert all(p["layout"]["pp_layers"] for p in result.plans)
+
+
+def check_plans(model: ModelSpec, cluster: ClusterSpec, result: PlanResult) -> None:
+    """Every plan divides the GPUs, fits, is ranked, and its Megatron flags give it back."""
     assert result.candidates_evaluated >= result.candidates_fitting >= len(result.plans) >= 1
     for plan in result.plans:
         lay = Layout(**plan["layout"])
