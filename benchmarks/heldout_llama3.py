@@ -46,7 +46,7 @@ def main() -> None:
     rows = []
     for gpus, tp, cp, pp, dp, seq, published in RUNS:
         cluster = load_cluster("dgx-h100", nodes=gpus // 8)
-        fix = {"tp": str(tp), "cp": str(cp), "pp": str(pp), "dp": str(dp)}
+        fix = {"tp": str(tp), "cp": str(cp), "pp": str(pp), "dp": str(dp), "dtype": "bf16"}
         gbs = BATCH_TOKENS // seq
         planned = search(model, cluster, gbs, seq, top=1, fix=fix).plans[0]
         layouts = [planned["layout"] | {"vpp": vpp, "recompute": "none"} for vpp in (1, 2, 4, 8)]

@@ -23,9 +23,14 @@ RANKED = 50  # plans ranked to find where the published degrees first appear
 
 
 def search_fix(fam: dict) -> dict[str, str]:
-    """The family's fixes plus the framework facts the published layout is evaluated with:
-    gradient-reduce precision and, for Megatron without its distributed optimizer, plain DDP."""
-    fix = {**fam["fix"], "grad_reduce_bf16": str(fam.get("grad_reduce_bf16", False)).lower()}
+    """The family's fixes plus the facts the published layout is evaluated with: 16-bit
+    training, gradient-reduce precision and, for Megatron without its distributed optimizer,
+    plain DDP."""
+    fix = {
+        **fam["fix"],
+        "grad_reduce_bf16": str(fam.get("grad_reduce_bf16", False)).lower(),
+        "dtype": "bf16",  # every calibration run trained in 16-bit
+    }
     if fam["framework"] == "megatron" and not fam.get("distributed_optimizer"):
         fix["sharding"] = "ddp"
     return fix

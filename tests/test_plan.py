@@ -315,6 +315,18 @@ def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
         )
 
 
+def test_fp8_is_searched_where_the_gpu_has_it() -> None:
+    model = load_model("llama3-8b")
+    h100 = search(model, load_cluster("dgx-h100", nodes=1), 64, 4096, top=50).plans
+    a100 = search(model, load_cluster("dgx-a100", nodes=1), 64, 4096, top=50).plans
+    assert h100[0]["layout"]["dtype"] == "fp8"  # Transformer Engine FP8 GEMMs are faster
+    assert {p["layout"]["dtype"] for p in a100} == {"bf16"}
+    pinned = search(model, load_cluster("dgx-h100", nodes=1), 64, 4096, fix={"dtype": "bf16"})
+    assert {p["layout"]["dtype"] for p in pinned.plans} == {"bf16"}
+    with pytest.raises(SpecError, match="dtype='fp8' on a100-sxm-80gb; allowed: bf16"):
+        search(model, load_cluster("dgx-a100", nodes=1), 64, 4096, fix={"dtype": "fp8"})
+
+
 def test_fix_sharding_ddp_searches_plain_data_parallelism() -> None:
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
     fix = {"sharding": "ddp"}

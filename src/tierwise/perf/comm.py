@@ -54,11 +54,14 @@ def batch_comm(
     scatter: bool = False,
 ) -> CommFn:
     """Comm-time function over many layouts: one shape lookup per distinct degree tuple."""
-    keys = np.stack([arrays[k] for k in ("tp", "cp", "ep", "dp", "pp")], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    groups = [layout_groups(cluster, Degrees(*map(int, row)), order, scatter) for row in uniq]
-    members = [np.nonzero(inverse == i)[0] for i in range(len(uniq))]
+    # One integer per degree tuple (mixed radix): a 1-D unique is far cheaper than a row one.
+    columns = [np.asarray(arrays[k], dtype=np.int64) for k in ("tp", "cp", "ep", "dp", "pp")]
+    dims = tuple(int(c.max()) + 1 for c in columns)
+    uniq, inverse = np.unique(np.ravel_multi_index(columns, dims), return_inverse=True)
+    rows = np.stack(np.unravel_index(uniq, dims), axis=1)
+    groups = [layout_groups(cluster, Degrees(*map(int, row)), order, scatter) for row in rows]
+    by_group = np.argsort(inverse, kind="stable")
+    members = np.split(by_group, np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1])
 
     def time(kind: str, op: str, size: Array) -> Array:
         size = np.broadcast_to(np.asarray(size, dtype=float), inverse.shape)

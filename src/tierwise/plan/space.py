@@ -154,9 +154,13 @@ def build_space(
                 f"--fix: zero={stage} with {'/'.join(shard_names)} ({framework}); "
                 f"allowed: {', '.join(map(str, stages))}"
             )
-    dtypes = (fix.get("dtype", "bf16"),)
-    if dtypes[0] not in {"bf16", "fp8"}:
-        raise SpecError(f"--fix: dtype={dtypes[0]!r}; allowed: bf16, fp8")
+    # FP8 is searched where the GPU has FP8 tensor cores (Transformer Engine's recipe).
+    allowed_dtypes = ("bf16", "fp8") if cluster.gpu.peak_fp8_tflops else ("bf16",)
+    dtypes = (fix["dtype"],) if "dtype" in fix else allowed_dtypes
+    if dtypes[0] not in allowed_dtypes:
+        raise SpecError(
+            f"--fix: dtype={dtypes[0]!r} on {cluster.gpu.key}; allowed: {', '.join(allowed_dtypes)}"
+        )
     # Degrees (tp, cp, pp) first: most triples do not divide the GPUs or the model's shape.
     tp, cp, pp = _product(tp_opts, cp_opts, pp_opts)
     dp = gpus // (tp * cp * pp)
@@ -180,10 +184,11 @@ def build_space(
         ep_opts,
         [RECOMPUTE[n] for n in rc_names],
         range(len(shard_opts)),
+        range(len(dtypes)),
         # The ends-short split only where some kept pipeline depth admits it.
         SPLITS if any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok]) else SPLITS[:1],
     )
-    degree, vpp, mbs, ep, rc, shard, ends_short = _product(np.nonzero(ok)[0], *rest)
+    degree, vpp, mbs, ep, rc, shard, dtype, ends_short = _product(np.nonzero(ok)[0], *rest)
     tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
     product = len(ok) * math.prod(len(a) for a in rest)
     layers = model.layers
@@ -209,6 +214,7 @@ def build_space(
             rc=rc,
             shard=shard,
             dp=dp,
+            dtype=dtype,
             ends_short=ends_short,
         ).items()
     }
@@ -234,7 +240,7 @@ def build_space(
         "zero": zero,
         "distributed_optimizer": distopt,
         "grad_reduce_bf16": np.full(n, _flag(fix, "grad_reduce_bf16", False)),
-        "fp8": np.full(n, dtypes[0] == "fp8"),
+        "fp8": np.array([d == "fp8" for d in dtypes])[sel["dtype"]],
         "first_stage_layers": end_layers,
         "last_stage_layers": end_layers,
     }

@@ -134,7 +134,7 @@ def plan_command(
         f"layouts evaluated, {result.candidates_fitting:,} fit, "
         f"{result.search_time_s:.2f} s"
     )
-    shown = PLAN_KEYS[:9]  # tp .. zero
+    shown = (*PLAN_KEYS[:9], "dtype")  # tp .. zero, and bf16/fp8
     rows = []
     for i, p in enumerate(result.plans, 1):
         r = plan_row(p)
