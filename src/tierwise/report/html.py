@@ -25,14 +25,15 @@ from tierwise.report.topology import topology_figure
 
 
 def layout_text(p: ReportPlan) -> str:
-    """Short layout label: degrees > 1, micro-batch, recompute, ZeRO stage."""
+    """Short layout label: degrees > 1, micro-batch, recompute, ZeRO stage, precision."""
     lay = p.layout
     degrees = [
         f"{k}{getattr(lay, k)}" for k in ("tp", "cp", "ep", "pp", "dp") if getattr(lay, k) > 1
     ]
     if lay.vpp > 1:
         degrees.append(f"vpp{lay.vpp}")
-    return " ".join([*degrees, f"mbs{lay.mbs}", f"rc:{lay.recompute}", f"z{lay.zero}"])
+    parts = [*degrees, f"mbs{lay.mbs}", f"rc:{lay.recompute}", f"z{lay.zero}", lay.dtype]
+    return " ".join(parts)
 
 
 def tier_caption(t: Tier) -> str:
