@@ -215,6 +215,10 @@ def test_emitters_use_framework_names() -> None:
     assert toml["parallelism"]["pipeline_parallel_schedule"] == "Interleaved1F1B"
     assert toml["training"]["global_batch_size"] == 256
     assert toml["activation_checkpoint"]["mode"] == "selective"
+    assert "model" not in toml and toml["training"]["mixed_precision_param"] == "bfloat16"
+    fp8 = tomllib.loads(torchtitan_toml(lay.model_copy(update={"dtype": "fp8", "zero": 3})))
+    assert fp8["model"]["converters"] == ["float8"]
+    assert fp8["float8"]["enable_fsdp_float8_all_gather"] is True
     ds = deepspeed_config(lay)
     assert ds["train_batch_size"] == (
         ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * lay.dp

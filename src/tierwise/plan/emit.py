@@ -78,7 +78,8 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
 
 
 def torchtitan_toml(layout: Layout) -> str:
-    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint]."""
+    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint] (and
+    [model] converters + [float8] for an FP8 layout)."""
     replicate = 1 if layout.zero >= 3 else layout.dp
     shard = layout.dp if layout.zero >= 3 else 1
     schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
@@ -87,6 +88,11 @@ def torchtitan_toml(layout: Layout) -> str:
         starts = list(itertools.accumulate(layout.pp_layers))[:-1]
         points = ", ".join(f'"layers.{s}"' for s in starts)
         splits = [f"pipeline_parallel_split_points = [{points}]"]
+    fp8 = []
+    if layout.dtype == "fp8":  # torchao Float8Linear; FSDP gathers the weights in float8
+        fsdp8 = "true" if layout.zero >= 3 else "false"
+        fp8 = ["[model]", 'converters = ["float8"]', "", "[float8]"]
+        fp8 += [f"enable_fsdp_float8_all_gather = {fsdp8}", ""]
     return "\n".join(
         [
             "[parallelism]",
@@ -103,11 +109,12 @@ def torchtitan_toml(layout: Layout) -> str:
             f"local_batch_size = {layout.mbs * layout.num_microbatches}",
             f"global_batch_size = {layout.global_batch}",
             f"seq_len = {layout.seq}",
-            f'mixed_precision_param = "{"float8" if layout.dtype == "fp8" else "bfloat16"}"',
+            'mixed_precision_param = "bfloat16"',
             "",
             "[activation_checkpoint]",
             f'mode = "{layout.recompute}"',
             "",
+            *fp8,
         ]
     )
 
