@@ -118,6 +118,8 @@ def test_short_end_stage_plans_divide_fit_and_round_trip_megatron(pp: int) -> No
     result = search(model, cluster, 96, 4096, top=5, fix={"pp": str(pp)})
     check_plans(model, cluster, result)
     assert all(p["layout"]["pp_layers"] for p in result.plans)
+    with pytest.raises(SpecError, match="no layout"):  # DeepSpeed's JSON states no split
+        search(model, cluster, 96, 4096, fix={"pp": str(pp)}, framework="deepspeed")
 
 
 def check_plans(model: ModelSpec, cluster: ClusterSpec, result: PlanResult) -> None:

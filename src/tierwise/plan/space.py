@@ -30,14 +30,16 @@ SHARDING = {
     "zero2": (2, False),
     "fsdp": (3, False),
 }
-# What each framework can run: the sharding schemes searched by default and whether it has
-# context parallelism. Plain DDP runs everywhere but is only searched when fixed
-# (`--fix sharding=ddp`): it costs the same time as a sharded optimizer and more memory.
+# What each framework can run: the sharding schemes searched by default, whether it has
+# context parallelism and whether its config can shorten the first and last pipeline stage.
+# Plain DDP runs everywhere but is only searched when fixed (`--fix sharding=ddp`): it costs
+# the same time as a sharded optimizer and more memory.
 FRAMEWORKS = {
-    "any": {"sharding": tuple(s for s in SHARDING if s != "ddp"), "cp": True},
-    "megatron": {"sharding": ("distopt",), "cp": True},
-    "torchtitan": {"sharding": ("fsdp",), "cp": True},
-    "deepspeed": {"sharding": ("zero1", "zero2", "fsdp"), "cp": False},
+    "any": {"sharding": tuple(s for s in SHARDING if s != "ddp"), "cp": True, "short_ends": True},
+    "megatron": {"sharding": ("distopt",), "cp": True, "short_ends": True},
+    "torchtitan": {"sharding": ("fsdp",), "cp": True, "short_ends": True},
+    # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does).
+    "deepspeed": {"sharding": ("zero1", "zero2", "fsdp"), "cp": False, "short_ends": False},
 }
 FIXABLE = (
     "tp",
@@ -186,7 +188,9 @@ def build_space(
         range(len(shard_opts)),
         range(len(dtypes)),
         # The ends-short split only where some kept pipeline depth admits it.
-        SPLITS if any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok]) else SPLITS[:1],
+        SPLITS
+        if caps["short_ends"] and any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok])
+        else SPLITS[:1],
     )
     degree, vpp, mbs, ep, rc, shard, dtype, ends_short = _product(np.nonzero(ok)[0], *rest)
     tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
