@@ -35,7 +35,7 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args += ["--group-query-attention", f"--num-query-groups {model.kv}"]
     if model.moe is not None:
         args += [f"--num-experts {model.moe.experts}", f"--moe-router-topk {model.moe.top_k}"]
-    if layout.pp_layers is not None:
+    if layout.pp_layers is not None and layout.pp > 1:
         first, *middle, last = layout.pp_layers
         if len(set(middle)) > 1:
             raise SpecError(
@@ -84,7 +84,7 @@ def torchtitan_toml(layout: Layout) -> str:
     shard = layout.dp if layout.zero >= 3 else 1
     schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
     splits = []
-    if layout.pp_layers is not None:  # the first layer of every stage but the first
+    if layout.pp_layers is not None and layout.pp > 1:  # where every stage but the first starts
         starts = list(itertools.accumulate(layout.pp_layers))[:-1]
         points = ", ".join(f'"layers.{s}"' for s in starts)
         splits = [f"pipeline_parallel_split_points = [{points}]"]
