@@ -33,8 +33,11 @@ from tierwise.workload.flops import (
     LayerFlops,
     flops_batch,
     logits_flops,
+    maximum,
+    minimum,
     model_flops_per_step,
 )
+from tierwise.workload.layout import middle_stage_layers
 from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.params import ParamCounts, param_counts
 from tierwise.workload.spec import ModelSpec
@@ -77,16 +80,6 @@ class Flags:
 @cache
 def _param_counts(m: ModelSpec) -> ParamCounts:
     return param_counts(m)
-
-
-def _min(a: Array, b: Array) -> Array:
-    """Branchless minimum for python floats and numpy arrays alike."""
-    return a + (b < a) * (b - a)
-
-
-def _max(a: Array, b: Array) -> Array:
-    """Branchless maximum for python floats and numpy arrays alike."""
-    return a + (b > a) * (b - a)
 
 
 def _select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
@@ -146,8 +139,7 @@ def step_terms(
     n = busiest_stage_layers
     if n is None:  # the planner's splits: first, last, and the same count on every other
         first, last = f["first_stage_layers"], f["last_stage_layers"]
-        middle = (pp > 2) * (m.layers - first - last) / _max(pp - 2, 1)
-        n = _max(_max(first, last), middle)
+        n = maximum(maximum(first, last), middle_stage_layers(m.layers, pp, first, last))
     sf = flops_batch(
         m, seq=seq, mbs=mbs, tp=tp, cp=cp, pp=pp, sp=sp, recompute=f["recompute"], stage_layers=n
     )
@@ -186,7 +178,7 @@ def step_terms(
     )
     tp_total = n_tp * per_tp
     tp_exposed = tp_total * (TP_OVERLAP_EXPOSED if flags.tp_comm_overlap else 1.0)
-    kv_rank = m.kv_dim / _min(tp, m.kv)
+    kv_rank = m.kv_dim / minimum(tp, m.kv)
     if flags.cp_comm == "a2a":
         # Ulysses: per layer and pass, Q/K/V go from sequence- to head-sharded before
         # attention and the output comes back after it; nothing hides these all-to-alls.

@@ -14,7 +14,7 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.step import Flags
 from tierwise.plan.space import RECOMPUTE, Space, build_space
-from tierwise.workload.layout import Layout
+from tierwise.workload.layout import Layout, middle_stage_layers
 from tierwise.workload.memory import GiB
 from tierwise.workload.spec import ModelSpec
 
@@ -38,7 +38,7 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
     """Candidate i of a model with `layers` layers as a Layout."""
     pp = int(arrays["pp"][i])
     first, last = int(arrays["first_stage_layers"][i]), int(arrays["last_stage_layers"][i])
-    middle = (layers - first - last) // (pp - 2) if pp > 2 else first
+    middle = int(middle_stage_layers(layers, pp, first, last)) if pp > 2 else first
     uneven = pp > 1 and (first != middle or last != middle)
     return Layout(
         tp=int(arrays["tp"][i]),

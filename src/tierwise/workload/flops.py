@@ -32,6 +32,17 @@ from tierwise.workload.spec import ModelSpec
 
 Array = float | np.ndarray
 
+
+def minimum(a: Array, b: Array) -> Array:
+    """Branchless minimum for python floats and numpy arrays alike."""
+    return a + (b < a) * (b - a)
+
+
+def maximum(a: Array, b: Array) -> Array:
+    """Branchless maximum for python floats and numpy arrays alike."""
+    return a + (b > a) * (b - a)
+
+
 FLOPS_PER_MAC = 2
 TRAINING_PASSES = 3
 """Forward + backward (backward = 2 x forward: input and weight gradients)."""

@@ -15,7 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tierwise.errors import SpecError
 from tierwise.specio import build
-from tierwise.workload.flops import RECOMPUTE_FULL, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
+from tierwise.workload.flops import (
+    RECOMPUTE_FULL,
+    RECOMPUTE_NONE,
+    RECOMPUTE_SELECTIVE,
+    Array,
+    maximum,
+)
 from tierwise.workload.spec import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
@@ -206,6 +212,12 @@ class Layout(BaseModel):
             )
         if m.moe.expert_ffn_hidden % etp != 0:
             yield f"etp {etp} must divide expert_ffn_hidden ({m.moe.expert_ffn_hidden})"
+
+
+def middle_stage_layers(layers: int, pp: Array, first: Array, last: Array) -> Array:
+    """Layers on each stage between the first and the last, for the splits the batch functions
+    take (the same count on every middle stage); 0 where pp <= 2 has no middle stage."""
+    return (pp > 2) * (layers - first - last) / maximum(pp - 2, 1)
 
 
 LAYOUT_ARRAY_FIELDS = (

@@ -32,8 +32,10 @@ from tierwise.workload.flops import (
     RECOMPUTE_NONE,
     Array,
     kv_heads_per_rank,
+    maximum,
+    minimum,
 )
-from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.layout import Layout, layout_fields, middle_stage_layers
 from tierwise.workload.params import (
     NORMS_PER_LAYER,
     attention_params,
@@ -132,14 +134,6 @@ class MemoryBreakdown(NamedTuple):
 MEMORY_TERMS = tuple(name for name in MemoryBreakdown._fields if name != "stage")
 """The byte terms of :class:`MemoryBreakdown` (every field but ``stage``), in order."""
 GIB_KEYS = tuple(f"{name}_gib" for name in MEMORY_TERMS)
-
-
-def _min(a: Array, b: Array) -> Array:
-    return a + (b < a) * (b - a)
-
-
-def _max(a: Array, b: Array) -> Array:
-    return a + (b > a) * (b - a)
 
 
 def main_grad_bytes(distributed_optimizer: Array, grad_reduce_bf16: Array) -> Array:
@@ -305,7 +299,7 @@ def memory_batch(
     dense_layer = attn + shape.layer_whole + shape.dense_layer_split / tp
     moe_layer = attn + shape.layer_whole + shape.router + shape.moe_layer_split / tp
     experts_rank = (moe_cfg.experts / ep if moe_cfg else 0) * shape.expert / etp
-    biggest_layer = _max(dense_layer, moe_layer + experts_rank) if moe_cfg else dense_layer
+    biggest_layer = maximum(dense_layer, moe_layer + experts_rank) if moe_cfg else dense_layer
 
     # Activations per local token of an average layer (dense/MoE in the model's proportion).
     tokens = mbs * seq / cp
@@ -336,7 +330,7 @@ def memory_batch(
 
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
         """Bytes by term of a stage of `n` layers from layer index `start`."""
-        dense_n = _min(_max(m.dense_layers - start, 0), n)
+        dense_n = minimum(maximum(m.dense_layers - start, 0), n)
         moe_n = n - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
@@ -357,7 +351,7 @@ def memory_batch(
         return [*body, overhead]
 
     micro = gbs / (mbs * dp)
-    first = terms(n_first, 1, single, _min(pp, micro) * interleave, 0)
+    first = terms(n_first, 1, single, minimum(pp, micro) * interleave, 0)
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
         return MemoryBreakdown(*first, stage=0)
@@ -366,11 +360,11 @@ def memory_batch(
     # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
     # skips it where neither can make it the busiest.)
     chosen, stage = first, 0 * pp
-    n_mid = (m.layers - n_first - n_last) / _max(pp - 2, 1)
+    n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
     others = [(terms(n_last, single, 1, 1, m.layers - n_last), pp - 1, pp > 1)]
     mixed = 0 < m.dense_layers < m.layers
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or mixed)):
-        mid = terms(n_mid, 0, 0, _min(pp - 1, micro) * interleave, n_first)
+        mid = terms(n_mid, 0, 0, minimum(pp - 1, micro) * interleave, n_first)
         others.append((mid, 1, pp > 2))
     for other, index, exists in others:
         take = exists & (sum(other) > sum(chosen))
