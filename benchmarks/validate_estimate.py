@@ -42,6 +42,9 @@ FAMILY = {
         "framework": "megatron",
         "fix": {"recompute": "full", "cp": "1", "sp": "false"},
         "sp": False,
+        # fp16 training: Megatron then kept and all-reduced 16-bit grads (its fp32 grad
+        # accumulation is only forced for bf16).
+        "grad_reduce_bf16": True,
     },
     "mcore": {
         "cluster": "dgx-h100",

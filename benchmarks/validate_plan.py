@@ -7,6 +7,7 @@ docs/validation-plan.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -36,9 +37,12 @@ def search_fix(fam: dict) -> dict[str, str]:
     return fix
 
 
-def compare(run: dict) -> dict:
+def compare(run: dict, flags_update: dict | None = None, fix_update: dict | None = None) -> dict:
+    """Best plan against the published layout; the updates change the flags and fixes both
+    are evaluated with (benchmarks/plan_sensitivity.py)."""
     fam = v.FAMILY[v.family(run["id"])]
     run, model, cluster, flags = v.context(run)
+    flags = dataclasses.replace(flags, **(flags_update or {}))
     layout, pub = v.fastest_published(run, model, cluster, flags)
     result = search(
         model,
@@ -49,7 +53,7 @@ def compare(run: dict) -> dict:
         flags=flags,
         gpus=run["gpus"],
         framework=fam["framework"],
-        fix=search_fix(fam),
+        fix={**search_fix(fam), **(fix_update or {})},
     )
     best = result.plans[0]
     degrees = ("tp", "cp", "pp", "dp")

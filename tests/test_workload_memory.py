@@ -65,8 +65,9 @@ def test_first_stage_holds_all_layers_worth_of_activations() -> None:
 
 @pytest.mark.parametrize(("zero", "paper_gb"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.88)])
 def test_zero_paper_model_states(zero: int, paper_gb: float) -> None:
-    # Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64-way data parallel, K = 12
-    w, g, o = model_state_bytes(7.5e9, zero=zero, shard=64)
+    # Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64-way data parallel, K = 12,
+    # fp16 training (16-bit grads)
+    w, g, o = model_state_bytes(7.5e9, zero=zero, shard=64, grad_reduce_bf16=True)
     assert (w + g + o) / 1e9 == pytest.approx(paper_gb, rel=0.05)
 
 
@@ -76,6 +77,9 @@ def test_megatron_distributed_optimizer_bytes_per_param(d: int) -> None:
     w, g, o = model_state_bytes(1.0, zero=0, shard=d, distributed_optimizer=True)
     assert w + g + o == pytest.approx(6 + 12 / d)
     w, g, o = model_state_bytes(1.0, zero=0, shard=d)
+    assert w + g + o == 18
+    # --grad-reduce-in-bf16 keeps 16-bit main grads
+    w, g, o = model_state_bytes(1.0, zero=0, shard=d, grad_reduce_bf16=True)
     assert w + g + o == 16
 
 

@@ -52,12 +52,12 @@ class Layout(BaseModel):
     recompute: Recompute = "none"
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage; 3 = FSDP")
     distributed_optimizer: bool = Field(
-        False, description="Megatron's: fp32 grads, optimizer states sharded over dp*cp"
+        False, description="Megatron's: optimizer states sharded over dp*cp"
     )
     grad_reduce_bf16: bool = Field(
         False,
-        description="Megatron's --grad-reduce-in-bf16: bf16 main grads and DP reduce "
-        "(else fp32 with the distributed optimizer)",
+        description="Megatron's --grad-reduce-in-bf16 (or fp16 training): 16-bit main grads "
+        "and DP reduce (else fp32 at ZeRO stage 0, Megatron's default for bf16)",
     )
     dtype: Literal["bf16", "fp8"] = "bf16"
     pp_layers: tuple[int, ...] | None = Field(
