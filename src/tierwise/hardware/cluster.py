@@ -190,7 +190,7 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     for key, value in overrides.items():
         if value is None:
             continue
-        if key in {"nodes", "gpus_per_node", "intra"}:
+        if key in {"nodes", "gpus_per_node", "intra", "nvlink_domain_gpus"}:
             out[key] = value
         elif key == "nics_per_node":
             inter["nics_per_node"] = value

@@ -13,6 +13,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.step import Flags
+from tierwise.plan.diagnose import why_no_layout
 from tierwise.plan.space import RECOMPUTE, Space, build_space
 from tierwise.workload.layout import Layout, middle_stage_layers
 from tierwise.workload.memory import GiB
@@ -60,14 +61,39 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
     )
 
 
+def tokens_per_dollar(tokens_per_s: Any, gpus: Any, cluster: ClusterSpec) -> Any:
+    """Tokens trained per dollar of `gpus` GPUs at the cluster's price per GPU-hour."""
+    return tokens_per_s * 3600 / (gpus * cluster.price_per_gpu_hour)
+
+
+def job_sizes(cluster: ClusterSpec, gpus: int, objective: Objective) -> list[int]:
+    """GPU counts a search covers: all `gpus` for step time; for tokens per dollar also every
+    power-of-two number of whole nodes below it (a smaller job may cost less per token)."""
+    if objective == "step_time":
+        return [gpus]
+    per_node = cluster.gpus_per_node
+    smaller = (2**i * per_node for i in range(max(gpus // per_node, 1).bit_length()))
+    return sorted({gpus, *(n for n in smaller if n < gpus)})
+
+
 def _score(
-    terms: dict[str, Any], cluster: ClusterSpec, gpus: int, objective: Objective
+    terms: dict[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    objective: Objective,
+    cluster: ClusterSpec,
 ) -> np.ndarray:
-    """Lower is better: step time, or seconds per token-per-dollar (negated throughput)."""
+    """Lower is better: step time, or negated tokens per dollar."""
     if objective == "step_time":
         return terms["step_time_s"]
-    dollars_per_s = gpus * cluster.price_per_gpu_hour / 3600
-    return -terms["tokens_per_s"] / dollars_per_s
+    world = arrays["tp"] * arrays["cp"] * arrays["pp"] * arrays["dp"]
+    return -tokens_per_dollar(terms["tokens_per_s"], world, cluster)
+
+
+def _joined(spaces: list[Space]) -> Space:
+    """One space holding the candidates of several (one per job size)."""
+    kept = [s for s in spaces if s.size] or spaces[-1:]
+    arrays = {k: np.concatenate([s.arrays[k] for s in kept]) for k in kept[0].arrays}
+    return Space(arrays, sum(s.product for s in spaces))
 
 
 def search(
@@ -83,17 +109,26 @@ def search(
     gpus: int | None = None,
     framework: str = "any",
 ) -> PlanResult:
-    """Best `top` layouts of `model` on `gpus` (default: all) GPUs of `cluster`."""
+    """Best `top` layouts of `model` on `gpus` (default: all) GPUs of `cluster` (or, for
+    tokens per dollar, on `gpus` or a power-of-two number of nodes fewer: `job_sizes`)."""
     started = time.perf_counter()
     gpus = gpus or cluster.world
-    space = build_space(model, cluster, gpus, gbs, seq, fix, framework)
+    for name, value in (("gbs", gbs), ("seq", seq), ("top", top)):
+        if value < 1:
+            raise SpecError(f"--{name}: {value}; allowed: a positive integer")
+    space = _joined(
+        [
+            build_space(model, cluster, n, gbs, seq, fix, framework)
+            for n in job_sizes(cluster, gpus, objective)
+        ]
+    )
     if space.size == 0:
-        raise SpecError(_no_layout_message(model, gpus, gbs, seq, fix))
+        raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
     terms = estimate_batch(model, cluster, space.arrays, flags)
     fits = np.asarray(terms["fits"], dtype=bool)
     if not fits.any():
         raise SpecError(_nothing_fits_message(model, cluster, space, terms))
-    score = np.where(fits, _score(terms, cluster, gpus, objective), np.inf)
+    score = np.where(fits, _score(terms, space.arrays, objective, cluster), np.inf)
     headroom = cluster.gpu.hbm_gib * GiB - terms["memory"].total_bytes
     order = np.lexsort((-headroom, np.round(score / abs(score[fits]).min() / TIE_TOLERANCE)))
     best = [int(i) for i in order[: min(top, int(fits.sum()))]]
@@ -102,17 +137,6 @@ def search(
         layout = layout_at(space.arrays, i, model.layers)
         plans.append(estimate(model, cluster, layout, flags))
     return PlanResult(plans, space.size, int(fits.sum()), time.perf_counter() - started)
-
-
-def _no_layout_message(
-    model: ModelSpec, gpus: int, gbs: int, seq: int, fix: Mapping[str, str] | None
-) -> str:
-    fixed = f" with --fix {','.join(f'{k}={v}' for k, v in fix.items())}" if fix else ""
-    return (
-        f"no layout of {model.name} divides {gpus} GPUs with gbs {gbs} and seq {seq}"
-        f"{fixed}: gbs must be divisible by mbs*dp for some dp = GPUs/(tp*cp*pp); "
-        f"try a gbs that is a multiple of {gpus} or fewer GPUs"
-    )
 
 
 def _nothing_fits_message(

@@ -97,10 +97,14 @@ def _flag(fix: Mapping[str, str], key: str, default: bool) -> bool:
 def _ints(fix: Mapping[str, str], key: str, default: tuple[int, ...]) -> tuple[int, ...]:
     if key not in fix:
         return default
+    lowest = 0 if key == "zero" else 1
     try:
-        return (int(fix[key]),)
+        value = int(fix[key])
     except ValueError:
         raise SpecError(f"--fix: {key}={fix[key]!r} is not an integer") from None
+    if value < lowest:
+        raise SpecError(f"--fix: {key}={value}; allowed: an integer >= {lowest}")
+    return (value,)
 
 
 def _product(*axes: Sequence[int] | np.ndarray) -> list[np.ndarray]:

@@ -4,17 +4,15 @@ bandwidth per GPU a workload needs to stay within X% of its best."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.catalog import NIC
 from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
-from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
 from tierwise.plan.search import search
 from tierwise.specio import build
-from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
 SWEEPABLE = {
@@ -24,6 +22,7 @@ SWEEPABLE = {
     "nic": str,
     "intra": str,
     "oversubscription": float,
+    "nvlink_domain_gpus": int,
 }
 # Bisection bounds for the bandwidth search, Gb/s per NIC port.
 MIN_RATE_GBPS, MAX_RATE_GBPS = 1.0, 12800.0
@@ -59,28 +58,37 @@ def sweep(
     varies: Sequence[tuple[str, list[Any]]],
     flags: Flags = Flags(),
     framework: str = "any",
+    fix: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Best plan per combination of the varied parameters."""
+    """Best plan per combination of the varied parameters; a combination that is not a valid
+    cluster, or where nothing divides or fits, is a row with ``error`` (and no numbers)."""
     keys = [k for k, _ in varies]
     rows = []
     for values in itertools.product(*(v for _, v in varies)):
         params = dict(zip(keys, values, strict=True))
-        c = with_params(cluster, params)
-        best = search(model, c, gbs, seq, top=1, flags=flags, framework=framework).plans[0]
-        lay = best["layout"]
+        try:
+            c = with_params(cluster, params)
+            best = search(
+                model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
+            ).plans[0]
+        except SpecError as exc:
+            rows.append({**params, "tokens_per_s": None, "mfu": None, "error": str(exc)})
+            continue
         rows.append(
             {
                 **params,
                 "tokens_per_s": best["tokens_per_s"],
                 "mfu": best["mfu"],
                 "step_time_s": best["step_time_s"],
-                "layout": {
-                    k: lay[k]
-                    for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero")
-                },
+                "layout": layout_summary(best["layout"]),
             }
         )
     return rows
+
+
+def layout_summary(layout: Mapping[str, Any]) -> dict[str, Any]:
+    """The degrees and per-step choices of a plan's layout, for sweep rows."""
+    return {k: layout[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero")}
 
 
 def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
@@ -94,15 +102,14 @@ def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
     return build(ClusterSpec, data, "bandwidth what-if")
 
 
-def needed_bandwidth(
-    model: ModelSpec, cluster: ClusterSpec, layout: Layout, within: float, flags: Flags = Flags()
-) -> dict[str, Any]:
-    """Smallest inter-node line rate per GPU (one NIC per GPU) at which `layout` stays within
-    `within` (e.g. 0.1) of its step time on a very fast network, Gb/s per GPU."""
+def _check_within(within: float) -> None:
+    if not 0 < within <= 1:
+        raise SpecError(f"--within: {within * 100:g}%; allowed: more than 0 and at most 100")
 
-    def step(rate: float) -> float:
-        return estimate(model, _with_nic_rate(cluster, rate), layout, flags)["step_time_s"]
 
+def _needed_rate(step: Callable[[float], float], within: float) -> dict[str, float]:
+    """Bisect (geometrically, to 2%) the smallest line rate, Gb/s, whose `step` time stays
+    within `within` of the step time at MAX_RATE_GBPS; `step` must not grow with the rate."""
     best = step(MAX_RATE_GBPS)
     lo, hi = MIN_RATE_GBPS, MAX_RATE_GBPS
     if step(lo) <= best * (1 + within):
@@ -117,7 +124,34 @@ def needed_bandwidth(
             lo = mid
     return {
         "needed_Gbps_per_gpu": hi,
-        "within": within,
+        "within_pct": within * 100,
         "best_step_time_s": best,
         "step_time_at_needed_s": step(hi),
     }
+
+
+def workload_needed_bandwidth(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gbs: int,
+    seq: int,
+    within: float,
+    flags: Flags = Flags(),
+    framework: str = "any",
+    fix: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Smallest inter-node line rate per GPU at which the best plan (re-planned at each rate,
+    among layouts `fix` allows) stays within `within` of the best plan on a very fast
+    network, Gb/s per GPU; with the layout chosen at that rate."""
+    _check_within(within)
+    plans: dict[float, dict[str, Any]] = {}
+
+    def step(rate: float) -> float:
+        c = _with_nic_rate(cluster, rate)
+        plans[rate] = search(
+            model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
+        ).plans[0]
+        return plans[rate]["step_time_s"]
+
+    out = _needed_rate(step, within)
+    return {**out, "layout_at_needed": layout_summary(plans[out["needed_Gbps_per_gpu"]]["layout"])}

@@ -346,13 +346,16 @@ def sweep_figure_file(
     rows: Sequence[Mapping[str, object]], keys: Sequence[str], path: str | Path
 ) -> None:
     """`tierwise sweep --plot`: best tokens/s against the first varied parameter, one line per
-    value of the second (categorical values such as NIC names are spaced evenly)."""
+    value of the second (categorical values such as NIC names are spaced evenly); rows where
+    nothing was planned are left out of the lines."""
     check_path(path)
     first = list(dict.fromkeys(r[keys[0]] for r in rows))
     numeric = all(isinstance(v, int | float) for v in first)
     pos = {v: (float(v) if numeric else float(2**i)) for i, v in enumerate(first)}
     groups: dict[str, list[Mapping[str, object]]] = {}
     for r in rows:
+        if r["tokens_per_s"] is None:
+            continue
         label = f"{keys[1]}={r[keys[1]]}" if len(keys) > 1 else "best plan"
         groups.setdefault(label, []).append(r)
     series = tuple(

@@ -16,7 +16,7 @@ from tierwise.perf.step import Flags
 from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_summary
 from tierwise.plan.placement import placement_ratios
-from tierwise.plan.search import search
+from tierwise.plan.search import search, tokens_per_dollar
 from tierwise.plan.space import FRAMEWORKS, parse_fix
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
@@ -38,7 +38,7 @@ PLAN_KEYS = (
 )
 
 
-def plan_row(p: dict[str, Any]) -> dict[str, Any]:
+def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
     """A plan as the JSON row `tierwise plan --json` prints."""
     lay = p["layout"]
     return {
@@ -46,8 +46,10 @@ def plan_row(p: dict[str, Any]) -> dict[str, Any]:
         "pp_layers": lay.get("pp_layers"),
         "gbs": lay["gbs"],
         "seq": lay["seq"],
+        "gpus": p["gpus"],
         "step_time_s": p["step_time_s"],
         "tokens_per_s": p["tokens_per_s"],
+        "tokens_per_dollar": tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster),
         "tflops_per_gpu": p["tflops_per_gpu"],
         "mfu": p["mfu"],
         "memory_gib_per_gpu": p["memory_gib_per_gpu"],
@@ -91,7 +93,7 @@ def plan_command(
         if kind not in EMITTERS:
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
-    gbs = gbs or cluster_spec.world
+    gbs = cluster_spec.world if gbs is None else gbs
     result = search(
         spec,
         cluster_spec,
@@ -118,7 +120,7 @@ def plan_command(
                 "model": spec.name,
                 "cluster": cluster_spec.name,
                 "gpus": cluster_spec.world,
-                "plans": [plan_row(p) for p in result.plans],
+                "plans": [plan_row(p, cluster_spec) for p in result.plans],
                 "candidates_evaluated": result.candidates_evaluated,
                 "candidates_fitting": result.candidates_fitting,
                 "search_time_s": result.search_time_s,
@@ -135,15 +137,18 @@ def plan_command(
         f"{result.search_time_s:.2f} s"
     )
     shown = (*PLAN_KEYS[:9], "dtype")  # tp .. zero, and bf16/fp8
+    by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
     rows = []
     for i, p in enumerate(result.plans, 1):
-        r = plan_row(p)
+        r = plan_row(p, cluster_spec)
         if r["pp_layers"]:  # uneven split: first and last stage's layers
             r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
+        cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
         rows.append(
             (
                 i,
                 *(r[k] for k in shown),
+                *cost,
                 r["step_time_s"],
                 f"{r['tokens_per_s']:,.0f}",
                 f"{r['mfu']:.1%}",
@@ -151,7 +156,8 @@ def plan_command(
                 r["why"],
             )
         )
-    header = ["#", *shown, "step s", "tokens/s", "MFU", "GiB", "why"]
+    cost_header = ["GPUs", "tokens/$"] if by_cost else []
+    header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU", "GiB", "why"]
     console.print(table("top plans", header, rows))
     console.print(
         table(

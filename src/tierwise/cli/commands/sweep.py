@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,9 +12,8 @@ from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, print_json, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.plan.search import search
-from tierwise.plan.sweep import needed_bandwidth, parse_vary, sweep
-from tierwise.workload.layout import Layout
+from tierwise.plan.space import parse_fix
+from tierwise.plan.sweep import parse_vary, sweep, workload_needed_bandwidth
 from tierwise.workload.load import load_model
 
 
@@ -29,13 +28,16 @@ def sweep_command(
         typer.Option(
             "--vary",
             help="KEY=V1,V2 (nodes, gpus_per_node, nics_per_node, nic, intra, "
-            "oversubscription); give it once or twice",
+            "oversubscription, nvlink_domain_gpus); give it once or twice",
         ),
     ] = None,
     within: Annotated[
         float, typer.Option("--within", help="Bandwidth needed to stay within this % of the best.")
     ] = 10.0,
     framework: Annotated[str, typer.Option("--framework")] = "any",
+    fix: Annotated[
+        str | None, typer.Option("--fix", help="Pin degrees in every search, e.g. tp=8.")
+    ] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -44,10 +46,14 @@ def sweep_command(
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
         raise SpecError("--vary: give at most two parameters")
-    gbs = gbs or cluster_spec.world
-    rows = sweep(spec, cluster_spec, gbs, seq, varies, framework=framework) if varies else []
-    best = search(spec, cluster_spec, gbs, seq, top=1, framework=framework).plans[0]
-    need = needed_bandwidth(spec, cluster_spec, Layout(**best["layout"]), within / 100)
+    gbs = cluster_spec.world if gbs is None else gbs
+    pins = parse_fix(fix)
+    need = workload_needed_bandwidth(
+        spec, cluster_spec, gbs, seq, within / 100, framework=framework, fix=pins
+    )
+    rows = (
+        sweep(spec, cluster_spec, gbs, seq, varies, framework=framework, fix=pins) if varies else []
+    )
     if plot is not None and rows:
         from tierwise.report.figures import sweep_figure_file
 
@@ -58,9 +64,6 @@ def sweep_command(
                 "model": spec.name,
                 "cluster": cluster_spec.name,
                 "rows": rows,
-                "best_layout": {
-                    k: best["layout"][k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs")
-                },
                 **need,
             }
         )
@@ -71,22 +74,23 @@ def sweep_command(
             table(
                 "best plan per value",
                 [*keys, "tokens/s", "MFU", "layout"],
-                [
-                    (
-                        *(r[k] for k in keys),
-                        f"{r['tokens_per_s']:,.0f}",
-                        f"{r['mfu']:.1%}",
-                        " ".join(f"{k}={v}" for k, v in r["layout"].items()),
-                    )
-                    for r in rows
-                ],
+                [(*(r[k] for k in keys), *_cells(r)) for r in rows],
             )
         )
+    layout = " ".join(f"{k}={v}" for k, v in need["layout_at_needed"].items())
     console.print(
-        f"the best layout on {cluster_spec.name} needs >= "
-        f"{need['needed_Gbps_per_gpu']:.0f} Gb/s per GPU across nodes to stay within "
-        f"{within:g}% of its step time on an unlimited network"
+        f"{spec.name} on {cluster_spec.name} needs >= {need['needed_Gbps_per_gpu']:.0f} Gb/s "
+        f"per GPU across nodes to stay within {within:g}% of its best plan on an unlimited "
+        f"network (best plan at that rate: {layout})"
     )
+
+
+def _cells(row: dict[str, Any]) -> tuple[str, str, str]:
+    """tokens/s, MFU and layout cells of a sweep row (the reason where nothing was planned)."""
+    if row.get("error"):
+        return "-", "-", row["error"]
+    layout = " ".join(f"{k}={v}" for k, v in row["layout"].items())
+    return f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}", layout
 
 
 def register(app: typer.Typer) -> None:

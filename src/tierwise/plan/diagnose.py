@@ -1,0 +1,53 @@
+"""Why a search space came out empty, and the closest request that has layouts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.plan.space import MBS_OPTIONS, build_space
+from tierwise.workload.spec import ModelSpec
+
+
+def why_no_layout(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gpus: int,
+    gbs: int,
+    seq: int,
+    fix: Mapping[str, str],
+    framework: str,
+) -> str:
+    """One line: what rules out every layout (a fixed value, the batch, or the fixed values
+    together) and the closest change that leaves some."""
+    head = f"no layout of {model.name} divides {gpus} GPUs with gbs {gbs} and seq {seq}"
+
+    for key, value in fix.items():
+        rest = build_space(
+            model, cluster, gpus, gbs, seq, {k: v for k, v in fix.items() if k != key}, framework
+        )
+        if rest.size:
+            values = rest.arrays.get(key)
+            allowed = (
+                f"; values with layouts: {', '.join(map(str, np.unique(values)))}"
+                if values is not None
+                else ""
+            )
+            others = " with the other --fix values" if len(fix) > 1 else ""
+            return f"{head}: --fix {key}={value} rules out every layout{others}{allowed}"
+    # Every mbs*dp divides this batch: which (dp, mbs) the degrees and shape allow.
+    probe = build_space(model, cluster, gpus, gpus * math.lcm(*MBS_OPTIONS), seq, fix, framework)
+    if probe.size:
+        steps = np.unique(probe.arrays["dp"] * probe.arrays["mbs"])
+        near = np.maximum(np.rint(gbs / steps), 1) * steps
+        closest = int(near[np.argmin(np.abs(near - gbs))])
+        return (
+            f"{head}: gbs must be a multiple of mbs*dp for some layout (smallest mbs*dp: "
+            f"{int(steps.min())}); closest gbs: {closest}"
+        )
+    # tp = cp = pp = 1, dp = GPUs always divides the probe batch: only the fixes are left.
+    pins = ",".join(f"{k}={v}" for k, v in fix.items())
+    return f"{head}: --fix {pins} together rule out every layout; drop one of them"

@@ -1,0 +1,84 @@
+"""Planner requests: the tokens-per-dollar objective, sweeps with gaps, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.hardware.cluster import load_cluster
+from tierwise.plan.search import job_sizes, search, tokens_per_dollar
+from tierwise.workload.load import load_model
+
+
+def test_job_sizes_for_tokens_per_dollar_are_whole_power_of_two_node_counts() -> None:
+    cluster = load_cluster("dgx-h100", nodes=12)
+    assert job_sizes(cluster, 96, "step_time") == [96]
+    assert job_sizes(cluster, 96, "tokens_per_dollar") == [8, 16, 32, 64, 96]
+
+
+def test_tokens_per_dollar_ranks_by_cost_and_may_use_fewer_gpus() -> None:
+    model, cluster = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=16)
+    fast = search(model, cluster, 512, 4096, top=1).plans[0]
+    cheap = search(model, cluster, 512, 4096, top=5, objective="tokens_per_dollar").plans
+    per_dollar = [tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster) for p in cheap]
+    assert per_dollar == sorted(per_dollar, reverse=True)
+    assert fast["gpus"] == 128
+    assert cheap[0]["gpus"] < 128  # a smaller job runs at a higher MFU for this batch
+    assert per_dollar[0] > tokens_per_dollar(fast["tokens_per_s"], 128, cluster)
+    assert cheap[0]["step_time_s"] > fast["step_time_s"]
+
+
+def test_plan_json_rows_carry_gpus_and_tokens_per_dollar() -> None:
+    out = cli_json(
+        "plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "4", "--gbs", "128",
+        "--objective", "tokens_per_dollar", "--top", "2",
+    )  # fmt: skip
+    row = out["plans"][0]
+    gpu_hours_per_s = row["gpus"] / 3600
+    assert row["tokens_per_dollar"] == pytest.approx(row["tokens_per_s"] / gpu_hours_per_s / 2.5)
+    assert row["gpus"] in {8, 16, 32}
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--gbs", "-4"), ("--gbs", "-4", "positive")),
+        (("--gbs", "0"), ("--gbs", "0", "positive")),
+        (("--seq", "0"), ("--seq", "0", "positive")),
+        (("--top", "0"), ("--top", "0", "positive")),
+        (("--fix", "mbs=0"), ("mbs=0", ">= 1")),
+        (("--fix", "tp=-8"), ("tp=-8", ">= 1")),
+        (("--fix", "vpp=x"), ("vpp", "integer")),
+        (("--fix", "tp=3"), ("tp=3", "values with layouts: 1, 2, 4, 8")),
+        (("--fix", "tp=8,pp=8"), ("tp=8", "other --fix values", "values with layouts: 1, 2")),
+        (("--gbs", "7", "--nodes", "3"), ("gbs 7", "closest gbs: 6")),
+    ],
+)
+def test_bad_plan_requests_are_one_line_errors(args: tuple[str, ...], words: tuple) -> None:
+    base = ("plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64")
+    assert_user_error(run_cli(*base, *args, check=False), *words)
+
+
+def test_sweep_reports_rows_without_layouts_and_keeps_going() -> None:
+    out = cli_json(
+        "sweep", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64",
+        "--vary", "nodes=2,3",
+    )  # fmt: skip
+    ok, gap = out["rows"]
+    assert ok["tokens_per_s"] > 0 and "error" not in ok
+    assert gap["tokens_per_s"] is None and "no layout" in gap["error"]
+
+
+def test_sweep_needed_bandwidth_replans_and_checks_within() -> None:
+    out = cli_json(
+        "sweep", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64",
+        "--within", "5", "--fix", "tp=1",
+    )  # fmt: skip
+    assert out["within_pct"] == 5
+    assert out["step_time_at_needed_s"] <= out["best_step_time_s"] * 1.05
+    assert out["layout_at_needed"]["tp"] == 1
+    assert 1 < out["needed_Gbps_per_gpu"] < 12800
+    for within in ("0", "-5", "150"):
+        assert_user_error(
+            run_cli("sweep", "-m", "llama3-8b", "--within", within, check=False), "--within"
+        )
