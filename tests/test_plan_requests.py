@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
@@ -82,3 +85,18 @@ def test_sweep_needed_bandwidth_replans_and_checks_within() -> None:
         assert_user_error(
             run_cli("sweep", "-m", "llama3-8b", "--within", within, check=False), "--within"
         )
+
+
+def test_out_dir_holds_every_group_of_the_best_plan(tmp_path: Path) -> None:
+    out = cli_json(
+        "plan", "-m", "llama3-70b", "-c", "dgx-h100", "--nodes", "4", "--gbs", "64",
+        "--fix", "tp=8,pp=2,dtype=bf16", "--out", str(tmp_path),
+    )  # fmt: skip
+    members = json.loads((tmp_path / "mapping.json").read_text())
+    best = out["plans"][0]
+    assert len(members["tp"]) == 32 // 8 and len(members["pp"]) == 32 // 2
+    # TP groups are whole nodes; the two stages of a pipeline sit on different nodes.
+    assert all(len({gpu.split(":")[0] for gpu in g}) == 1 for g in members["tp"])
+    assert all(len({gpu.split(":")[0] for gpu in g}) == 2 for g in members["pp"])
+    gpus = sorted(gpu for g in members["tp"] for gpu in g)
+    assert len(set(gpus)) == 32 == best["gpus"]

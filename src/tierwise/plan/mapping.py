@@ -28,6 +28,22 @@ def process_groups(
     return out
 
 
+def gpu_names(cluster: ClusterSpec, ranks: list[int], scatter: bool = False) -> list[str]:
+    """`nodeN:gpuM` of each global rank under the cluster's placement."""
+    placement = placement_for(cluster, scatter)
+    return [f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}" for r in ranks]
+
+
+def group_members(
+    cluster: ClusterSpec, layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER
+) -> dict[str, list[list[str]]]:
+    """Every process group of each kind as the GPUs (`nodeN:gpuM`) that form it."""
+    return {
+        name: [gpu_names(cluster, g) for g in groups]
+        for name, groups in process_groups(layout, order).items()
+    }
+
+
 def group_summary(
     cluster: ClusterSpec,
     layout: Layout,
@@ -53,10 +69,7 @@ def group_summary(
                 "nodes_per_group": span.nodes,
                 "leaves_per_group": span.leaves,
                 "groups_sharing_a_nic": shape.nic_share,
-                "examples": [
-                    [f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}" for r in g]
-                    for g in groups[:examples]
-                ],
+                "examples": [gpu_names(cluster, g, scatter) for g in groups[:examples]],
             }
         )
     return rows

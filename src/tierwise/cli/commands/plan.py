@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.step import Flags
 from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
-from tierwise.plan.mapping import group_summary
+from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import search, tokens_per_dollar
 from tierwise.plan.space import FRAMEWORKS, parse_fix
@@ -22,6 +23,8 @@ from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 
+MAPPING_FILE = "mapping.json"
+"""Written to --out: every TP/CP/EP/DP/PP group of the best plan as its GPUs."""
 PLAN_KEYS = (
     "tp",
     "cp",
@@ -78,7 +81,10 @@ def plan_command(
         list[str] | None,
         typer.Option("--emit", help="megatron|torchtitan|slurm|deepspeed (repeatable)"),
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Write emitted files here.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the emitted files and mapping.json (every group) here."),
+    ] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
     as_json: JsonOpt = False,
@@ -114,6 +120,8 @@ def plan_command(
         out.mkdir(parents=True, exist_ok=True)
         for kind, text in emitted.items():
             (out / EMIT_FILES[kind]).write_text(text)
+        members = group_members(cluster_spec, layout)
+        (out / MAPPING_FILE).write_text(json.dumps(members, indent=1) + "\n")
     if as_json:
         print_json(
             {
@@ -191,6 +199,11 @@ def plan_command(
         f"naive placement of the same layout: DP innermost "
         f"{ratios['naive_dp_innermost_ratio']:.2f}x slower, nodes scattered over "
         f"leaves {ratios['scattered_nodes_ratio']:.2f}x"
+    )
+    aware = ratios["aware_step_time_s"]
+    console.print(
+        "rank orders (step time / the planned order's): "
+        + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
     )
     for kind, text in emitted.items():
         console.rule(kind)
