@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 from typing import Any
 
 from tierwise.errors import SpecError
@@ -13,10 +14,37 @@ from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
 EMITTERS = ("megatron", "torchtitan", "deepspeed", "slurm")
+LAUNCHERS = ("megatron", "torchtitan", "deepspeed", "any")
+"""What the Slurm script runs (`emit(..., framework=)`); "any" runs Megatron-LM."""
+EMIT_FILES = {
+    "megatron": "megatron_args.txt",
+    "torchtitan": "torchtitan.toml",
+    "deepspeed": "deepspeed.json",
+    "slurm": "job.sbatch",
+}
+
+
+def _reject(framework: str, checks: list[tuple[bool, str, object, str]]) -> None:
+    """Raise SpecError for the first (unsupported, field, value, what is supported) that holds."""
+    for unsupported, field, value, supported in checks:
+        if unsupported:
+            raise SpecError(f"--emit {framework}: {field}={value!r}: {supported}")
 
 
 def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> list[str]:
     """Megatron-LM `pretrain_gpt.py` arguments for the layout and model shape."""
+    _reject(
+        "megatron",
+        [
+            (
+                layout.zero >= 1,
+                "zero",
+                layout.zero,
+                "Megatron runs plain DDP or its distributed optimizer (zero 0); plan with "
+                "--framework megatron",
+            )
+        ],
+    )
     args = [
         f"--tensor-model-parallel-size {layout.tp}",
         f"--pipeline-model-parallel-size {layout.pp}",
@@ -51,7 +79,7 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append(f"--num-layers-per-virtual-pipeline-stage {per_stage}")
     if layout.sp_enabled:
         args.append("--sequence-parallel")
-    if layout.distributed_optimizer or layout.zero >= 1:
+    if layout.distributed_optimizer:
         args.append("--use-distributed-optimizer")
     if layout.grad_reduce_bf16:
         args.append("--grad-reduce-in-bf16")
@@ -65,10 +93,15 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         ]
     if model.activation == "swiglu":
         args.append("--swiglu")
-    args.append("--fp8-format hybrid" if layout.dtype == "fp8" else "--bf16")
+    # FP8 runs Transformer Engine's FP8 GEMMs (E4M3 forward, E5M2 backward) inside a bf16
+    # model; without --bf16 the rest would run in fp32. --fp8-recipe is left at its default
+    # (delayed scaling), which also keeps Megatron-LM releases without that flag working.
+    args.append("--bf16")
+    if layout.dtype == "fp8":
+        args.append("--fp8-format hybrid")
     if flags.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
-    if flags.overlap_param_gather and (layout.distributed_optimizer or layout.zero >= 1):
+    if flags.overlap_param_gather and layout.distributed_optimizer:
         args.append("--overlap-param-gather")
     if layout.cp > 1:
         args.append(f"--cp-comm-type {flags.cp_comm}")
@@ -77,57 +110,138 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
     return args
 
 
-def torchtitan_toml(layout: Layout) -> str:
+def _check_torchtitan(layout: Layout) -> None:
+    """Raise SpecError where torchtitan cannot run the layout as planned."""
+    _reject(
+        "torchtitan",
+        [
+            (
+                layout.zero in (1, 2),
+                "zero",
+                layout.zero,
+                "torchtitan replicates (zero 0) or shards with FSDP (zero 3); it has no ZeRO-1/2",
+            ),
+            (
+                layout.distributed_optimizer,
+                "distributed_optimizer",
+                True,
+                "torchtitan has no Megatron distributed optimizer; use zero 3 (FSDP)",
+            ),
+            (
+                layout.grad_reduce_bf16,
+                "grad_reduce_bf16",
+                True,
+                "torchtitan reduces gradients in float32 only (mixed_precision_reduce)",
+            ),
+        ],
+    )
+
+
+def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
+    """First layer of every (virtual) pipeline stage but the first. torchtitan's looped
+    schedules put virtual stage j*pp + r on pipeline rank r; each holds 1/vpp of its layers."""
+    chunks = [layers // vpp for _ in range(vpp) for layers in stage_layers]
+    return list(itertools.accumulate(chunks))[:-1]
+
+
+def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     """A torchtitan job config's [parallelism], [training] and [activation_checkpoint] (and
-    [model] converters + [float8] for an FP8 layout)."""
-    replicate = 1 if layout.zero >= 3 else layout.dp
-    shard = layout.dp if layout.zero >= 3 else 1
-    schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
-    splits = []
-    if layout.pp_layers is not None and layout.pp > 1:  # where every stage but the first starts
-        starts = list(itertools.accumulate(layout.pp_layers))[:-1]
-        points = ", ".join(f'"layers.{s}"' for s in starts)
-        splits = [f"pipeline_parallel_split_points = [{points}]"]
+    [model] converters + [float8] for an FP8 layout). `model` gives the layer count behind
+    the split points of an even pipeline split (`layout.pp_layers` states an uneven one)."""
+    _check_torchtitan(layout)
+    shard = layout.zero >= 1  # FSDP over the data-parallel ranks; zero 0 replicates (DDP)
+    pipeline, local_batch = [], layout.mbs
+    if layout.pp > 1:
+        stages = layout.stage_layers(model) if model is not None else layout.pp_layers
+        if stages is None:
+            raise SpecError(
+                f"--emit torchtitan: pp={layout.pp}: the split points need the model's layers "
+                "or pp_layers"
+            )
+        points = ", ".join(f'"layers.{s}"' for s in _split_points(stages, layout.vpp))
+        schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
+        pipeline = [
+            f'pipeline_parallel_schedule = "{schedule}"',
+            f"pipeline_parallel_split_points = [{points}]",
+            f"pipeline_parallel_microbatch_size = {layout.mbs}",
+        ]
+        # torchtitan (config/job_config.py, train.py, distributed/pipeline_parallel.py): a
+        # step accumulates global_batch_size / (local_batch_size * dp) local batches; with
+        # pp > 1 the schedule splits each local batch into local_batch_size /
+        # pipeline_parallel_microbatch_size microbatches. One local batch = one step here.
+        local_batch = layout.mbs * layout.num_microbatches
     fp8 = []
     if layout.dtype == "fp8":  # torchao Float8Linear; FSDP gathers the weights in float8
-        fsdp8 = "true" if layout.zero >= 3 else "false"
         fp8 = ["[model]", 'converters = ["float8"]', "", "[float8]"]
-        fp8 += [f"enable_fsdp_float8_all_gather = {fsdp8}", ""]
+        fp8 += [f"enable_fsdp_float8_all_gather = {str(shard).lower()}", ""]
+    # mode "selective" alone would mean torchtitan's default selective_ac_option "2"
+    # (full AC on every 2nd layer); "op" is op-level selective AC.
+    selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
     return "\n".join(
         [
             "[parallelism]",
-            f"data_parallel_replicate_degree = {replicate}",
-            f"data_parallel_shard_degree = {shard}",
+            f"data_parallel_replicate_degree = {1 if shard else layout.dp}",
+            f"data_parallel_shard_degree = {layout.dp if shard else 1}",
             f"tensor_parallel_degree = {layout.tp}",
             f"context_parallel_degree = {layout.cp}",
             f"pipeline_parallel_degree = {layout.pp}",
-            f'pipeline_parallel_schedule = "{schedule}"',
-            *splits,
+            *pipeline,
             f"expert_parallel_degree = {layout.ep}",
             "",
             "[training]",
-            f"local_batch_size = {layout.mbs * layout.num_microbatches}",
+            f"local_batch_size = {local_batch}",
             f"global_batch_size = {layout.global_batch}",
             f"seq_len = {layout.seq}",
             'mixed_precision_param = "bfloat16"',
             "",
             "[activation_checkpoint]",
             f'mode = "{layout.recompute}"',
+            *selective,
             "",
             *fp8,
         ]
     )
 
 
+def _zero_stage(layout: Layout) -> int:
+    """DeepSpeed's ZeRO stage for the layout (Megatron's distributed optimizer is ZeRO-1)."""
+    return max(layout.zero, 1 if layout.distributed_optimizer else 0)
+
+
+def _check_deepspeed(layout: Layout) -> None:
+    """Raise SpecError where DeepSpeed cannot run the layout as planned."""
+    stage = _zero_stage(layout)
+    _reject(
+        "deepspeed",
+        [
+            (
+                layout.dtype == "fp8",
+                "dtype",
+                layout.dtype,
+                "DeepSpeed's JSON config has no FP8 (bf16 or fp16)",
+            ),
+            (
+                layout.pp > 1 and stage >= 2,
+                "zero",
+                stage,
+                f"DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 with pp > 1 (pp={layout.pp})",
+            ),
+        ],
+    )
+
+
 def deepspeed_config(layout: Layout) -> dict[str, Any]:
-    """A DeepSpeed JSON config: batch sizes, ZeRO stage, precision, checkpointing."""
+    """A DeepSpeed JSON config: batch sizes, ZeRO stage, bf16, checkpointing, pipeline stages.
+    tp has no JSON key: Megatron-DeepSpeed takes it on its command line, and DeepSpeed checks
+    train_batch_size = micro batch * accumulation * dp with dp = world / (tp * pp)."""
+    _check_deepspeed(layout)
     return {
         "train_batch_size": layout.global_batch,
         "train_micro_batch_size_per_gpu": layout.mbs,
         "gradient_accumulation_steps": layout.num_microbatches,
-        "bf16": {"enabled": layout.dtype == "bf16"},
+        "bf16": {"enabled": True},
         "zero_optimization": {
-            "stage": max(layout.zero, 1 if layout.distributed_optimizer else 0),
+            "stage": _zero_stage(layout),
             "overlap_comm": True,
             "contiguous_gradients": True,
         },
@@ -139,13 +253,35 @@ def deepspeed_config(layout: Layout) -> dict[str, Any]:
     }
 
 
+def launch_command(
+    framework: str, model: ModelSpec, layout: Layout, flags: Flags = Flags()
+) -> list[str]:
+    """What torchrun starts on every node for `framework` (`LAUNCHERS`): Megatron-LM's
+    `pretrain_gpt.py`, torchtitan's trainer on `torchtitan.toml`, or Megatron-DeepSpeed's
+    `pretrain_gpt.py` on `deepspeed.json` (which then holds the ZeRO stage)."""
+    if framework == "torchtitan":
+        _check_torchtitan(layout)
+        return ["-m torchtitan.train", f"--job.config_file {EMIT_FILES['torchtitan']}"]
+    if framework == "deepspeed":
+        _check_deepspeed(layout)
+        unsharded = layout.model_copy(update={"zero": 0, "distributed_optimizer": False})
+        deepspeed = ["--deepspeed", f"--deepspeed_config {EMIT_FILES['deepspeed']}"]
+        return ["pretrain_gpt.py", *megatron_args(model, unsharded, flags), *deepspeed]
+    if framework in ("megatron", "any"):
+        return ["pretrain_gpt.py", *megatron_args(model, layout, flags)]
+    raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(LAUNCHERS)}")
+
+
 def slurm_script(
-    cluster: ClusterSpec, layout: Layout, launch_args: list[str], hostnames: list[str] | None = None
+    cluster: ClusterSpec, layout: Layout, command: list[str], hostnames: list[str] | None = None
 ) -> str:
-    """An sbatch script: one torchrun per node, nodes in the order the placement assumes
-    (consecutive ranks on consecutive nodes of as few leaves as possible)."""
+    """An sbatch script: one torchrun per node running `command`, nodes in the order the
+    placement assumes (consecutive ranks on consecutive nodes of as few leaves as possible):
+    the allocation's block order, or `hostnames` in the given order."""
     nodes = -(-layout.world // cluster.gpus_per_node)
     leaves = -(-nodes // cluster.nodes_per_leaf)
+    if hostnames is not None and len(hostnames) != nodes:
+        raise SpecError(f"hostnames: {len(hostnames)} given, the layout needs {nodes} nodes")
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=tierwise-tp{layout.tp}-pp{layout.pp}-dp{layout.dp}",
@@ -154,42 +290,56 @@ def slurm_script(
         f"#SBATCH --gpus-per-node={cluster.gpus_per_node}",
         "#SBATCH --exclusive",
         f"#SBATCH --switches={leaves}",
-        "",
-        "# Keep the node order Slurm gave (block distribution) so that consecutive ranks",
-        "# share a node and consecutive nodes share a leaf switch.",
     ]
     if hostnames:
-        lines.append(f"export SLURM_HOSTFILE=<(printf '%s\\n' {' '.join(hostnames)})")
+        lines += [
+            f"#SBATCH --nodelist={','.join(hostnames)}",
+            "",
+            "# Task i runs on line i of the hostfile (arbitrary distribution).",
+            'hostfile="tierwise-hosts.$SLURM_JOB_ID"',
+            f"printf '%s\\n' {' '.join(map(shlex.quote, hostnames))} > \"$hostfile\"",
+            'export SLURM_HOSTFILE="$hostfile"',
+            f"export MASTER_ADDR={shlex.quote(hostnames[0])}",
+        ]
+        distribution = "arbitrary"
+    else:
+        lines += [
+            "",
+            "# Task i runs on node i of the allocation (block distribution): consecutive",
+            "# ranks share a node and consecutive nodes share a leaf switch.",
+            'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        ]
+        distribution = "block:block"
+    # Static rendezvous: the task's own SLURM_PROCID (expanded by each task's shell, hence
+    # the single quotes) is its node rank, so node i of that order holds ranks i*G..i*G+G-1.
+    torchrun = [
+        f"exec torchrun --nnodes={nodes} --nproc-per-node={cluster.gpus_per_node}",
+        '--node-rank="$SLURM_PROCID" --master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT"',
+        *command,
+    ]
     lines += [
-        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export MASTER_PORT=29500",
-        "srun --distribution=block:block torchrun \\",
-        f"  --nnodes={nodes} --nproc-per-node={cluster.gpus_per_node} \\",
-        "  --node-rank=$SLURM_NODEID --rdzv-backend=c10d \\",
-        "  --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT \\",
-        "  pretrain_gpt.py \\",
-        "  " + " \\\n  ".join(launch_args),
+        f"srun --ntasks={nodes} --distribution={distribution} bash -c "
+        + shlex.quote("\n  " + " \\\n  ".join(torchrun)),
         "",
     ]
     return "\n".join(lines)
 
 
 def emit(
-    kind: str, model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
+    kind: str,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    flags: Flags = Flags(),
+    *,
+    framework: str = "megatron",
 ) -> str:
-    """The text of one emitter (`EMITTERS`)."""
+    """The text of one emitter (`EMITTERS`); `framework` picks what the Slurm script runs."""
     if kind == "megatron":
         return " \\\n  ".join(megatron_args(model, layout, flags)) + "\n"
     if kind == "torchtitan":
-        return torchtitan_toml(layout)
+        return torchtitan_toml(layout, model)
     if kind == "deepspeed":
         return json.dumps(deepspeed_config(layout), indent=2) + "\n"
-    return slurm_script(cluster, layout, megatron_args(model, layout, flags))
-
-
-EMIT_FILES = {
-    "megatron": "megatron_args.txt",
-    "torchtitan": "torchtitan.toml",
-    "deepspeed": "deepspeed.json",
-    "slurm": "job.sbatch",
-}
+    return slurm_script(cluster, layout, launch_command(framework, model, layout, flags))

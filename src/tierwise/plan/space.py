@@ -31,15 +31,42 @@ SHARDING = {
     "fsdp": (3, False),
 }
 # What each framework can run: the sharding schemes searched by default, whether it has
-# context parallelism and whether its config can shorten the first and last pipeline stage.
+# context parallelism, whether its config can shorten the first and last pipeline stage,
+# whether it has FP8 and the highest ZeRO stage it runs with pipeline parallelism (pp > 1).
 # Plain DDP runs everywhere but is only searched when fixed (`--fix sharding=ddp`): it costs
 # the same time as a sharded optimizer and more memory.
 FRAMEWORKS = {
-    "any": {"sharding": tuple(s for s in SHARDING if s != "ddp"), "cp": True, "short_ends": True},
-    "megatron": {"sharding": ("distopt",), "cp": True, "short_ends": True},
-    "torchtitan": {"sharding": ("fsdp",), "cp": True, "short_ends": True},
-    # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does).
-    "deepspeed": {"sharding": ("zero1", "zero2", "fsdp"), "cp": False, "short_ends": False},
+    "any": {
+        "sharding": tuple(s for s in SHARDING if s != "ddp"),
+        "cp": True,
+        "short_ends": True,
+        "fp8": True,
+        "pp_zero": 3,
+    },
+    "megatron": {
+        "sharding": ("distopt",),
+        "cp": True,
+        "short_ends": True,
+        "fp8": True,
+        "pp_zero": 3,
+    },
+    # torchtitan has no ZeRO-1/2 nor Megatron's distributed optimizer: FSDP (or DDP).
+    "torchtitan": {
+        "sharding": ("fsdp",),
+        "cp": True,
+        "short_ends": True,
+        "fp8": True,
+        "pp_zero": 3,
+    },
+    # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does)
+    # nor FP8, and its pipeline engine rejects ZeRO stages 2 and 3.
+    "deepspeed": {
+        "sharding": ("zero1", "zero2", "fsdp"),
+        "cp": False,
+        "short_ends": False,
+        "fp8": False,
+        "pp_zero": 1,
+    },
 }
 FIXABLE = (
     "tp",
@@ -160,12 +187,15 @@ def build_space(
                 f"--fix: zero={stage} with {'/'.join(shard_names)} ({framework}); "
                 f"allowed: {', '.join(map(str, stages))}"
             )
-    # FP8 is searched where the GPU has FP8 tensor cores (Transformer Engine's recipe).
-    allowed_dtypes = ("bf16", "fp8") if cluster.gpu.peak_fp8_tflops else ("bf16",)
+    # FP8 is searched where the GPU has FP8 tensor cores (Transformer Engine's recipe) and
+    # the framework can run it.
+    runs_fp8 = caps["fp8"] and bool(cluster.gpu.peak_fp8_tflops)
+    allowed_dtypes = ("bf16", "fp8") if runs_fp8 else ("bf16",)
     dtypes = (fix["dtype"],) if "dtype" in fix else allowed_dtypes
     if dtypes[0] not in allowed_dtypes:
         raise SpecError(
             f"--fix: dtype={dtypes[0]!r} on {cluster.gpu.key}; allowed: {', '.join(allowed_dtypes)}"
+            + ("" if caps["fp8"] else f" ({framework} has no FP8)")
         )
     # Degrees (tp, cp, pp) first: most triples do not divide the GPUs or the model's shape.
     tp, cp, pp = _product(tp_opts, cp_opts, pp_opts)
@@ -198,6 +228,7 @@ def build_space(
     )
     degree, vpp, mbs, ep, rc, shard, dtype, ends_short = _product(np.nonzero(ok)[0], *rest)
     tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
+    zero = np.array([s[0] for s in shard_opts])[shard]
     product = len(ok) * math.prod(len(a) for a in rest)
     layers = model.layers
     even = (ends_short == 0) & (layers % (pp * vpp) == 0)
@@ -209,6 +240,7 @@ def build_space(
         & (even | short)
         & ((vpp == 1) | (pp > 1))
         & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
+        & ((pp == 1) | (zero <= caps["pp_zero"]))
     )
     sel = {
         k: v[ok]
@@ -226,7 +258,7 @@ def build_space(
             ends_short=ends_short,
         ).items()
     }
-    zero = np.array([s[0] for s in shard_opts])[sel["shard"]]
+    zero = zero[ok]
     distopt = np.array([s[1] for s in shard_opts])[sel["shard"]]
     n = len(sel["tp"])
     end_layers = np.where(

@@ -63,6 +63,20 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
     }
 
 
+def framework_for(framework: str, emit_kinds: list[str]) -> str:
+    """The framework to search: the one given, else the one the emitted configs are for
+    (a Slurm script alone launches Megatron); one-line error if they need several."""
+    if framework != "any":
+        return framework
+    implied = sorted({kind for kind in emit_kinds if kind != "slurm"})
+    if len(implied) > 1:
+        raise SpecError(
+            f"--emit: {', '.join(implied)} need plans of different frameworks; give one "
+            "--framework (megatron, torchtitan, deepspeed) and emit its config"
+        )
+    return implied[0] if implied else ("megatron" if emit_kinds else "any")
+
+
 @cluster_options
 def plan_command(
     cluster_spec: ClusterSpec,
@@ -98,6 +112,7 @@ def plan_command(
     for kind in emit_kinds or []:
         if kind not in EMITTERS:
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
+    framework = framework_for(framework, emit_kinds or [])
     flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
     gbs = cluster_spec.world if gbs is None else gbs
     result = search(
@@ -115,7 +130,10 @@ def plan_command(
     layout = Layout(**best["layout"])
     mapping = group_summary(cluster_spec, layout)
     ratios = placement_ratios(spec, cluster_spec, layout, flags)
-    emitted = {kind: emit(kind, spec, cluster_spec, layout, flags) for kind in emit_kinds or []}
+    emitted = {
+        kind: emit(kind, spec, cluster_spec, layout, flags, framework=framework)
+        for kind in emit_kinds or []
+    }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for kind, text in emitted.items():

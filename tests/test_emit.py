@@ -1,0 +1,329 @@
+"""Emitters: what Megatron-LM, torchtitan, DeepSpeed and Slurm make of each emitted value."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.step import Flags
+from tierwise.plan.emit import (
+    deepspeed_config,
+    emit,
+    launch_command,
+    megatron_args,
+    slurm_script,
+    torchtitan_toml,
+)
+from tierwise.plan.search import search
+from tierwise.plan.space import build_space
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+
+FRAMEWORK_DATA = Path(__file__).parent / "data" / "frameworks"
+
+
+def framework_names(file: str) -> set[str]:
+    """The names in tests/data/frameworks/FILE (comment lines skipped)."""
+    lines = (FRAMEWORK_DATA / file).read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def dotted_keys(table: dict[str, Any], prefix: str = "") -> set[str]:
+    """Every key of a nested TOML/JSON table as parent.child (the tables themselves too)."""
+    keys = set()
+    for key, value in table.items():
+        keys.add(prefix + key)
+        if isinstance(value, dict):
+            keys |= dotted_keys(value, f"{prefix}{key}.")
+    return keys
+
+
+def torchtitan_step(toml: dict[str, Any], dp: int) -> tuple[int, int]:
+    """(gradient accumulation steps, pipeline microbatches per local batch) as torchtitan's
+    train.py and pipeline schedule derive them from the job config."""
+    training, parallelism = toml["training"], toml["parallelism"]
+    accumulation = training["global_batch_size"] // (training["local_batch_size"] * dp)
+    micro = parallelism.get("pipeline_parallel_microbatch_size", 1)  # its default
+    return accumulation, training["local_batch_size"] // micro
+
+
+def test_torchtitan_without_pp_accumulates_micro_batches() -> None:
+    lay = Layout(tp=2, dp=8, mbs=2, gbs=256, seq=4096, zero=3)
+    toml = tomllib.loads(torchtitan_toml(lay))
+    assert toml["training"]["local_batch_size"] == 2  # per forward/backward pass
+    assert torchtitan_step(toml, lay.dp)[0] == lay.num_microbatches == 16
+
+
+def test_torchtitan_pipeline_runs_the_planned_microbatches_per_step() -> None:
+    lay = Layout(tp=2, pp=4, dp=4, mbs=2, gbs=256, seq=4096, zero=3)
+    toml = tomllib.loads(torchtitan_toml(lay, load_model("llama3-8b")))
+    assert toml["parallelism"]["pipeline_parallel_microbatch_size"] == 2
+    assert torchtitan_step(toml, lay.dp) == (1, lay.num_microbatches)
+
+
+def test_torchtitan_selective_recompute_is_op_level() -> None:
+    lay = Layout(dp=8, seq=4096, zero=3, recompute="selective")
+    ac = tomllib.loads(torchtitan_toml(lay))["activation_checkpoint"]
+    assert ac == {"mode": "selective", "selective_ac_option": "op"}
+    full = tomllib.loads(torchtitan_toml(lay.model_copy(update={"recompute": "full"})))
+    assert full["activation_checkpoint"] == {"mode": "full"}
+
+
+@pytest.mark.parametrize(("zero", "replicate", "shard"), [(0, 8, 1), (3, 1, 8)])
+def test_torchtitan_data_parallel_degrees_follow_zero(
+    zero: int, replicate: int, shard: int
+) -> None:
+    toml = tomllib.loads(torchtitan_toml(Layout(dp=8, seq=4096, zero=zero)))
+    assert toml["parallelism"]["data_parallel_replicate_degree"] == replicate
+    assert toml["parallelism"]["data_parallel_shard_degree"] == shard
+
+
+@pytest.mark.parametrize(
+    ("update", "needle"),
+    [
+        ({"zero": 1}, "zero=1"),
+        ({"zero": 2}, "zero=2"),
+        ({"distributed_optimizer": True}, "distributed_optimizer=True"),
+        ({"grad_reduce_bf16": True}, "grad_reduce_bf16=True"),
+    ],
+)
+def test_torchtitan_rejects_what_it_cannot_run(update: dict[str, Any], needle: str) -> None:
+    lay = Layout(dp=8, seq=4096).model_copy(update=update)
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100")
+    for text in (
+        lambda: torchtitan_toml(lay),
+        lambda: emit("slurm", model, cluster, lay, framework="torchtitan"),
+    ):
+        with pytest.raises(SpecError, match=f"--emit torchtitan: {needle}: torchtitan") as err:
+            text()
+        assert "\n" not in str(err.value)
+
+
+def test_torchtitan_split_points_cover_every_virtual_stage() -> None:
+    # Interleaved: virtual stage j*pp + r lives on rank r with a 1/vpp share of its layers.
+    uneven = Layout(pp=3, vpp=2, dp=2, seq=4096, zero=3, pp_layers=(4, 6, 4))
+    points = tomllib.loads(torchtitan_toml(uneven))["parallelism"]["pipeline_parallel_split_points"]
+    assert points == ["layers.2", "layers.5", "layers.7", "layers.9", "layers.12"]
+    even = Layout(pp=4, vpp=2, dp=2, seq=4096, zero=3)
+    parallelism = tomllib.loads(torchtitan_toml(even, load_model("llama3-8b")))["parallelism"]
+    assert parallelism["pipeline_parallel_split_points"] == [f"layers.{4 * i}" for i in range(1, 8)]
+    assert parallelism["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    with pytest.raises(SpecError, match="split points need"):
+        torchtitan_toml(even)
+
+
+def test_torchtitan_plans_emit_as_planned() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    for plan in search(model, cluster, 64, 4096, top=5, framework="torchtitan").plans:
+        lay = Layout(**plan["layout"])
+        toml = tomllib.loads(emit("torchtitan", model, cluster, lay))
+        assert toml["parallelism"]["data_parallel_shard_degree"] == lay.dp
+        assert "torchtitan.train" in emit("slurm", model, cluster, lay, framework="torchtitan")
+
+
+def test_deepspeed_json_has_no_fp8_and_is_bf16() -> None:
+    lay = Layout(dp=8, seq=4096, zero=2)
+    assert deepspeed_config(lay)["bf16"] == {"enabled": True}
+    with pytest.raises(SpecError, match="--emit deepspeed: dtype='fp8': DeepSpeed's JSON"):
+        deepspeed_config(lay.model_copy(update={"dtype": "fp8"}))
+
+
+@pytest.mark.parametrize(
+    ("zero", "distopt", "ok"),
+    [(0, True, True), (1, False, True), (2, False, False), (3, False, False)],
+)
+def test_deepspeed_pipeline_engine_takes_zero_stage_0_or_1(
+    zero: int, distopt: bool, ok: bool
+) -> None:
+    lay = Layout(pp=2, dp=4, seq=4096, zero=zero, distributed_optimizer=distopt)
+    if ok:
+        assert deepspeed_config(lay)["zero_optimization"]["stage"] == 1
+        return
+    with pytest.raises(SpecError, match=f"zero={zero}: DeepSpeed's pipeline engine"):
+        deepspeed_config(lay)
+
+
+def test_deepspeed_batch_identity_counts_dp_without_tp_and_pp() -> None:
+    lay = Layout(tp=2, pp=2, dp=4, mbs=2, gbs=64, seq=4096, zero=1)
+    ds = deepspeed_config(lay)
+    dp = lay.world // (lay.tp * lay.pp)
+    gas = ds["gradient_accumulation_steps"]
+    assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * gas * dp == 64
+
+
+def test_deepspeed_space_pairs_pp_only_with_zero1_and_never_fp8() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    arrays = build_space(model, cluster, 16, 64, 4096, framework="deepspeed").arrays
+    pp, zero = arrays["pp"], arrays["zero"]
+    assert not ((pp > 1) & (zero >= 2)).any()
+    assert ((pp > 1) & (zero == 1)).any() and ((pp == 1) & (zero >= 2)).any()
+    assert not arrays["fp8"].any()
+    assert build_space(model, cluster, 16, 64, 4096, framework="any").arrays["fp8"].any()
+    with pytest.raises(SpecError, match="allowed: bf16 \\(deepspeed has no FP8\\)"):
+        search(model, cluster, 64, 4096, framework="deepspeed", fix={"dtype": "fp8"})
+    for plan in search(
+        model, cluster, 64, 4096, top=5, framework="deepspeed", fix={"pp": "2"}
+    ).plans:
+        assert deepspeed_config(Layout(**plan["layout"]))["zero_optimization"]["stage"] <= 1
+
+
+def test_megatron_fp8_keeps_the_model_in_bf16() -> None:
+    args = megatron_args(load_model("llama3-8b"), Layout(dp=8, seq=4096, dtype="fp8"))
+    assert "--bf16" in args and "--fp8-format hybrid" in args
+
+
+def write_fakes(bin_dir: Path, log: Path) -> None:
+    """srun (one task per node, SLURM_PROCID/SLURM_NODEID set per task), scontrol and a
+    torchrun that logs the node rank and master it was started with."""
+    fakes = {
+        "srun": "n=${1#--ntasks=}; shift 2\n"
+        'for i in $(seq 0 $((n - 1))); do SLURM_PROCID=$i SLURM_NODEID=$i "$@"; done',
+        "scontrol": "printf 'node-a\\nnode-b\\n'",
+        "torchrun": f'echo "$*" >> {log}',
+    }
+    for name, body in fakes.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/bash\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def run_sbatch(script: str, tmp_path: Path) -> list[str]:
+    """Run the sbatch body as each node would (fake srun), the torchrun lines it starts."""
+    (tmp_path / "job.sbatch").write_text(script)
+    assert subprocess.run(["bash", "-n", str(tmp_path / "job.sbatch")]).returncode == 0
+    log = tmp_path / "torchrun.log"
+    write_fakes(tmp_path, log)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    subprocess.run(["bash", "job.sbatch"], cwd=tmp_path, env=env, check=True)
+    return log.read_text().splitlines()
+
+
+def test_slurm_pins_node_rank_per_task_with_static_rendezvous(tmp_path: Path) -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    script = emit("slurm", model, cluster, Layout(tp=8, dp=2, gbs=64, seq=4096))
+    srun = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert "bash -c '" in srun and "rdzv" not in script
+    runs = run_sbatch(script, tmp_path)
+    assert [run.split("--node-rank=")[1].split()[0] for run in runs] == ["0", "1"]
+    assert all("--master-addr=node-a --master-port=29500" in run for run in runs)
+    assert all("--nnodes=2 --nproc-per-node=8" in run and "pretrain_gpt.py" in run for run in runs)
+
+
+def test_slurm_hostfile_order_is_node_rank_order(tmp_path: Path) -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    lay = Layout(tp=8, dp=2, gbs=64, seq=4096)
+    script = slurm_script(cluster, lay, launch_command("megatron", model, lay), ["n9", "n2"])
+    assert "#SBATCH --nodelist=n9,n2" in script and "--distribution=arbitrary" in script
+    runs = run_sbatch(script, tmp_path)
+    assert (tmp_path / "tierwise-hosts.7").read_text() == "n9\nn2\n"
+    assert all("--master-addr=n9" in run for run in runs)  # node rank 0 = first host
+    with pytest.raises(SpecError, match="hostnames: 1 given"):
+        slurm_script(cluster, lay, [], ["n9"])
+
+
+@pytest.mark.parametrize(
+    ("framework", "present", "absent"),
+    [
+        ("megatron", ["pretrain_gpt.py", "--use-distributed-optimizer"], ["--deepspeed"]),
+        ("any", ["pretrain_gpt.py", "--use-distributed-optimizer"], ["--deepspeed"]),
+        (
+            "torchtitan",
+            ["-m torchtitan.train", "--job.config_file torchtitan.toml"],
+            ["pretrain_gpt.py"],
+        ),
+        (
+            "deepspeed",
+            ["pretrain_gpt.py", "--deepspeed", "--deepspeed_config deepspeed.json"],
+            ["--use-distributed-optimizer"],  # ZeRO is the JSON's
+        ),
+    ],
+)
+def test_slurm_runs_the_chosen_framework(
+    framework: str, present: list[str], absent: list[str]
+) -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    # Each framework's own sharding: Megatron's distributed optimizer, else FSDP / ZeRO-3.
+    sharding = {"zero": 3} if framework in {"torchtitan", "deepspeed"} else {}
+    lay = Layout(tp=8, dp=2, gbs=64, seq=4096, distributed_optimizer=not sharding, **sharding)
+    script = emit("slurm", model, cluster, lay, framework=framework)
+    assert all(needle in script for needle in present)
+    assert not any(needle in script for needle in absent)
+
+
+def test_emit_keeps_its_positional_form_and_checks_the_framework() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    lay = Layout(tp=8, dp=2, gbs=64, seq=4096)
+    assert emit("slurm", model, cluster, lay) == emit("slurm", model, cluster, lay, framework="any")
+    with pytest.raises(SpecError, match="--framework: 'nemo'"):
+        emit("slurm", model, cluster, lay, framework="nemo")
+
+
+def test_emitters_use_framework_names() -> None:
+    """Every flag and key each emitter writes, over layouts that use tp/pp/vpp/cp/ep/sp, FP8,
+    each recompute kind and uneven stages, is a name its framework defines (the lists in
+    tests/data/frameworks/, read from the frameworks' source)."""
+    megatron = framework_names("megatron_arguments.txt")
+    torchtitan = framework_names("torchtitan_job_config.txt")
+    deepspeed = framework_names("deepspeed_config_keys.txt")
+    model = load_model("mixtral-8x7b")  # also the GQA and MoE flags
+    flags = Flags(tp_comm_overlap=True, cp_comm="a2a")
+    uneven = (10, 12, 10)
+    layouts = [
+        Layout(tp=8, pp=4, vpp=2, dp=4, mbs=2, gbs=256, seq=8192, recompute="selective", zero=1),
+        Layout(tp=2, cp=2, ep=4, dp=4, gbs=64, seq=8192, recompute="full", zero=3, dtype="fp8"),
+        Layout(
+            tp=2,
+            cp=2,
+            ep=4,
+            dp=4,
+            gbs=64,
+            seq=8192,
+            recompute="full",
+            dtype="fp8",
+            distributed_optimizer=True,
+        ),
+        Layout(
+            tp=4,
+            pp=3,
+            dp=2,
+            gbs=32,
+            seq=4096,
+            pp_layers=uneven,
+            distributed_optimizer=True,
+            grad_reduce_bf16=True,
+        ),
+        Layout(tp=2, pp=3, vpp=2, dp=2, gbs=32, seq=4096, pp_layers=uneven, zero=3),
+        Layout(dp=16, gbs=64, seq=4096, recompute="selective"),
+        Layout(tp=2, sp=False, pp=2, dp=4, seq=4096, zero=2, recompute="full"),
+    ]
+    emitted = {"megatron": 0, "torchtitan": 0, "deepspeed": 0}
+    for lay in layouts:
+        try:
+            names = {arg.split()[0] for arg in megatron_args(model, lay, flags)}
+            assert names <= megatron, names - megatron
+            emitted["megatron"] += 1
+        except SpecError:  # ZeRO 1-3: not Megatron's
+            pass
+        try:
+            toml = tomllib.loads(torchtitan_toml(lay, model))
+            keys = {key for key in dotted_keys(toml) if "." in key}  # section.key
+            keys.add(launch_command("torchtitan", model, lay)[1].split()[0].removeprefix("--"))
+            assert keys <= torchtitan, keys - torchtitan
+            emitted["torchtitan"] += 1
+        except SpecError:  # a layout torchtitan cannot run (tests/test_emit.py)
+            pass
+        try:
+            keys = dotted_keys(deepspeed_config(lay))
+            assert keys <= deepspeed, keys - deepspeed
+            emitted["deepspeed"] += 1
+        except SpecError:  # FP8, or ZeRO-2/3 with pp > 1
+            pass
+    assert emitted == {"megatron": 3, "torchtitan": 3, "deepspeed": 3}
