@@ -37,9 +37,9 @@ def search_fix(fam: dict) -> dict[str, str]:
     return fix
 
 
-def compare(run: dict, flags_update: dict | None = None, fix_update: dict | None = None) -> dict:
-    """Best plan against the published layout; the updates change the flags and fixes both
-    are evaluated with (benchmarks/plan_sensitivity.py)."""
+def compare(run: dict, flags_update: dict | None = None) -> dict:
+    """Best plan against the published layout; `flags_update` changes the flags both are
+    evaluated with (benchmarks/plan_sensitivity.py)."""
     fam = v.FAMILY[v.family(run["id"])]
     run, model, cluster, flags = v.context(run)
     flags = dataclasses.replace(flags, **(flags_update or {}))
@@ -53,7 +53,7 @@ def compare(run: dict, flags_update: dict | None = None, fix_update: dict | None
         flags=flags,
         gpus=run["gpus"],
         framework=fam["framework"],
-        fix={**search_fix(fam), **(fix_update or {})},
+        fix=search_fix(fam),
     )
     best = result.plans[0]
     degrees = ("tp", "cp", "pp", "dp")

@@ -86,11 +86,20 @@ def test_torchtitan_data_parallel_degrees_follow_zero(
     assert toml["parallelism"]["data_parallel_shard_degree"] == shard
 
 
+@pytest.mark.parametrize(("zero", "reshard"), [(2, "never"), (3, "always")])
+def test_torchtitan_fsdp_keeps_parameters_for_zero2_and_reshards_for_zero3(
+    zero: int, reshard: str
+) -> None:
+    toml = tomllib.loads(torchtitan_toml(Layout(dp=8, seq=4096, zero=zero)))
+    assert toml["parallelism"]["fsdp_reshard_after_forward"] == reshard
+    assert toml["parallelism"]["data_parallel_shard_degree"] == 8
+    assert "fsdp_reshard_after_forward" not in torchtitan_toml(Layout(dp=8, seq=4096))
+
+
 @pytest.mark.parametrize(
     ("update", "needle"),
     [
         ({"zero": 1}, "zero=1"),
-        ({"zero": 2}, "zero=2"),
         ({"distributed_optimizer": True}, "distributed_optimizer=True"),
         ({"grad_reduce_bf16": True}, "grad_reduce_bf16=True"),
     ],
@@ -127,6 +136,18 @@ def test_torchtitan_plans_emit_as_planned() -> None:
         toml = tomllib.loads(emit("torchtitan", model, cluster, lay))
         assert toml["parallelism"]["data_parallel_shard_degree"] == lay.dp
         assert "torchtitan.train" in emit("slurm", model, cluster, lay, framework="torchtitan")
+
+
+def test_deepspeed_rejects_interleaving_and_context_parallelism() -> None:
+    with pytest.raises(SpecError, match="--emit deepspeed: vpp=2"):
+        deepspeed_config(Layout(pp=2, vpp=2, dp=4, gbs=64, seq=4096, recompute="full"))
+    with pytest.raises(SpecError, match="--emit deepspeed: cp=2"):
+        deepspeed_config(Layout(cp=2, dp=4, gbs=64, seq=4096, zero=1))
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    plans = search(model, cluster, 64, 4096, top=5, framework="deepspeed", fix={"pp": "4"}).plans
+    assert all(p["layout"]["vpp"] == 1 and p["layout"]["cp"] == 1 for p in plans)
+    with pytest.raises(SpecError, match="deepspeed has no context parallelism"):
+        search(model, cluster, 64, 4096, framework="deepspeed", fix={"cp": "2"})
 
 
 def test_deepspeed_json_has_no_fp8_and_is_bf16() -> None:
@@ -241,8 +262,8 @@ def test_slurm_hostfile_order_is_node_rank_order(tmp_path: Path) -> None:
         ),
         (
             "deepspeed",
-            ["pretrain_gpt.py", "--deepspeed", "--deepspeed_config deepspeed.json"],
-            ["--use-distributed-optimizer"],  # ZeRO is the JSON's
+            ["${TRAIN_SCRIPT:?", "--deepspeed", "--deepspeed_config deepspeed.json", "tp=8"],
+            ["pretrain_gpt.py", "--use-distributed-optimizer"],  # ZeRO is the JSON's
         ),
     ],
 )
@@ -326,4 +347,4 @@ def test_emitters_use_framework_names() -> None:
             emitted["deepspeed"] += 1
         except SpecError:  # FP8, or ZeRO-2/3 with pp > 1
             pass
-    assert emitted == {"megatron": 3, "torchtitan": 3, "deepspeed": 3}
+    assert emitted == {"megatron": 3, "torchtitan": 4, "deepspeed": 2}

@@ -141,7 +141,9 @@ def test_dp_tolerates_tens_of_gbps_while_tp_across_nodes_needs_hundreds() -> Non
     # The bandwidth each workload needs, re-planned at every rate, with only one kind of
     # parallelism allowed to cross nodes (the search picks everything else).
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=8)
-    dp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix={"tp": "1", "pp": "1"})
+    # bf16 gradient reduce (NeMo's recipes; Megatron's fp32 default doubles DP's bytes).
+    only_dp = {"tp": "1", "pp": "1", "cp": "1", "grad_reduce_bf16": "true"}
+    dp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix=only_dp)
     tp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix={"tp": "16"})
     assert 10 <= dp["needed_Gbps_per_gpu"] < 100  # tens of Gb/s
     assert dp["layout_at_needed"]["dp"] == 64
@@ -154,11 +156,11 @@ def test_pp_across_nodes_needs_far_less_than_tp_across_nodes() -> None:
     # low-latency links"); the first article's "hundreds of Gb/s" for PP is not what the
     # model finds: tens.
     model, cluster = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=8)
-    pp = workload_needed_bandwidth(
-        model, cluster, 512, 4096, 0.10, fix={"tp": "8", "cp": "1", "dp": "1"}
-    )
+    only_pp = {"tp": "8", "cp": "1", "dp": "1"}
+    pp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix=only_pp)
     tp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix={"tp": "16"})
-    assert pp["layout_at_needed"]["pp"] == 8
+    best = search(model, cluster, 512, 4096, top=1, fix=only_pp).plans[0]
+    assert best["comm_tiers"]["pp"] in {"leaf", "spine"}  # the stages sit on 8 nodes
     assert pp["needed_Gbps_per_gpu"] < 100
     assert tp["needed_Gbps_per_gpu"] > 3 * pp["needed_Gbps_per_gpu"]
 

@@ -22,9 +22,8 @@ def why_no_layout(
     framework: str,
 ) -> str:
     """One line: what rules out every layout (a fixed value, the batch, or the fixed values
-    together) and the closest change that leaves some."""
+    and the batch together) and the closest change that leaves some."""
     head = f"no layout of {model.name} divides {gpus} GPUs with gbs {gbs} and seq {seq}"
-
     for key, value in fix.items():
         rest = build_space(
             model, cluster, gpus, gbs, seq, {k: v for k, v in fix.items() if k != key}, framework
@@ -38,16 +37,36 @@ def why_no_layout(
             )
             others = " with the other --fix values" if len(fix) > 1 else ""
             return f"{head}: --fix {key}={value} rules out every layout{others}{allowed}"
-    # Every mbs*dp divides this batch: which (dp, mbs) the degrees and shape allow.
-    probe = build_space(model, cluster, gpus, gpus * math.lcm(*MBS_OPTIONS), seq, fix, framework)
-    if probe.size:
-        steps = np.unique(probe.arrays["dp"] * probe.arrays["mbs"])
-        near = np.maximum(np.rint(gbs / steps), 1) * steps
-        closest = int(near[np.argmin(np.abs(near - gbs))])
-        return (
-            f"{head}: gbs must be a multiple of mbs*dp for some layout (smallest mbs*dp: "
-            f"{int(steps.min())}); closest gbs: {closest}"
-        )
-    # tp = cp = pp = 1, dp = GPUs always divides the probe batch: only the fixes are left.
+    batch = _batch_reason(model, cluster, gpus, gbs, seq, fix, framework)
+    if batch:
+        return f"{head}: {batch}"
+    # tp = cp = pp = 1, dp = GPUs divides every probe batch: without the fixes only the
+    # batch can be at fault.
     pins = ",".join(f"{k}={v}" for k, v in fix.items())
-    return f"{head}: --fix {pins} together rule out every layout; drop one of them"
+    free = _batch_reason(model, cluster, gpus, gbs, seq, {}, framework)
+    return f"{head}: --fix {pins} leaves no layout at any gbs; without it, {free}"
+
+
+def _batch_reason(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gpus: int,
+    gbs: int,
+    seq: int,
+    fix: Mapping[str, str],
+    framework: str,
+) -> str:
+    """Why `gbs` divides no layout that a batch every mbs*dp divides has, and the closest
+    gbs that does; empty when there is no such layout either."""
+    mbs = [int(fix["mbs"])] if "mbs" in fix else []
+    probe_gbs = gpus * math.lcm(*MBS_OPTIONS, *mbs)
+    probe = build_space(model, cluster, gpus, probe_gbs, seq, fix, framework)
+    if not probe.size:
+        return ""
+    steps = np.unique(probe.arrays["dp"] * probe.arrays["mbs"])
+    near = np.maximum(np.rint(gbs / steps), 1) * steps
+    closest = int(near[np.argmin(np.abs(near - gbs))])
+    return (
+        f"gbs must be a multiple of mbs*dp for some layout (smallest mbs*dp: "
+        f"{int(steps.min())}); closest gbs: {closest}"
+    )

@@ -116,16 +116,17 @@ def _check_torchtitan(layout: Layout) -> None:
         "torchtitan",
         [
             (
-                layout.zero in (1, 2),
+                layout.zero == 1,
                 "zero",
                 layout.zero,
-                "torchtitan replicates (zero 0) or shards with FSDP (zero 3); it has no ZeRO-1/2",
+                "torchtitan replicates (zero 0) or shards with FSDP: zero 2 (parameters kept "
+                "after forward) or 3; it has no ZeRO-1",
             ),
             (
                 layout.distributed_optimizer,
                 "distributed_optimizer",
                 True,
-                "torchtitan has no Megatron distributed optimizer; use zero 3 (FSDP)",
+                "torchtitan has no Megatron distributed optimizer; use zero 2 or 3 (FSDP)",
             ),
             (
                 layout.grad_reduce_bf16,
@@ -177,11 +178,19 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     # mode "selective" alone would mean torchtitan's default selective_ac_option "2"
     # (full AC on every 2nd layer); "op" is op-level selective AC.
     selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
+    # FSDP2 keeps the gathered parameters from forward to backward ("never": ZeRO-2, the
+    # SHARD_GRAD_OP strategy) or frees and gathers them again ("always": ZeRO-3).
+    reshard = (
+        [f'fsdp_reshard_after_forward = "{"always" if layout.zero >= 3 else "never"}"']
+        if shard
+        else []
+    )
     return "\n".join(
         [
             "[parallelism]",
             f"data_parallel_replicate_degree = {1 if shard else layout.dp}",
             f"data_parallel_shard_degree = {layout.dp if shard else 1}",
+            *reshard,
             f"tensor_parallel_degree = {layout.tp}",
             f"context_parallel_degree = {layout.cp}",
             f"pipeline_parallel_degree = {layout.pp}",
@@ -226,6 +235,14 @@ def _check_deepspeed(layout: Layout) -> None:
                 stage,
                 f"DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 with pp > 1 (pp={layout.pp})",
             ),
+            (layout.vpp > 1, "vpp", layout.vpp, "DeepSpeed's pipeline engine runs plain 1F1B"),
+            (
+                layout.cp > 1,
+                "cp",
+                layout.cp,
+                "DeepSpeed's config has no context parallelism (its train batch counts "
+                "dp = world / (tp * pp))",
+            ),
         ],
     )
 
@@ -257,16 +274,17 @@ def launch_command(
     framework: str, model: ModelSpec, layout: Layout, flags: Flags = Flags()
 ) -> list[str]:
     """What torchrun starts on every node for `framework` (`LAUNCHERS`): Megatron-LM's
-    `pretrain_gpt.py`, torchtitan's trainer on `torchtitan.toml`, or Megatron-DeepSpeed's
-    `pretrain_gpt.py` on `deepspeed.json` (which then holds the ZeRO stage)."""
+    `pretrain_gpt.py`, torchtitan's trainer on `torchtitan.toml`, or the user's DeepSpeed
+    script (`$TRAIN_SCRIPT`, DeepSpeed's `--deepspeed --deepspeed_config` arguments) on
+    `deepspeed.json`. DeepSpeed has no trainer of its own: the script builds the TP/PP
+    groups (the sbatch comment states the degrees); the JSON holds batch sizes and ZeRO."""
     if framework == "torchtitan":
         _check_torchtitan(layout)
         return ["-m torchtitan.train", f"--job.config_file {EMIT_FILES['torchtitan']}"]
     if framework == "deepspeed":
         _check_deepspeed(layout)
-        unsharded = layout.model_copy(update={"zero": 0, "distributed_optimizer": False})
-        deepspeed = ["--deepspeed", f"--deepspeed_config {EMIT_FILES['deepspeed']}"]
-        return ["pretrain_gpt.py", *megatron_args(model, unsharded, flags), *deepspeed]
+        script = '"${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}"'
+        return [script, "--deepspeed", f"--deepspeed_config {EMIT_FILES['deepspeed']}"]
     if framework in ("megatron", "any"):
         return ["pretrain_gpt.py", *megatron_args(model, layout, flags)]
     raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(LAUNCHERS)}")
@@ -279,17 +297,25 @@ def slurm_script(
     placement assumes (consecutive ranks on consecutive nodes of as few leaves as possible):
     the allocation's block order, or `hostnames` in the given order."""
     nodes = -(-layout.world // cluster.gpus_per_node)
+    per_node = layout.world // nodes  # a job smaller than one node uses part of it
+    if per_node * nodes != layout.world:
+        raise SpecError(
+            f"--emit slurm: {layout.world} GPUs do not fill whole {cluster.gpus_per_node}-GPU "
+            "nodes; torchrun starts the same number of ranks on every node"
+        )
     leaves = -(-nodes // cluster.nodes_per_leaf)
     if hostnames is not None and len(hostnames) != nodes:
         raise SpecError(f"hostnames: {len(hostnames)} given, the layout needs {nodes} nodes")
     lines = [
         "#!/bin/bash",
-        f"#SBATCH --job-name=tierwise-tp{layout.tp}-pp{layout.pp}-dp{layout.dp}",
+        f"#SBATCH --job-name=tierwise-tp{layout.tp}-cp{layout.cp}-pp{layout.pp}-dp{layout.dp}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --gpus-per-node={cluster.gpus_per_node}",
+        f"#SBATCH --gpus-per-node={per_node}",
         "#SBATCH --exclusive",
         f"#SBATCH --switches={leaves}",
+        f"# layout: tp={layout.tp} cp={layout.cp} ep={layout.ep} pp={layout.pp} "
+        f"vpp={layout.vpp} dp={layout.dp}, rank order tp-cp-ep-dp-pp",
     ]
     if hostnames:
         lines += [
@@ -313,7 +339,7 @@ def slurm_script(
     # Static rendezvous: the task's own SLURM_PROCID (expanded by each task's shell, hence
     # the single quotes) is its node rank, so node i of that order holds ranks i*G..i*G+G-1.
     torchrun = [
-        f"exec torchrun --nnodes={nodes} --nproc-per-node={cluster.gpus_per_node}",
+        f"exec torchrun --nnodes={nodes} --nproc-per-node={per_node}",
         '--node-rank="$SLURM_PROCID" --master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT"',
         *command,
     ]

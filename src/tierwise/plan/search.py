@@ -89,13 +89,6 @@ def _score(
     return -tokens_per_dollar(terms["tokens_per_s"], world, cluster)
 
 
-def _joined(spaces: list[Space]) -> Space:
-    """One space holding the candidates of several (one per job size)."""
-    kept = [s for s in spaces if s.size] or spaces[-1:]
-    arrays = {k: np.concatenate([s.arrays[k] for s in kept]) for k in kept[0].arrays}
-    return Space(arrays, sum(s.product for s in spaces))
-
-
 def search(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -116,7 +109,7 @@ def search(
     for name, value in (("gbs", gbs), ("seq", seq), ("top", top)):
         if value < 1:
             raise SpecError(f"--{name}: {value}; allowed: a positive integer")
-    space = _joined(
+    space = Space.join(
         [
             build_space(model, cluster, n, gbs, seq, fix, framework)
             for n in job_sizes(cluster, gpus, objective)
@@ -130,7 +123,8 @@ def search(
         raise SpecError(_nothing_fits_message(model, cluster, space, terms))
     score = np.where(fits, _score(terms, space.arrays, objective, cluster), np.inf)
     headroom = cluster.gpu.hbm_gib * GiB - terms["memory"].total_bytes
-    order = np.lexsort((-headroom, np.round(score / abs(score[fits]).min() / TIE_TOLERANCE)))
+    best_score = abs(score[fits].min())  # the best plan's: step time or tokens per dollar
+    order = np.lexsort((-headroom, np.round(score / best_score / TIE_TOLERANCE)))
     best = [int(i) for i in order[: min(top, int(fits.sum()))]]
     plans = []
     for i in best:

@@ -31,43 +31,45 @@ SHARDING = {
     "fsdp": (3, False),
 }
 # What each framework can run: the sharding schemes searched by default, whether it has
-# context parallelism, whether its config can shorten the first and last pipeline stage,
-# whether it has FP8 and the highest ZeRO stage it runs with pipeline parallelism (pp > 1).
+# context parallelism, an interleaved (virtual) pipeline, a config that can shorten the first
+# and last pipeline stage, FP8, and the highest ZeRO stage it runs with pipelining (pp > 1).
 # Plain DDP runs everywhere but is only searched when fixed (`--fix sharding=ddp`): it costs
 # the same time as a sharded optimizer and more memory.
 FRAMEWORKS = {
-    "any": {
-        "sharding": tuple(s for s in SHARDING if s != "ddp"),
-        "cp": True,
-        "short_ends": True,
-        "fp8": True,
-        "pp_zero": 3,
-    },
     "megatron": {
         "sharding": ("distopt",),
         "cp": True,
+        "vpp": True,
         "short_ends": True,
         "fp8": True,
         "pp_zero": 3,
     },
-    # torchtitan has no ZeRO-1/2 nor Megatron's distributed optimizer: FSDP (or DDP).
+    # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
+    # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP.
     "torchtitan": {
-        "sharding": ("fsdp",),
+        "sharding": ("fsdp", "zero2"),
         "cp": True,
+        "vpp": True,
         "short_ends": True,
         "fp8": True,
         "pp_zero": 3,
     },
     # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does)
-    # nor FP8, and its pipeline engine rejects ZeRO stages 2 and 3.
+    # nor FP8; its pipeline engine runs plain 1F1B and rejects ZeRO stages 2 and 3.
     "deepspeed": {
         "sharding": ("zero1", "zero2", "fsdp"),
         "cp": False,
+        "vpp": False,
         "short_ends": False,
         "fp8": False,
         "pp_zero": 1,
     },
 }
+# `--framework any`: the union of what each framework runs, each sharding scheme searched in
+# the framework that runs it with the most features (DeepSpeed's ZeRO-2/3 are torchtitan's
+# FSDP2 without CP, FP8, interleaving or uneven splits).
+ANY_FRAMEWORK = {"megatron": ("distopt",), "torchtitan": ("fsdp", "zero2"), "deepspeed": ("zero1",)}
+FRAMEWORK_NAMES = ("any", *FRAMEWORKS)
 FIXABLE = (
     "tp",
     "cp",
@@ -97,6 +99,13 @@ class Space:
         """Candidates left after pruning."""
         return len(self.arrays["tp"])
 
+    @classmethod
+    def join(cls, spaces: Sequence[Space]) -> Space:
+        """One space holding the candidates of several (frameworks, job sizes)."""
+        kept = [s for s in spaces if s.size] or list(spaces[-1:])
+        arrays = {k: np.concatenate([s.arrays[k] for s in kept]) for k in kept[0].arrays}
+        return cls(arrays, sum(s.product for s in spaces))
+
 
 def parse_fix(text: str | None) -> dict[str, str]:
     """`tp=8,pp=4` -> {"tp": "8", "pp": "4"}; unknown keys are an error."""
@@ -124,13 +133,14 @@ def _flag(fix: Mapping[str, str], key: str, default: bool) -> bool:
 def _ints(fix: Mapping[str, str], key: str, default: tuple[int, ...]) -> tuple[int, ...]:
     if key not in fix:
         return default
-    lowest = 0 if key == "zero" else 1
+    lowest, highest = (0, 3) if key == "zero" else (1, None)
     try:
         value = int(fix[key])
     except ValueError:
         raise SpecError(f"--fix: {key}={fix[key]!r} is not an integer") from None
-    if value < lowest:
-        raise SpecError(f"--fix: {key}={value}; allowed: an integer >= {lowest}")
+    if value < lowest or (highest is not None and value > highest):
+        span = f"{lowest}-{highest}" if highest is not None else f">= {lowest}"
+        raise SpecError(f"--fix: {key}={value}; allowed: an integer {span}")
     return (value,)
 
 
@@ -148,15 +158,22 @@ def build_space(
     seq: int,
     fix: Mapping[str, str] | None = None,
     framework: str = "any",
+    shardings: tuple[str, ...] | None = None,
 ) -> Space:
     """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
-    `framework` can run."""
+    `framework` can run (`shardings`: the schemes searched instead of its default ones)."""
     fix = dict(fix or {})
+    if framework == "any":
+        return _any_space(model, cluster, gpus, gbs, seq, fix)
     if framework not in FRAMEWORKS:
-        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORK_NAMES)}")
     caps = FRAMEWORKS[framework]
-    if not caps["cp"]:
-        fix.setdefault("cp", "1")
+    for key, cap in (("cp", "context parallelism"), ("vpp", "interleaved pipeline")):
+        if caps[key]:
+            continue
+        if _ints(fix, key, (1,)) != (1,):
+            raise SpecError(f"--fix: {key}={fix[key]}; {framework} has no {cap}: allowed: 1")
+        fix[key] = "1"
     tp_opts = _ints(fix, "tp", tuple(t for t in POWERS_OF_TWO if t <= min(gpus, model.heads)))
     cp_opts = _ints(fix, "cp", tuple(c for c in POWERS_OF_TWO[:6] if c <= gpus))
     pp_opts = _ints(fix, "pp", tuple(p for p in range(1, model.layers + 1) if gpus % p == 0))
@@ -168,7 +185,7 @@ def build_space(
     for name in rc_names:
         if name not in RECOMPUTE:
             raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
-    shard_names = caps["sharding"]
+    shard_names = shardings or caps["sharding"]
     if "sharding" in fix:
         allowed = ("ddp", *caps["sharding"])
         if fix["sharding"] not in allowed:
@@ -285,3 +302,31 @@ def build_space(
         "last_stage_layers": end_layers,
     }
     return Space(arrays, product)
+
+
+def _any_space(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gpus: int,
+    gbs: int,
+    seq: int,
+    fix: Mapping[str, str],
+) -> Space:
+    """`--framework any`: every framework's space, each sharding scheme once
+    (`ANY_FRAMEWORK`); a fixed scheme is searched in the first framework that has it."""
+    members: list[tuple[str, tuple[str, ...]]] = list(ANY_FRAMEWORK.items())
+    if "sharding" in fix:
+        name = fix["sharding"]
+        owner = next((f for f, c in FRAMEWORKS.items() if name in ("ddp", *c["sharding"])), None)
+        if owner is None:
+            raise SpecError(f"--fix: sharding={name!r}; allowed: {', '.join(SHARDING)}")
+        members = [(owner, (name,))]
+    spaces, errors = [], []
+    for framework, schemes in members:
+        try:
+            spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, framework, schemes))
+        except SpecError as exc:  # a fix this framework cannot run: the others may
+            errors.append(exc)
+    if not spaces:
+        raise errors[0]
+    return Space.join(spaces)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from tierwise.errors import SpecError
@@ -60,14 +61,14 @@ def sweep(
     framework: str = "any",
     fix: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Best plan per combination of the varied parameters; a combination that is not a valid
-    cluster, or where nothing divides or fits, is a row with ``error`` (and no numbers)."""
+    """Best plan per combination of the varied parameters; a combination where nothing
+    divides or fits is a row with ``error`` (and no numbers)."""
     keys = [k for k, _ in varies]
     rows = []
     for values in itertools.product(*(v for _, v in varies)):
         params = dict(zip(keys, values, strict=True))
+        c = with_params(cluster, params)  # a value that is no cluster is the user's error
         try:
-            c = with_params(cluster, params)
             best = search(
                 model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
             ).plans[0]
@@ -110,6 +111,7 @@ def _check_within(within: float) -> None:
 def _needed_rate(step: Callable[[float], float], within: float) -> dict[str, float]:
     """Bisect (geometrically, to 2%) the smallest line rate, Gb/s, whose `step` time stays
     within `within` of the step time at MAX_RATE_GBPS; `step` must not grow with the rate."""
+    step = cache(step)
     best = step(MAX_RATE_GBPS)
     lo, hi = MIN_RATE_GBPS, MAX_RATE_GBPS
     if step(lo) <= best * (1 + within):
@@ -154,4 +156,8 @@ def workload_needed_bandwidth(
         return plans[rate]["step_time_s"]
 
     out = _needed_rate(step, within)
-    return {**out, "layout_at_needed": layout_summary(plans[out["needed_Gbps_per_gpu"]]["layout"])}
+    return {
+        **out,
+        "best_layout": layout_summary(plans[MAX_RATE_GBPS]["layout"]),
+        "layout_at_needed": layout_summary(plans[out["needed_Gbps_per_gpu"]]["layout"]),
+    }

@@ -18,7 +18,7 @@ from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import search, tokens_per_dollar
-from tierwise.plan.space import FRAMEWORKS, parse_fix
+from tierwise.plan.space import FRAMEWORK_NAMES, parse_fix
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -77,6 +77,13 @@ def framework_for(framework: str, emit_kinds: list[str]) -> str:
     return implied[0] if implied else ("megatron" if emit_kinds else "any")
 
 
+def with_launched_config(framework: str, emit_kinds: list[str]) -> list[str]:
+    """The emitted kinds plus the config file a torchtitan or DeepSpeed sbatch script reads."""
+    if "slurm" in emit_kinds and framework in {"torchtitan", "deepspeed"}:
+        return list(dict.fromkeys([*emit_kinds, framework]))
+    return emit_kinds
+
+
 @cluster_options
 def plan_command(
     cluster_spec: ClusterSpec,
@@ -97,7 +104,9 @@ def plan_command(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write the emitted files and mapping.json (every group) here."),
+        typer.Option(
+            "--out", help="Write the emitted files and mapping.json (every group of 2+ GPUs)."
+        ),
     ] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
@@ -107,12 +116,13 @@ def plan_command(
     spec = load_model(model)
     if objective not in {"step_time", "tokens_per_dollar"}:
         raise SpecError(f"--objective: {objective!r}; allowed: step_time, tokens_per_dollar")
-    if framework not in FRAMEWORKS:
-        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+    if framework not in FRAMEWORK_NAMES:
+        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORK_NAMES)}")
     for kind in emit_kinds or []:
         if kind not in EMITTERS:
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     framework = framework_for(framework, emit_kinds or [])
+    emit_kinds = with_launched_config(framework, emit_kinds or [])
     flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
     gbs = cluster_spec.world if gbs is None else gbs
     result = search(

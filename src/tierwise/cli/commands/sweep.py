@@ -13,7 +13,7 @@ from tierwise.cli.output import console, print_json, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.plan.space import parse_fix
-from tierwise.plan.sweep import parse_vary, sweep, workload_needed_bandwidth
+from tierwise.plan.sweep import MIN_RATE_GBPS, parse_vary, sweep, workload_needed_bandwidth
 from tierwise.workload.load import load_model
 
 
@@ -48,9 +48,14 @@ def sweep_command(
         raise SpecError("--vary: give at most two parameters")
     gbs = cluster_spec.world if gbs is None else gbs
     pins = parse_fix(fix)
-    need = workload_needed_bandwidth(
-        spec, cluster_spec, gbs, seq, within / 100, framework=framework, fix=pins
-    )
+    try:
+        need: dict[str, Any] = workload_needed_bandwidth(
+            spec, cluster_spec, gbs, seq, within / 100, framework=framework, fix=pins
+        )
+    except SpecError as exc:  # nothing on the base cluster: the varied ones may still plan
+        if not varies:
+            raise
+        need = {"needed_Gbps_per_gpu": None, "within_pct": within, "error": str(exc)}
     rows = (
         sweep(spec, cluster_spec, gbs, seq, varies, framework=framework, fix=pins) if varies else []
     )
@@ -77,11 +82,24 @@ def sweep_command(
                 [(*(r[k] for k in keys), *_cells(r)) for r in rows],
             )
         )
+    console.print(_need_line(spec.name, cluster_spec.name, within, need))
+
+
+def _need_line(model: str, cluster: str, within: float, need: dict[str, Any]) -> str:
+    """The bandwidth answer in words."""
+    if need["needed_Gbps_per_gpu"] is None:
+        return f"no bandwidth answer on {cluster} itself: {need['error']}"
     layout = " ".join(f"{k}={v}" for k, v in need["layout_at_needed"].items())
-    console.print(
-        f"{spec.name} on {cluster_spec.name} needs >= {need['needed_Gbps_per_gpu']:.0f} Gb/s "
-        f"per GPU across nodes to stay within {within:g}% of its best plan on an unlimited "
-        f"network (best plan at that rate: {layout})"
+    rate = need["needed_Gbps_per_gpu"]
+    amount = (
+        f"at most {MIN_RATE_GBPS:g} Gb/s per GPU across nodes (nothing it runs is bound by "
+        "the fabric)"
+        if rate <= MIN_RATE_GBPS
+        else f">= {rate:.0f} Gb/s per GPU across nodes"
+    )
+    return (
+        f"{model} on {cluster} needs {amount} to stay within {within:g}% of its best plan on "
+        f"an unlimited network (best plan at that rate: {layout})"
     )
 
 
