@@ -141,8 +141,7 @@ def test_dp_tolerates_tens_of_gbps_while_tp_across_nodes_needs_hundreds() -> Non
     # The bandwidth each workload needs, re-planned at every rate, with only one kind of
     # parallelism allowed to cross nodes (the search picks everything else).
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=8)
-    # bf16 gradient reduce (NeMo's recipes; Megatron's fp32 default doubles DP's bytes).
-    only_dp = {"tp": "1", "pp": "1", "cp": "1", "grad_reduce_bf16": "true"}
+    only_dp = {"tp": "1", "pp": "1", "cp": "1"}
     dp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix=only_dp)
     tp = workload_needed_bandwidth(model, cluster, 512, 4096, 0.10, fix={"tp": "16"})
     assert 10 <= dp["needed_Gbps_per_gpu"] < 100  # tens of Gb/s
