@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.errors import SpecError
 from tierwise.hardware.cluster import load_cluster
+from tierwise.plan.emit import deepspeed_config
 from tierwise.plan.search import job_sizes, search, tokens_per_dollar
+from tierwise.plan.space import build_space
+from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 
 
@@ -113,3 +117,24 @@ def test_out_dir_holds_every_group_of_the_best_plan(tmp_path: Path) -> None:
     assert all(len({gpu.split(":")[0] for gpu in g}) == 2 for g in members["pp"])
     gpus = sorted(gpu for g in members["tp"] for gpu in g)
     assert len(set(gpus)) == 32 == best["gpus"]
+
+
+def test_each_framework_reduces_gradients_as_it_does_by_default() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    for framework, bf16 in (("megatron", False), ("torchtitan", False), ("deepspeed", True)):
+        arrays = build_space(model, cluster, 16, 64, 4096, framework=framework).arrays
+        assert set(arrays["grad_reduce_bf16"].tolist()) == {bf16}
+    mixed = build_space(model, cluster, 16, 64, 4096).arrays  # any: each framework's own
+    pairs = zip(mixed["zero"].tolist(), mixed["grad_reduce_bf16"].tolist(), strict=True)
+    assert set(pairs) == {
+        (0, False),  # Megatron's distributed optimizer
+        (2, False),  # torchtitan FSDP2 without resharding
+        (3, False),  # torchtitan FSDP2
+        (1, True),  # DeepSpeed ZeRO-1
+    }
+    with pytest.raises(SpecError, match="torchtitan reduces gradients in float32 only"):
+        build_space(model, cluster, 16, 64, 4096, {"grad_reduce_bf16": "true"}, "torchtitan")
+    fp32 = deepspeed_config(Layout(dp=8, seq=4096, zero=1))
+    assert fp32["communication_data_type"] == "fp32"
+    bf16 = deepspeed_config(Layout(dp=8, seq=4096, zero=1, grad_reduce_bf16=True))
+    assert "communication_data_type" not in bf16

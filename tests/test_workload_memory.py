@@ -94,8 +94,10 @@ def test_weights_are_the_whole_model_at_one_gpu() -> None:
 
 def test_zero3_shards_everything_and_adds_gather_buffers() -> None:
     m = load_model("llama3-8b")
-    mem = memory(m, Layout(dp=8, seq=2048, zero=3))
+    mem = memory(m, Layout(dp=8, seq=2048, zero=3, grad_reduce_bf16=True))
     assert mem.model_states == pytest.approx(16 * 8.03e9 / 8, rel=0.01)
+    fp32_grads = memory(m, Layout(dp=8, seq=2048, zero=3))  # torchtitan's float32 reduce
+    assert fp32_grads.grads == pytest.approx(2 * mem.grads)
     assert mem.fsdp_buffers > 0
     assert memory(m, Layout(dp=8, seq=2048, zero=2)).fsdp_buffers == 0
 

@@ -218,7 +218,7 @@ def step_terms(
     counts = _param_counts(m)
     experts = counts.experts
     stage_params = (counts.total - experts) / (tp * pp) + experts / (f["ep"] * f["etp"] * pp)
-    grads = stage_params * main_grad_bytes(f["zero"], f["grad_reduce_bf16"])
+    grads = stage_params * main_grad_bytes(f["grad_reduce_bf16"])
     weights = stage_params * C.PARAM_GATHER_BYTES
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3

@@ -248,11 +248,14 @@ def _check_deepspeed(layout: Layout) -> None:
 
 
 def deepspeed_config(layout: Layout) -> dict[str, Any]:
-    """A DeepSpeed JSON config: batch sizes, ZeRO stage, bf16, checkpointing, pipeline stages.
-    tp has no JSON key: Megatron-DeepSpeed takes it on its command line, and DeepSpeed checks
+    """A DeepSpeed JSON config: batch sizes, ZeRO stage, bf16, checkpointing, pipeline stages
+    (and an fp32 gradient reduce where the layout has fp32 grads). tp has no JSON key: the
+    training script builds the groups, and DeepSpeed checks
     train_batch_size = micro batch * accumulation * dp with dp = world / (tp * pp)."""
     _check_deepspeed(layout)
+    reduce = {} if layout.grad_reduce_bf16 else {"communication_data_type": "fp32"}
     return {
+        **reduce,
         "train_batch_size": layout.global_batch,
         "train_micro_batch_size_per_gpu": layout.mbs,
         "gradient_accumulation_steps": layout.num_microbatches,

@@ -32,7 +32,10 @@ SHARDING = {
 }
 # What each framework can run: the sharding schemes searched by default, whether it has
 # context parallelism, an interleaved (virtual) pipeline, a config that can shorten the first
-# and last pipeline stage, FP8, and the highest ZeRO stage it runs with pipelining (pp > 1).
+# and last pipeline stage, FP8, the highest ZeRO stage it runs with pipelining (pp > 1), and
+# whether it reduces gradients in 16 bits: (default, other allowed). Megatron reduces fp32
+# main grads unless --grad-reduce-in-bf16; torchtitan's FSDP2 reduces in float32
+# (mixed_precision_reduce); DeepSpeed in the training dtype unless communication_data_type.
 # Plain DDP runs everywhere but is only searched when fixed (`--fix sharding=ddp`): it costs
 # the same time as a sharded optimizer and more memory.
 FRAMEWORKS = {
@@ -43,6 +46,7 @@ FRAMEWORKS = {
         "short_ends": True,
         "fp8": True,
         "pp_zero": 3,
+        "grad_reduce_bf16": (False, True),
     },
     # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
     # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP.
@@ -53,6 +57,7 @@ FRAMEWORKS = {
         "short_ends": True,
         "fp8": True,
         "pp_zero": 3,
+        "grad_reduce_bf16": (False,),
     },
     # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does)
     # nor FP8; its pipeline engine runs plain 1F1B and rejects ZeRO stages 2 and 3.
@@ -63,6 +68,7 @@ FRAMEWORKS = {
         "short_ends": False,
         "fp8": False,
         "pp_zero": 1,
+        "grad_reduce_bf16": (True, False),
     },
 }
 # `--framework any`: the union of what each framework runs, each sharding scheme searched in
@@ -214,6 +220,12 @@ def build_space(
             f"--fix: dtype={dtypes[0]!r} on {cluster.gpu.key}; allowed: {', '.join(allowed_dtypes)}"
             + ("" if caps["fp8"] else f" ({framework} has no FP8)")
         )
+    grad16 = _flag(fix, "grad_reduce_bf16", caps["grad_reduce_bf16"][0])
+    if grad16 not in caps["grad_reduce_bf16"]:
+        raise SpecError(
+            f"--fix: grad_reduce_bf16={fix['grad_reduce_bf16']}; {framework} reduces gradients "
+            f"in {'16 bits' if caps['grad_reduce_bf16'][0] else 'float32'} only"
+        )
     # Degrees (tp, cp, pp) first: most triples do not divide the GPUs or the model's shape.
     tp, cp, pp = _product(tp_opts, cp_opts, pp_opts)
     dp = gpus // (tp * cp * pp)
@@ -296,7 +308,7 @@ def build_space(
         "recompute": sel["rc"],
         "zero": zero,
         "distributed_optimizer": distopt,
-        "grad_reduce_bf16": np.full(n, _flag(fix, "grad_reduce_bf16", False)),
+        "grad_reduce_bf16": np.full(n, grad16),
         "fp8": np.array([d == "fp8" for d in dtypes])[sel["dtype"]],
         "first_stage_layers": end_layers,
         "last_stage_layers": end_layers,

@@ -56,8 +56,8 @@ class Layout(BaseModel):
     )
     grad_reduce_bf16: bool = Field(
         False,
-        description="Megatron's --grad-reduce-in-bf16 (or fp16 training): 16-bit main grads "
-        "and DP reduce (else fp32 at ZeRO stage 0, Megatron's default for bf16)",
+        description="16-bit main grads and DP reduce (Megatron's --grad-reduce-in-bf16, fp16 "
+        "training, DeepSpeed's default); else fp32 (Megatron's bf16 default, torchtitan)",
     )
     dtype: Literal["bf16", "fp8"] = "bf16"
     pp_layers: tuple[int, ...] | None = Field(

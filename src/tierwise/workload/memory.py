@@ -57,8 +57,8 @@ FP8_WEIGHT_CACHE_BYTES = 1
 """Transformer Engine's cached fp8 copy of each weight under fp8 training."""
 GRAD_BYTES_BF16 = 2
 GRAD_BYTES_FP32 = 4
-"""Megatron's main grads (bf16 training accumulates and reduces grads in fp32, with or without
-its distributed optimizer)."""
+"""fp32 main grads: Megatron's for bf16 training (with or without its distributed optimizer),
+torchtitan's FSDP2 float32 reduce."""
 OPTIMIZER_BYTES = 12
 """Adam in mixed precision: fp32 master weight, first and second moment (ZeRO's K = 12)."""
 
@@ -137,13 +137,11 @@ MEMORY_TERMS = tuple(name for name in MemoryBreakdown._fields if name != "stage"
 GIB_KEYS = tuple(f"{name}_gib" for name in MEMORY_TERMS)
 
 
-def main_grad_bytes(zero: Array, grad_reduce_bf16: Array) -> Array:
-    """Bytes per gradient element held and reduced: 4 for the fp32 main grads Megatron keeps
-    for bf16 training, with or without its distributed optimizer (ZeRO stage 0), unless it
-    reduces in 16 bits (``--grad-reduce-in-bf16``, or fp16 training); 2 under ZeRO 1-3."""
-    return GRAD_BYTES_BF16 + (zero == 0) * (1 - grad_reduce_bf16) * (
-        GRAD_BYTES_FP32 - GRAD_BYTES_BF16
-    )
+def main_grad_bytes(grad_reduce_bf16: Array) -> Array:
+    """Bytes per gradient element held and reduced: 4 for fp32 main grads (Megatron's default
+    for bf16 training, torchtitan's FSDP2 float32 reduce), 2 where they stay 16-bit
+    (``--grad-reduce-in-bf16``, fp16 training, DeepSpeed's default)."""
+    return GRAD_BYTES_BF16 + (1 - grad_reduce_bf16) * (GRAD_BYTES_FP32 - GRAD_BYTES_BF16)
 
 
 def model_state_bytes(
@@ -160,7 +158,7 @@ def model_state_bytes(
     ``shard`` is the number of ranks that share this copy (dp*cp, or expert-dp for experts).
     """
     opt_sharded = (zero >= 1) | distributed_optimizer
-    grad_bytes = main_grad_bytes(zero, grad_reduce_bf16)
+    grad_bytes = main_grad_bytes(grad_reduce_bf16)
     weights = (
         params * (WEIGHT_BYTES + fp8 * FP8_WEIGHT_CACHE_BYTES) / (1 + (zero >= 3) * (shard - 1))
     )
