@@ -34,7 +34,8 @@ GradBf16Opt = Annotated[
     bool | None,
     typer.Option(
         "--grad-reduce-bf16/--no-grad-reduce-bf16",
-        help="Megatron's --grad-reduce-in-bf16: bf16 main grads and DP reduce.",
+        help="16-bit main grads and DP reduce at any ZeRO stage (Megatron's "
+        "--grad-reduce-in-bf16, DeepSpeed's default); default fp32 (Megatron, torchtitan).",
     ),
 ]
 CpCommOpt = Annotated[

@@ -71,10 +71,16 @@ FRAMEWORKS = {
         "grad_reduce_bf16": (True, False),
     },
 }
-# `--framework any`: the union of what each framework runs, each sharding scheme searched in
-# the framework that runs it with the most features (DeepSpeed's ZeRO-2/3 are torchtitan's
-# FSDP2 without CP, FP8, interleaving or uneven splits).
-ANY_FRAMEWORK = {"megatron": ("distopt",), "torchtitan": ("fsdp", "zero2"), "deepspeed": ("zero1",)}
+# `--framework any`: the union of what the frameworks run. Each sharding scheme is searched in
+# every framework that runs it differently (torchtitan's FSDP2 reduces in float32, DeepSpeed's
+# ZeRO in 16 bits); torchtitan's plain DDP is Megatron's. DDP only when fixed, as above.
+ANY_SCHEMES = {
+    "distopt": ("megatron",),
+    "zero1": ("deepspeed",),
+    "zero2": ("torchtitan", "deepspeed"),
+    "fsdp": ("torchtitan", "deepspeed"),
+    "ddp": ("megatron", "deepspeed"),
+}
 FRAMEWORK_NAMES = ("any", *FRAMEWORKS)
 FIXABLE = (
     "tp",
@@ -324,21 +330,25 @@ def _any_space(
     seq: int,
     fix: Mapping[str, str],
 ) -> Space:
-    """`--framework any`: every framework's space, each sharding scheme once
-    (`ANY_FRAMEWORK`); a fixed scheme is searched in the first framework that has it."""
-    members: list[tuple[str, tuple[str, ...]]] = list(ANY_FRAMEWORK.items())
-    if "sharding" in fix:
-        name = fix["sharding"]
-        owner = next((f for f, c in FRAMEWORKS.items() if name in ("ddp", *c["sharding"])), None)
-        if owner is None:
-            raise SpecError(f"--fix: sharding={name!r}; allowed: {', '.join(SHARDING)}")
-        members = [(owner, (name,))]
-    spaces, errors = [], []
-    for framework, schemes in members:
+    """`--framework any`: every framework's space over the sharding schemes it runs
+    (`ANY_SCHEMES`); a fix no framework can run is one error naming each one's reason."""
+    names = (fix["sharding"],) if "sharding" in fix else tuple(s for s in ANY_SCHEMES if s != "ddp")
+    if names[0] not in ANY_SCHEMES:
+        raise SpecError(f"--fix: sharding={names[0]!r}; allowed: {', '.join(SHARDING)}")
+    spaces, errors = [], {}
+    for framework in FRAMEWORKS:
+        schemes = tuple(n for n in names if framework in ANY_SCHEMES[n])
+        if not schemes:
+            continue
         try:
             spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, framework, schemes))
         except SpecError as exc:  # a fix this framework cannot run: the others may
-            errors.append(exc)
-    if not spaces:
-        raise errors[0]
-    return Space.join(spaces)
+            errors[framework] = str(exc).removeprefix("--fix: ")
+    if spaces:
+        return Space.join(spaces)
+    reasons = set(errors.values())
+    if len(reasons) == 1:  # the same for every framework (e.g. FP8 on a GPU without it)
+        raise SpecError(f"--fix: {reasons.pop()}")
+    pins = ",".join(f"{k}={v}" for k, v in fix.items())
+    each = "; ".join(f"{name}: {reason}" for name, reason in errors.items())
+    raise SpecError(f"--fix {pins}: no framework runs it ({each})")

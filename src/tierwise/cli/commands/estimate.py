@@ -99,7 +99,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         f"[bold]{model}[/] on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
         f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
         f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-        f"recompute={lay['recompute']} zero={lay['zero']}"
+        f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
+        f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
     )
     fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
     console.print(

@@ -172,11 +172,12 @@ def plan_command(
         f"layouts evaluated, {result.candidates_fitting:,} fit, "
         f"{result.search_time_s:.2f} s"
     )
-    shown = (*PLAN_KEYS[:9], "dtype")  # tp .. zero, and bf16/fp8
+    shown = (*PLAN_KEYS[:9], "dtype", "grads")  # tp .. zero, bf16/fp8, gradient precision
     by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
     rows = []
     for i, p in enumerate(result.plans, 1):
         r = plan_row(p, cluster_spec)
+        r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
         if r["pp_layers"]:  # uneven split: first and last stage's layers
             r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
         cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
