@@ -21,6 +21,7 @@ from tierwise.plan.emit import megatron_args, torchtitan_toml
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import PlanResult, search
+from tierwise.plan.space import frameworks_for
 from tierwise.plan.sweep import workload_needed_bandwidth
 from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model
@@ -90,6 +91,9 @@ def test_every_plan_divides_gpus_fits_and_round_trips_megatron(
         assert "fits" in str(exc)
         return
     check_plans(model, cluster, result, round_trip=framework == "megatron")
+    for plan in result.plans:  # the space and the capability table agree
+        runs_in = frameworks_for(Layout(**plan["layout"]))
+        assert framework in runs_in if framework != "any" else runs_in
 
 
 @pytest.mark.parametrize("pp", [3, 6])

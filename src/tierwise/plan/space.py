@@ -14,6 +14,7 @@ import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
@@ -352,3 +353,22 @@ def _any_space(
     pins = ",".join(f"{k}={v}" for k, v in fix.items())
     each = "; ".join(f"{name}: {reason}" for name, reason in errors.items())
     raise SpecError(f"--fix {pins}: no framework runs it ({each})")
+
+
+def frameworks_for(layout: Layout) -> list[str]:
+    """The frameworks whose search space holds `layout` (`FRAMEWORKS` capabilities)."""
+    if layout.distributed_optimizer:
+        scheme = "distopt"
+    else:
+        scheme = {0: "ddp", 1: "zero1", 2: "zero2", 3: "fsdp"}[layout.zero]
+    return [
+        name
+        for name, caps in FRAMEWORKS.items()
+        if (scheme == "ddp" or scheme in caps["sharding"])
+        and (layout.cp == 1 or caps["cp"])
+        and (layout.vpp == 1 or caps["vpp"])
+        and (layout.dtype != "fp8" or caps["fp8"])
+        and (layout.pp_layers is None or caps["short_ends"])
+        and (layout.pp == 1 or layout.zero <= caps["pp_zero"])
+        and layout.grad_reduce_bf16 in caps["grad_reduce_bf16"]
+    ]

@@ -18,7 +18,7 @@ from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import search, tokens_per_dollar
-from tierwise.plan.space import FRAMEWORK_NAMES, parse_fix
+from tierwise.plan.space import FRAMEWORK_NAMES, frameworks_for, parse_fix
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -47,6 +47,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
     return {
         **{k: lay[k] for k in PLAN_KEYS},
         "pp_layers": lay.get("pp_layers"),
+        "frameworks": frameworks_for(Layout(**lay)),
         "gbs": lay["gbs"],
         "seq": lay["seq"],
         "gpus": p["gpus"],
@@ -172,12 +173,13 @@ def plan_command(
         f"layouts evaluated, {result.candidates_fitting:,} fit, "
         f"{result.search_time_s:.2f} s"
     )
-    shown = (*PLAN_KEYS[:9], "dtype", "grads")  # tp .. zero, bf16/fp8, gradient precision
+    shown = (*PLAN_KEYS[:9], "dtype", "grads", "runs in")  # + precision, frameworks
     by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
     rows = []
     for i, p in enumerate(result.plans, 1):
         r = plan_row(p, cluster_spec)
         r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
+        r["runs in"] = ", ".join(r["frameworks"])
         if r["pp_layers"]:  # uneven split: first and last stage's layers
             r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
         cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
