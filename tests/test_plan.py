@@ -416,8 +416,8 @@ def test_sweep_cli() -> None:
 
 def test_nvl72_domain_makes_wider_ep_attractive() -> None:
     # A DeepSeek-V3-sized MoE (MHA in place of MLA) on 2,304 GPUs: inside a 72-GPU NVLink
-    # domain the search spreads the experts 64 ways; with 8-GPU nodes it keeps EP in the node
-    # and adds pipeline stages, and reaches a lower MFU.
+    # domain the search spreads the experts 64 ways; with 8-GPU nodes it keeps EP inside the
+    # node and reaches a lower MFU.
     moe = ModelSpec.parse(
         {
             "name": "deepseek-v3-sized",
