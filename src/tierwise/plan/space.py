@@ -357,10 +357,9 @@ def _any_space(
 
 def frameworks_for(layout: Layout) -> list[str]:
     """The frameworks whose search space holds `layout` (`FRAMEWORKS` capabilities)."""
-    if layout.distributed_optimizer:
-        scheme = "distopt"
-    else:
-        scheme = {0: "ddp", 1: "zero1", 2: "zero2", 3: "fsdp"}[layout.zero]
+    # The SHARDING scheme; the distributed optimizer is "distopt" whatever the zero field says.
+    stage = (0, True) if layout.distributed_optimizer else (layout.zero, False)
+    scheme = next(name for name, sharding in SHARDING.items() if sharding == stage)
     return [
         name
         for name, caps in FRAMEWORKS.items()
