@@ -82,6 +82,8 @@ COLUMNS = {
         "name",
         "peak_bf16_tflops",
         "peak_fp8_tflops",
+        "peak_mxfp8_tflops",
+        "peak_nvfp4_tflops",
         "hbm_gib",
         "hbm_tbps",
         "intra",
