@@ -22,7 +22,18 @@ SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")]
 SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none|selective|full")]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="bf16|fp8")]
+DtypeOpt = Annotated[
+    str | None,
+    typer.Option("--dtype", help="bf16|fp8|mxfp8|nvfp4: precision of the layers' GEMMs."),
+]
+Fp8RecipeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fp8-recipe",
+        help="delayed|tensorwise|blockwise (Megatron's; tensorwise = current scaling). "
+        "Default delayed.",
+    ),
+]
 DistOptOpt = Annotated[
     bool | None,
     typer.Option(

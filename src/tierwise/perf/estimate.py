@@ -12,6 +12,7 @@ from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
 from tierwise.perf.step import Flags, step_terms
 from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
 KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dpcp"}
@@ -44,6 +45,7 @@ def estimate(
 ) -> dict[str, Any]:
     """JSON-ready estimate of one layout (validated against the model and the cluster)."""
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
+    check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
     terms = step_terms(
@@ -70,6 +72,7 @@ def estimate(
         "tflops_per_gpu": float(terms["tflops_per_gpu"]),
         "hw_tflops_per_gpu": float(terms["hw_tflops_per_gpu"]),
         "mfu": float(terms["mfu"]),
+        "mfu_at_dtype_peak": float(terms["mfu_at_dtype_peak"]),
         "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
         "hbm_gib": cluster.gpu.hbm_gib,
         "fits": bool(terms["fits"]),

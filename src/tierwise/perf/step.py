@@ -22,11 +22,13 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import (
     CAUSAL_WORK_FRACTION,
+    Gemm,
     attention_tflops,
     elementwise_seconds,
     gemm_seconds,
     hbm_bytes_per_s,
 )
+from tierwise.perf.precision import quantize_seconds
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
     Array,
@@ -40,6 +42,7 @@ from tierwise.workload.flops import (
 from tierwise.workload.layout import middle_stage_layers
 from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.params import ParamCounts, param_counts
+from tierwise.workload.precision import FORMATS, GATHER_BYTES, LOW_PRECISION_SHARE, peak_of
 from tierwise.workload.spec import ModelSpec
 
 # Share of TP communication left exposed when the framework overlaps it with GEMMs
@@ -89,38 +92,42 @@ def _select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Ar
     return cond * if_true() + (1 - cond) * if_false()
 
 
+@cache
+def _format_peaks(gpu: GPU) -> np.ndarray:
+    """Dense peak (TFLOP/s) of each format's GEMMs on `gpu`; BF16's where the GPU lacks it."""
+    return np.array([peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS))])
+
+
 def _pos(x: Array) -> Array:
     return x * (x > 0) + 0.0
 
 
-def stage_gemm_seconds(
+def stage_gemms(
     m: ModelSpec,
-    gpu: GPU,
     layer: LayerFlops,
     logits: Array,
     tokens: Array,
     tp: Array,
     ep: Array,
-    fp8: Array,
-    total_flops: Array,
-) -> Array:
-    """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
-    MLP/expert GEMMs (`layer`: the MoE layer of a MoE model) and its share `logits` of the
-    logits GEMM are, each at the `gemm_seconds` rate of its per-GPU (M, N, K); M = `tokens`
-    of one micro-batch on one GPU (an expert's: the tokens its EP group routes to it)."""
+    precision: Array,
+) -> list[Gemm]:
+    """One layer's weight GEMMs (forward FLOPs, per-GPU M, N, K): QKV, output, MLP/expert
+    (`layer`: the MoE layer of a MoE model) in the layout's format, the router and the layer's
+    share `logits` of the logits GEMM in BF16. M = `tokens` of one micro-batch on one GPU (an
+    expert's: the tokens its EP group routes to it, a grouped GEMM)."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share
-    parts = [
-        (layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h),
-        (layer.out, tokens, h, m.q_dim / tp),
-        (layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h),
-        (layer.experts, expert_tokens, (moe.expert_ffn_hidden if moe else m.ffn) / tp, h),
-        (layer.router, tokens, moe.experts if moe else 1, h),
-        (logits, tokens, m.vocab / tp, h),
+    low = LOW_PRECISION_SHARE[precision]
+    ffn = moe.expert_ffn_hidden if moe else m.ffn
+    return [
+        Gemm(layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h, low),
+        Gemm(layer.out, tokens, h, m.q_dim / tp, low),
+        Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h, low),
+        Gemm(layer.experts, expert_tokens, ffn / tp, h, low, expert_tokens if moe else None),
+        Gemm(layer.router, tokens, moe.experts if moe else 1, h),
+        Gemm(logits, tokens, m.vocab / tp, h),
     ]
-    per_layer = sum([flops for flops, *_ in parts])
-    return total_flops * gemm_seconds(gpu, parts, fp8) / per_layer
 
 
 def step_terms(
@@ -145,18 +152,21 @@ def step_terms(
     )
 
     # Compute of one micro-batch on the busiest stage (forward + backward + recompute): each
-    # weight GEMM at the efficiency of its arithmetic intensity.
-    t_gemm = stage_gemm_seconds(
+    # weight GEMM at the efficiency of its arithmetic intensity and format, scaled from one
+    # layer's to the stage's FLOPs; and the casts of the low-precision operands.
+    precision = f["precision"]
+    gemms = stage_gemms(
         m,
-        gpu,
         sf.moe_layer,
         logits_flops(m, seq, mbs, tp=tp, cp=cp) / n,
         mbs * seq / cp,
         tp,
         f["ep"],
-        f["fp8"],
-        sf.hardware - sf.attention,
+        precision,
     )
+    per_layer = sum([g.flops for g in gemms])
+    t_gemm = (sf.hardware - sf.attention) * gemm_seconds(gpu, gemms, precision) / per_layer
+    t_quant = n * quantize_seconds(gpu, gemms, precision, 1 + full)
     work = CAUSAL_WORK_FRACTION if flags.flash_attention else 1.0
     t_attn = sf.attention * work / (attention_tflops(gpu) * 1e12)
     t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
@@ -165,7 +175,7 @@ def step_terms(
         forwards = 1 + (f["recompute"] > 0)
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         t_elem = t_elem + scores * score_bytes / hbm_bytes_per_s(gpu)
-    t_compute = t_gemm + t_attn + t_elem
+    t_compute = t_gemm + t_attn + t_elem + t_quant
 
     tokens = mbs * seq / cp
     act = C.activation_bytes(tokens, h)
@@ -219,7 +229,7 @@ def step_terms(
     experts = counts.experts
     stage_params = (counts.total - experts) / (tp * pp) + experts / (f["ep"] * f["etp"] * pp)
     grads = stage_params * main_grad_bytes(f["grad_reduce_bf16"])
-    weights = stage_params * C.PARAM_GATHER_BYTES
+    weights = stage_params * GATHER_BYTES[precision]  # FP8 parameter all-gathers
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
     bwd_window = t_compute * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * flags.overlap_grad_reduce
@@ -259,6 +269,7 @@ def step_terms(
         "tflops_per_gpu": tflops,
         "hw_tflops_per_gpu": tflops * sf.hardware / sf.model,
         "mfu": tflops / gpu.peak_bf16_tflops,
+        "mfu_at_dtype_peak": tflops / _format_peaks(gpu)[precision],
         "memory": mem,
         "memory_gib_per_gpu": mem_bytes / GiB,
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
@@ -308,5 +319,6 @@ def step_terms(
             "gemm": micro * t_gemm,
             "attention": micro * t_attn,
             "elementwise": micro * t_elem,
+            "quantize": micro * t_quant,
         },
     }

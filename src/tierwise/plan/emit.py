@@ -31,6 +31,15 @@ def _reject(framework: str, checks: list[tuple[bool, str, object, str]]) -> None
             raise SpecError(f"--emit {framework}: {field}={value!r}: {supported}")
 
 
+LOW_PRECISION_ARGS = {
+    "bf16": [],
+    "fp8": ["--fp8-format hybrid"],
+    "mxfp8": ["--fp8-format e4m3", "--fp8-recipe mxfp8"],
+    "nvfp4": ["--fp4-format e2m1", "--fp4-recipe nvfp4"],
+}
+"""Megatron-LM flags of each dtype (its arguments.py: --fp8-format, --fp8-recipe, --fp4-*)."""
+
+
 def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> list[str]:
     """Megatron-LM `pretrain_gpt.py` arguments for the layout and model shape."""
     _reject(
@@ -93,12 +102,14 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         ]
     if model.activation == "swiglu":
         args.append("--swiglu")
-    # FP8 runs Transformer Engine's FP8 GEMMs (E4M3 forward, E5M2 backward) inside a bf16
-    # model; without --bf16 the rest would run in fp32. --fp8-recipe is left at its default
-    # (delayed scaling), which also keeps Megatron-LM releases without that flag working.
+    # Low precision runs Transformer Engine's GEMMs inside a bf16 model; without --bf16 the
+    # rest would run in fp32. FP8: E4M3 forward, E5M2 backward; --fp8-recipe only when not the
+    # default (delayed), which keeps Megatron-LM releases without that flag working. MXFP8 is
+    # E4M3 throughout (Megatron-LM arguments.py); NVFP4 is --fp4-format e2m1 --fp4-recipe nvfp4.
     args.append("--bf16")
-    if layout.dtype == "fp8":
-        args.append("--fp8-format hybrid")
+    args += LOW_PRECISION_ARGS[layout.dtype]
+    if layout.fp8_recipe is not None:
+        args.append(f"--fp8-recipe {layout.fp8_recipe}")
     if flags.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if flags.overlap_param_gather and layout.distributed_optimizer:
@@ -173,8 +184,17 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
         local_batch = layout.mbs * layout.num_microbatches
     fp8 = []
     if layout.dtype == "fp8":  # torchao Float8Linear; FSDP gathers the weights in float8
+        if layout.fp8_recipe not in (None, "tensorwise"):
+            raise SpecError(
+                f"--emit torchtitan: fp8_recipe={layout.fp8_recipe!r}; torchao's float8 "
+                "training runs tensorwise (current) scaling"
+            )
         fp8 = ["[model]", 'converters = ["float8"]', "", "[float8]"]
         fp8 += [f"enable_fsdp_float8_all_gather = {str(shard).lower()}", ""]
+    elif layout.dtype == "mxfp8":  # torchao MX training (MXLinear)
+        fp8 = ["[model]", 'converters = ["mx"]', "", "[mx]", 'recipe_name = "mxfp8"', ""]
+    elif layout.dtype == "nvfp4":
+        raise SpecError("--emit torchtitan: dtype='nvfp4'; torchtitan trains in bf16, fp8, mxfp8")
     # mode "selective" alone would mean torchtitan's default selective_ac_option "2"
     # (full AC on every 2nd layer); "op" is op-level selective AC.
     selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
@@ -224,7 +244,7 @@ def _check_deepspeed(layout: Layout) -> None:
         "deepspeed",
         [
             (
-                layout.dtype == "fp8",
+                layout.dtype != "bf16",
                 "dtype",
                 layout.dtype,
                 "DeepSpeed's JSON config has no FP8 (bf16 or fp16)",

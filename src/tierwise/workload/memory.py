@@ -3,7 +3,8 @@
 Model states (per parameter a rank holds; Rajbhandari et al. 2020, Megatron's
 ``docs/source/api-guide/dist_optimizer.md``):
 
-- weights 2 B (bf16; fp8 adds a 1 B cached fp8 copy), optimizer 12 B (fp32 master, Adam m, v);
+- weights 2 B (bf16; a low-precision format adds its row- and column-wise quantized copies,
+  ``workload/precision.py``), optimizer 12 B (fp32 master, Adam m, v);
 - grads 2 B (bf16, DeepSpeed/FSDP mixed precision) — or 4 B (fp32 main grads) with Megatron's
   distributed optimizer, which keeps the full grad buffer and shards only the 12 B: 6 + 12/d
   (2 B again with ``--grad-reduce-in-bf16``, as NeMo's performance recipes set it);
@@ -47,14 +48,16 @@ from tierwise.workload.params import (
     router_params,
     shared_expert_params,
 )
+from tierwise.workload.precision import ELEMENT_BYTES, IS_LOW
 from tierwise.workload.spec import ModelSpec
 
 GiB = 2**30
 
 WEIGHT_BYTES = 2
 """bf16 weights."""
-FP8_WEIGHT_CACHE_BYTES = 1
-"""Transformer Engine's cached fp8 copy of each weight under fp8 training."""
+LOW_PRECISION_WEIGHT_COPIES = 2
+"""Quantized copies of each weight Transformer Engine caches under a low-precision format: the
+row-wise one for fprop and the column-wise (transposed) one for dgrad."""
 GRAD_BYTES_BF16 = 2
 GRAD_BYTES_FP32 = 4
 """fp32 main grads: Megatron's for bf16 training (with or without its distributed optimizer),
@@ -75,6 +78,8 @@ MLP_ACT_STORE = {"swiglu": 6, "gelu": 4, "squared-relu": 4}
 """Bytes kept per token per ffn column: GELU in + fc2 in (2+2); SwiGLU gate, up, fc2 in."""
 REPLICATED_INPUTS_PER_LAYER = 4
 """16-bit tensors of width hidden kept whole without SP: norm1, qkv, norm2 and fc1 inputs."""
+LINEAR_INPUTS_REPLICATED = 2
+"""Of those, the inputs of a linear layer (QKV, fc1), which Transformer Engine may quantize."""
 RECOMPUTE_INPUT_BYTES = 2
 """Full recompute keeps only each layer's 16-bit input."""
 LOGITS_BYTES = 4
@@ -151,7 +156,7 @@ def model_state_bytes(
     shard: Array,
     distributed_optimizer: Array = False,
     grad_reduce_bf16: Array = False,
-    fp8: Array = False,
+    precision: Array = 0,
 ) -> tuple[Array, Array, Array]:
     """(weights, grads, optimizer) bytes on one rank for ``params`` it holds before ZeRO.
 
@@ -159,9 +164,8 @@ def model_state_bytes(
     """
     opt_sharded = (zero >= 1) | distributed_optimizer
     grad_bytes = main_grad_bytes(grad_reduce_bf16)
-    weights = (
-        params * (WEIGHT_BYTES + fp8 * FP8_WEIGHT_CACHE_BYTES) / (1 + (zero >= 3) * (shard - 1))
-    )
+    copies = IS_LOW[precision] * LOW_PRECISION_WEIGHT_COPIES * ELEMENT_BYTES[precision]
+    weights = params * (WEIGHT_BYTES + copies) / (1 + (zero >= 3) * (shard - 1))
     grads = params * grad_bytes / (1 + (zero >= 2) * (shard - 1))
     optimizer = params * OPTIMIZER_BYTES / (1 + opt_sharded * (shard - 1))
     return weights, grads, optimizer
@@ -234,12 +238,15 @@ def activation_bytes_per_token(
     moe_layer: bool = False,
     flash_attention: bool = True,
     dropout: bool = False,
+    linear_bytes: Array = ACT_BYTES,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
     Local tokens are ``seq/cp``; the s^2 part's keys span the whole ``seq`` (ring attention).
     The first term excludes the s^2 part; selective recompute drops only the s^2 part; full
-    recompute keeps only the layer input.
+    recompute keeps only the layer input. ``linear_bytes``: bytes per element of the inputs the
+    linear layers keep for wgrad (QKV and fc1 inputs, the out-projection and fc2 inputs), less
+    than 16 bits where Transformer Engine keeps them quantized.
     """
     shape, h = _shape(m), m.hidden
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
@@ -255,7 +262,10 @@ def activation_bytes_per_token(
         mlp = shape.act_mlp_moe / tp
     else:
         mlp = shape.act_mlp_dense / tp
-    return replicated * rep + attention + mlp, scores, RECOMPUTE_INPUT_BYTES * h * rep
+    # Quantized linear inputs: QKV and fc1 (whole width), out-projection and fc2 (split by TP).
+    fc2_in = mlp / MLP_ACT_STORE[m.activation]
+    saved = (ACT_BYTES - linear_bytes) * (LINEAR_INPUTS_REPLICATED * h * rep + m.q_dim / tp + fc2_in)
+    return replicated * rep + attention + mlp - saved, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
 def memory_batch(
@@ -276,7 +286,7 @@ def memory_batch(
     zero: Array = 0,
     distributed_optimizer: Array = False,
     grad_reduce_bf16: Array = False,
-    fp8: Array = False,
+    precision: Array = 0,
     first_stage_layers: Array | None = None,
     last_stage_layers: Array | None = None,
     flash_attention: bool = True,
@@ -312,7 +322,14 @@ def memory_batch(
     working = kept = 0.0
     for is_moe, share in kinds:
         act, scores, inp = activation_bytes_per_token(
-            m, seq, tp=tp, sp=sp, moe_layer=is_moe, flash_attention=flash_attention, dropout=dropout
+            m,
+            seq,
+            tp=tp,
+            sp=sp,
+            moe_layer=is_moe,
+            flash_attention=flash_attention,
+            dropout=dropout,
+            linear_bytes=ELEMENT_BYTES[precision],
         )
         working = working + share * (act + scores)
         kept = kept + share * (full * inp + (1 - full) * (act + keep_scores * scores))
@@ -339,7 +356,7 @@ def memory_batch(
             zero=zero,
             distributed_optimizer=distributed_optimizer,
             grad_reduce_bf16=grad_reduce_bf16,
-            fp8=fp8,
+            precision=precision,
         )
         states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks

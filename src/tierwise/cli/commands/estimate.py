@@ -13,6 +13,7 @@ from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
+from tierwise.workload.precision import check_supported
 
 
 @cluster_options
@@ -33,6 +34,7 @@ def estimate_command(
     recompute: L.RecomputeOpt = None,
     zero: L.ZeroOpt = None,
     dtype: L.DtypeOpt = None,
+    fp8_recipe: L.Fp8RecipeOpt = None,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
@@ -41,6 +43,8 @@ def estimate_command(
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
     spec = load_model(model)
+    if dtype is not None:  # one line naming the flag before the layout's own check
+        check_supported(cluster_spec.gpu, dtype, fp8_recipe)
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
     if dp is None:
         if cluster_spec.world % fixed:
@@ -64,6 +68,7 @@ def estimate_command(
             "recompute": recompute,
             "zero": zero,
             "dtype": dtype,
+            "fp8_recipe": fp8_recipe,
             "distributed_optimizer": distributed_optimizer,
             "grad_reduce_bf16": grad_reduce_bf16,
             "pp_layers": parse_stage_layers(pp_layers),
@@ -99,14 +104,18 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         f"[bold]{model}[/] on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
         f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
         f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-        f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
+        f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']}"
+        + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
+        + " "
         f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
     )
     fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
     console.print(
         f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
         f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
-        f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
+        f"MFU {r['mfu']:.1%} of the BF16 dense peak (NeMo/Megatron convention; "
+        f"{r['mfu_at_dtype_peak']:.1%} of the {lay['dtype']} peak), "
+        f"{r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
         f"({fits})"
     )
     tiers = r["comm_tiers"]

@@ -22,6 +22,7 @@ from tierwise.plan.space import FRAMEWORK_NAMES, frameworks_for, parse_fix
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
+from tierwise.workload.precision import check_supported
 
 MAPPING_FILE = "mapping.json"
 """Written to --out: every TP/CP/EP/DP/PP group of the best plan as its GPUs."""
@@ -56,6 +57,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         "tokens_per_dollar": tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster),
         "tflops_per_gpu": p["tflops_per_gpu"],
         "mfu": p["mfu"],
+        "mfu_at_dtype_peak": p["mfu_at_dtype_peak"],
         "memory_gib_per_gpu": p["memory_gib_per_gpu"],
         "fits": p["fits"],
         "why": why(p),
@@ -109,6 +111,8 @@ def plan_command(
             "--out", help="Write the emitted files and mapping.json (every group of 2+ GPUs)."
         ),
     ] = None,
+    dtype: L.DtypeOpt = None,
+    fp8_recipe: L.Fp8RecipeOpt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
     as_json: JsonOpt = False,
@@ -126,13 +130,19 @@ def plan_command(
     emit_kinds = with_launched_config(framework, emit_kinds or [])
     flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
     gbs = cluster_spec.world if gbs is None else gbs
+    pins = parse_fix(fix)
+    if dtype is not None:
+        check_supported(cluster_spec.gpu, dtype, fp8_recipe)
+        pins["dtype"] = dtype
+    if fp8_recipe is not None:
+        pins["fp8_recipe"] = fp8_recipe
     result = search(
         spec,
         cluster_spec,
         gbs,
         seq,
         top=top,
-        fix=parse_fix(fix),
+        fix=pins,
         objective=objective,
         flags=flags,
         framework=framework,
@@ -196,7 +206,7 @@ def plan_command(
             )
         )
     cost_header = ["GPUs", "tokens/$"] if by_cost else []
-    header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU", "GiB", "why"]
+    header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU (bf16 peak)", "GiB", "why"]
     console.print(table("top plans", header, rows))
     console.print(
         table(
