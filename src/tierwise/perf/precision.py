@@ -17,22 +17,20 @@ from tierwise.workload.flops import Array
 from tierwise.workload.precision import AMAX_PASS, BF16_BYTES, ELEMENT_BYTES, quantized_copies
 
 
-
 def quantize_bytes(gpu: GPU, gemms: Sequence[Gemm], precision: Array, forwards: Array) -> Array:
     """HBM bytes of the casts of `gemms` (their low-precision share) on `gpu` for one
     micro-batch of `forwards` forward passes (2 under full recompute) and one backward."""
-    per_element = BF16_BYTES * (1 + AMAX_PASS[precision]) + quantized_copies(
-        gpu, precision
-    ) * ELEMENT_BYTES[precision]
+    per_element = (
+        BF16_BYTES * (1 + AMAX_PASS[precision])
+        + quantized_copies(gpu, precision) * ELEMENT_BYTES[precision]
+    )
     total = 0.0
     for g in gemms:
         total = total + g.low_share * (forwards * g.m * g.k + g.m * g.n)
     return total * per_element
 
 
-def quantize_seconds(
-    gpu: GPU, gemms: Sequence[Gemm], precision: Array, forwards: Array
-) -> Array:
+def quantize_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array, forwards: Array) -> Array:
     """Seconds of those casts at the achieved HBM bandwidth (0 for bf16)."""
     if gpu.gemm_efficiency is not None:
         return 0.0

@@ -264,7 +264,8 @@ def activation_bytes_per_token(
         mlp = shape.act_mlp_dense / tp
     # Quantized linear inputs: QKV and fc1 (whole width), out-projection and fc2 (split by TP).
     fc2_in = mlp / MLP_ACT_STORE[m.activation]
-    saved = (ACT_BYTES - linear_bytes) * (LINEAR_INPUTS_REPLICATED * h * rep + m.q_dim / tp + fc2_in)
+    linear_inputs = LINEAR_INPUTS_REPLICATED * h * rep + m.q_dim / tp + fc2_in
+    saved = (ACT_BYTES - linear_bytes) * linear_inputs
     return replicated * rep + attention + mlp - saved, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
