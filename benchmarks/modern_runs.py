@@ -1,0 +1,101 @@
+"""The runs of ../shared/calibration/training_runs_modern.yaml as tierwise inputs.
+
+Each run states its model (with its Hugging Face config), cluster, layout and published step
+time; this module turns them into a ModelSpec, a ClusterSpec, a Layout and Flags, and states
+which recipe facts of the runs' notes it uses (FP8 = current scaling, 16-bit gradient reduce,
+TP communication overlap where the recipe enables it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec, load_cluster
+from tierwise.perf.step import Flags
+from tierwise.workload.hf import from_hf_config
+from tierwise.workload.layout import Layout
+from tierwise.workload.spec import ModelSpec
+
+RUNS = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "training_runs_modern.yaml"
+
+# The cluster preset each catalog GPU of the file runs in (nodes and NICs from the run).
+PRESET = {"h100": "dgx-h100", "b200": "dgx-b200", "gb200": "gb200-nvl72", "gb300": "gb300-nvl72"}
+# Every FP8 row of these sources is "FP8-CS": Transformer Engine's per-tensor current scaling.
+FP8_RECIPE = "tensorwise"
+# Runs whose recipe turns on Megatron's --tp-comm-overlap (the runs' notes).
+TP_COMM_OVERLAP = {
+    "mb-llama3-70b-gb200-mxfp8-64-26.04.01",
+    "modelzoo-mixtral-8x22b-h100-bf16-128-dropless",
+}
+# Runs that reduce gradients in fp32 (Megatron's default): the ModelZoo script sets no
+# --grad-reduce-in-bf16; Megatron-Bridge and NeMo performance recipes reduce in bf16.
+FP32_GRAD_REDUCE = {"modelzoo-mixtral-8x22b-h100-bf16-128-dropless"}
+MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "activation", "moe")
+
+
+def load_runs() -> list[dict[str, Any]]:
+    """The runs of the modern calibration file."""
+    return yaml.safe_load(RUNS.read_text())["runs"]
+
+
+def model_of(run: dict[str, Any]) -> ModelSpec:
+    """The run's model: from its HF config where tierwise reads that model type, else from the
+    stated fields (with the config's head_dim)."""
+    m = run["model"]
+    try:
+        spec = from_hf_config(m["hf_config"], m["name"], run["id"])
+    except SpecError:
+        fields = {k: m[k] for k in MODEL_FIELDS if k in m}
+        fields["activation"] = str(fields["activation"]).split(" ")[0]
+        head_dim = m["hf_config"].get("head_dim")
+        spec = ModelSpec.parse({"name": m["name"], **fields, "head_dim": head_dim}, run["id"])
+    return with_capacity(run, spec)
+
+
+def cluster_of(run: dict[str, Any]) -> ClusterSpec:
+    """The run's nodes on the preset of its GPU, with the NICs the run states."""
+    c = run["cluster"]
+    return load_cluster(
+        PRESET[c["gpu"]], nodes=c["nodes"], nic=c["nic"], nics_per_node=c["nics_per_node"]
+    )
+
+
+def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
+    """The run's layout; zero 1 is Megatron's distributed optimizer, 3 its FSDP."""
+    lay = run["layout"]
+    return Layout(
+        tp=lay["tp"],
+        cp=lay["cp"],
+        ep=lay["ep"],
+        etp=lay["etp"],
+        pp=lay["pp"],
+        vpp=lay["vpp"],
+        dp=lay["dp"],
+        mbs=lay["mbs"],
+        gbs=lay["gbs"],
+        seq=lay["seq"],
+        sp=lay["sp"],
+        recompute=lay["recompute"],
+        zero=3 if lay["zero"] == 3 else 0,
+        distributed_optimizer=lay["zero"] == 1,
+        grad_reduce_bf16=run["id"] not in FP32_GRAD_REDUCE,
+        dtype=lay["dtype"],
+        fp8_recipe=FP8_RECIPE if lay["dtype"] == "fp8" else None,
+    ).validate_for(model)
+
+
+def flags_of(run: dict[str, Any]) -> Flags:
+    """What the run's recipe turns on beyond the defaults."""
+    return Flags(tp_comm_overlap=run["id"] in TP_COMM_OVERLAP)
+
+
+def with_capacity(run: dict[str, Any], model: ModelSpec) -> ModelSpec:
+    """Capacity routing (token drop, NeMo's MegatronTokenDropCallback): capacity factor 1.0."""
+    if run["layout"].get("moe_routing") != "capacity" or model.moe is None:
+        return model
+    moe = model.moe.model_copy(update={"capacity_factor": 1.0})
+    return model.model_copy(update={"moe": moe})
