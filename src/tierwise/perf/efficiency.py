@@ -67,9 +67,12 @@ ATTENTION_RELATIVE_EFFICIENCY = 0.6
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
 HBM_EFFICIENCY = 0.7
-# Unfused framework kernels move each elementwise tensor this many times more than the fused
-# minimum the workload layer counts (casts, bias, dropout masks, copies). Fitted.
+# Elementwise kernels move each tensor this many times more than the fused minimum the
+# workload layer counts (casts, bias, dropout masks, copies, launch gaps). Fitted twice: for
+# frameworks with fused kernels (Transformer Engine's LayerNorm+cast, SwiGLU, RoPE, flash
+# attention) and for the unfused Megatron-LM of 2021-22 (no flash attention).
 ELEMENTWISE_TRAFFIC_FACTOR = 2.5
+UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR = 2.5
 
 
 class Gemm(NamedTuple):
@@ -131,9 +134,10 @@ def attention_tflops(gpu: GPU) -> float:
     return gpu.peak_bf16_tflops * peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
 
 
-def elementwise_seconds(gpu: GPU, nbytes: Array) -> Array:
+def elementwise_seconds(gpu: GPU, nbytes: Array, fused: bool = True) -> Array:
     """Time of HBM-bound elementwise work counted as `nbytes` fused bytes."""
-    return nbytes * ELEMENTWISE_TRAFFIC_FACTOR / hbm_bytes_per_s(gpu)
+    factor = ELEMENTWISE_TRAFFIC_FACTOR if fused else UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR
+    return nbytes * factor / hbm_bytes_per_s(gpu)
 
 
 def hbm_bytes_per_s(gpu: GPU) -> float:

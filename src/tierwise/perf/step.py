@@ -169,7 +169,7 @@ def step_terms(
     t_quant = n * quantize_seconds(gpu, gemms, precision, 1 + full)
     work = CAUSAL_WORK_FRACTION if flags.flash_attention else 1.0
     t_attn = sf.attention * work / (attention_tflops(gpu) * 1e12)
-    t_elem = elementwise_seconds(gpu, sf.elementwise_bytes)
+    t_elem = elementwise_seconds(gpu, sf.elementwise_bytes, fused=flags.flash_attention)
     if not flags.flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
         forwards = 1 + (f["recompute"] > 0)
