@@ -26,5 +26,6 @@ def tp_comm(s: Stage, comm: C.CommFn, overlap: bool = False) -> CommTerm:
     )
     total = collectives * per
     exposed = total * (TP_OVERLAP_EXPOSED if overlap else 1.0)
-    sent = collectives * act * (tp - 1) / tp * (2 - sp + sp * 2) / 2 * 2
+    # An all-reduce, or an all-gather plus a reduce-scatter, sends 2(tp-1)/tp of the buffer.
+    sent = collectives * act * 2 * (tp - 1) / tp
     return CommTerm(exposed, total, sent, "tp")
