@@ -91,10 +91,7 @@ def causal_keys(m: ModelSpec, seq: Array) -> Array:
         return full
     w = local.window
     within = seq > w
-    if local.kind == "sliding":
-        span = w - w * (w - 1) / (2 * seq)
-    else:
-        span = w / 2
+    span = w - w * (w - 1) / (2 * seq) if local.kind == "sliding" else w / 2
     local_keys = within * span + (1 - within) * full
     share = m.local_layers / m.layers
     return share * local_keys + (1 - share) * full
@@ -113,10 +110,13 @@ def mlp_macs(m: ModelSpec, moe_layer: bool) -> int:
     if not moe_layer or m.moe is None:
         return nmat * m.hidden * m.ffn
     moe = m.moe
-    return nmat * m.hidden * (moe.top_k * moe.expert_ffn_hidden + moe.shared_experts * moe.shared_ffn)
+    routed = moe.top_k * moe.expert_ffn_hidden
+    return nmat * m.hidden * (routed + moe.shared_experts * moe.shared_ffn)
 
 
-def model_flops_per_token(m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE) -> Array:
+def model_flops_per_token(
+    m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE
+) -> Array:
     """Training model FLOPs per token, as Megatron-LM / Megatron-Bridge count them.
 
     ``num_floating_point_operations`` (Megatron-LM ``megatron/training/training.py``;

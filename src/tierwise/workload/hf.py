@@ -238,9 +238,10 @@ def _gemma(cfg: Mapping[str, Any], source: str) -> Fields:
     local = _layer_pattern(text, source)
     if local is None and gemma2 and text.get("sliding_window"):
         local = {"window": text["sliding_window"], "global_every": 2}  # odd layers global
+    tied = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", True))
     fields |= {
         "activation": "geglu",
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", True))),
+        "tied_embeddings": bool(tied),
         "local_attention": local,
         "qk_norm": not gemma2,
     }

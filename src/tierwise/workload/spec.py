@@ -44,7 +44,7 @@ class MoESpec(_Frozen):
     every: int = Field(
         1, ge=1, description="after the dense layers, every Nth layer is MoE (Llama 4 Maverick: 2)"
     )
-    router: Router = Field("softmax", description="softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3)")
+    router: Router = Field("softmax", description="softmax (Mixtral, Qwen); sigmoid (DeepSeek-V3)")
     capacity_factor: float | None = Field(
         None, gt=0, description="expert capacity / (tokens*top_k/experts); None = dropless"
     )
