@@ -269,16 +269,17 @@ def training_flops(
     return TRAINING_PASSES * (layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)) + extra
 
 
-def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array, *, causal: bool = False) -> Array:
-    """Model FLOPs of one step over all GPUs (3 x forward, no recompute): MFU's numerator."""
-    if isinstance(seq, int | float):  # one layout: the per-sequence count is memoised
-        return gbs * _model_flops_per_sequence(m, seq, causal)
-    return TRAINING_PASSES * forward_flops(m, seq, gbs, causal=causal)
+def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
+    """Model FLOPs of one step over all GPUs, ``gbs x seq x model_flops_per_token`` (Megatron's
+    counter, no recompute): the numerator of MFU and of model TFLOP/s per GPU."""
+    if isinstance(seq, int | float):  # one layout: the per-token count is memoised
+        return gbs * seq * _model_flops_per_token_cached(m, seq)
+    return gbs * seq * model_flops_per_token(m, seq)
 
 
 @cache
-def _model_flops_per_sequence(m: ModelSpec, seq: int | float, causal: bool) -> float:
-    return TRAINING_PASSES * forward_flops(m, seq, 1, causal=causal)
+def _model_flops_per_token_cached(m: ModelSpec, seq: int | float) -> float:
+    return float(model_flops_per_token(m, seq))
 
 
 def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: int) -> Array:

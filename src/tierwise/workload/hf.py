@@ -208,6 +208,11 @@ def _llama4(cfg: Mapping[str, Any], source: str) -> Fields:
     fields["ffn_hidden"] = text.get("intermediate_size_mlp") or fields["ffn_hidden"]
     expert = _need(text, "intermediate_size", source)
     chunk, nope = text.get("attention_chunk_size"), text.get("no_rope_layer_interval")
+    rope_flags = text.get("no_rope_layers")  # 1 = RoPE (chunked), 0 = NoPE (global)
+    if nope is None and isinstance(rope_flags, list) and 0 in rope_flags:
+        nope = rope_flags.index(0) + 1
+        if rope_flags != [int((i + 1) % nope != 0) for i in range(len(rope_flags))]:
+            raise SpecError(f"{source}: no_rope_layers must repeat every {nope} layers")
     if chunk:
         fields["local_attention"] = {
             "window": chunk,
@@ -229,10 +234,21 @@ def _llama4(cfg: Mapping[str, Any], source: str) -> Fields:
     return fields
 
 
+GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262_208,
+    "sliding_window_pattern": 6,
+    "max_position_embeddings": 131_072,
+    "rope_theta": 1_000_000.0,
+}
+"""``transformers`` Gemma3TextConfig defaults that published Gemma 3 configs leave out."""
+
+
 def _gemma(cfg: Mapping[str, Any], source: str) -> Fields:
     """Gemma 2 / Gemma 3 (text): GeGLU, tied embeddings, local/global layer pattern."""
     text = cfg.get("text_config")
     text = text if isinstance(text, Mapping) else cfg
+    if cfg.get("model_type") != "gemma2":
+        text = {**GEMMA3_TEXT_DEFAULTS, "model_type": "gemma3_text", **text}
     fields = _llama_like(text, source)
     gemma2 = cfg.get("model_type") == "gemma2"
     local = _layer_pattern(text, source)
