@@ -99,7 +99,7 @@ def test_mtp_is_stored_but_not_in_published_total() -> None:
 
 
 def test_unsupported_and_missing_fields() -> None:
-    with pytest.raises(SpecError, match="model_type 'bert' is not supported; allowed: .*gpt_oss"):
+    with pytest.raises(SpecError, match=r"model_type 'bert' is not supported; allowed: .*gpt_oss"):
         from_hf_config({"model_type": "bert"}, "x")
     cfg = json.loads((HF / "deepseek-v3.json").read_text())
     del cfg["kv_lora_rank"]
