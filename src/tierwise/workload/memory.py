@@ -74,7 +74,7 @@ FLASH_LSE_BYTES = 4
 """Flash attention stores one fp32 log-sum-exp per query and head instead of the scores."""
 ROUTER_BYTES_PER_EXPERT = 8
 """fp32 router logits and probabilities per token and expert."""
-MLP_ACT_STORE = {"swiglu": 6, "gelu": 4, "squared-relu": 4}
+MLP_ACT_STORE = {"swiglu": 6, "geglu": 6, "gelu": 4, "squared-relu": 4}
 """Bytes kept per token per ffn column: GELU in + fc2 in (2+2); SwiGLU gate, up, fc2 in."""
 REPLICATED_INPUTS_PER_LAYER = 4
 """16-bit tensors of width hidden kept whole without SP: norm1, qkv, norm2 and fc1 inputs."""

@@ -130,6 +130,7 @@ COLUMNS = {
         "kv_heads",
         "ffn_hidden",
         "vocab",
+        "attention",
         "experts",
         "top_k",
         "params_total_B",
