@@ -329,6 +329,10 @@ def set_constant(name: str, value: float) -> None:
     efficiency._format_rates.cache_clear()
 
 
+WORST_WEIGHT = 0.25
+"""Weight of the worst run in the fit objective (mean + WORST_WEIGHT * worst)."""
+
+
 def score(rows: list[dict[str, Any]]) -> tuple[float, float]:
     """Mean and worst |step-time error|."""
     errs = np.abs([r["step_time_error"] for r in rows])
@@ -341,7 +345,7 @@ def fit(rounds: int = 6) -> dict[str, Any]:
 
     def objective() -> float:
         mean, worst = score(run_all())
-        return mean + worst / 4
+        return mean + worst * WORST_WEIGHT
 
     best = objective()
     step = 0.2
