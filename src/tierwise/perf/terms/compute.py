@@ -1,9 +1,13 @@
-"""Compute of one micro-batch on the busiest stage: weight GEMMs, attention core, elementwise.
+"""Compute of one micro-batch: the decoder layers' weight GEMMs, attention core and
+elementwise work, and apart from them the logits GEMM (last pipeline rank) and the input
+embedding (first rank).
 
 Forward + backward (+ recompute): each weight GEMM at the efficiency of its per-GPU shape
 (`tierwise.perf.efficiency.gemm_seconds`), the attention core at the fused-attention rate
 (a causal flash kernel skips the masked half), HBM-bound elementwise work; unfused attention
-(no flash kernel) computes every score and moves the score matrix through HBM.
+(no flash kernel) computes every score and moves the score matrix through HBM. The
+embedding is a row gather forward and a scatter-add into its fp32 gradient backward; under
+TP each rank of the vocab-parallel table writes every token's row (masked).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from tierwise.perf.efficiency import (
     hbm_bytes_per_s,
 )
 from tierwise.perf.terms.stage import Stage
-from tierwise.workload.flops import Array, LayerFlops, logits_flops
+from tierwise.workload.flops import Array, LayerFlops
 from tierwise.workload.spec import ModelSpec
 
 # Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
@@ -28,36 +32,35 @@ from tierwise.workload.spec import ModelSpec
 # reads the output and its grad and writes one (6). The batched GEMMs compute every score.
 UNFUSED_SCORE_BYTES_FORWARD = 9
 UNFUSED_SCORE_BYTES_BACKWARD = 11
+# Input embedding, HBM bytes per token and hidden element: forward reads the 16-bit row and
+# writes the output (2 + 2); backward reads the output gradient (2) and reads and writes the
+# fp32 gradient row (4 + 4).
+EMBEDDING_BYTES_PER_ELEMENT = 14
 
 
 class Compute(NamedTuple):
-    """Seconds of one micro-batch's compute on the busiest stage, by kind."""
+    """Seconds of one micro-batch's compute: the decoder layers of the stage (`gemm_s`,
+    `attention_s`, `elementwise_s`), the logits GEMM (`logits_s`) and the embedding."""
 
     gemm_s: Array
     attention_s: Array
     elementwise_s: Array
+    logits_s: Array
+    embedding_s: Array
 
     @property
-    def total_s(self) -> Array:
-        """All compute of the micro-batch."""
+    def layers_s(self) -> Array:
+        """The stage's decoder layers."""
         return self.gemm_s + self.attention_s + self.elementwise_s
 
 
-def stage_gemm_seconds(
-    m: ModelSpec,
-    gpu: GPU,
-    layer: LayerFlops,
-    logits: Array,
-    tokens: Array,
-    tp: Array,
-    ep: Array,
-    fp8: Array,
-    total_flops: Array,
+def layer_gemm_seconds(
+    m: ModelSpec, gpu: GPU, layer: LayerFlops, tokens: Array, tp: Array, ep: Array, fp8: Array
 ) -> Array:
-    """Seconds of the stage's weight GEMMs: `total_flops` split as one layer's QKV, output,
-    MLP/expert GEMMs (`layer`: the MoE layer of a MoE model) and its share `logits` of the
-    logits GEMM are, each at the `gemm_seconds` rate of its per-GPU (M, N, K); M = `tokens`
-    of one micro-batch on one GPU (an expert's: the tokens its EP group routes to it)."""
+    """Seconds per FLOP of one layer's weight GEMMs: its QKV, output and MLP/expert GEMMs
+    (`layer`: the MoE layer of a MoE model) each at the `gemm_seconds` rate of its per-GPU
+    (M, N, K); M = `tokens` of one micro-batch on one GPU (an expert's: the tokens its EP
+    group routes to it)."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share
@@ -67,27 +70,17 @@ def stage_gemm_seconds(
         (layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h),
         (layer.experts, expert_tokens, (moe.expert_ffn_hidden if moe else m.ffn) / tp, h),
         (layer.router, tokens, moe.experts if moe else 1, h),
-        (logits, tokens, m.vocab / tp, h),
     ]
-    per_layer = sum([flops for flops, *_ in parts])
-    return total_flops * gemm_seconds(gpu, parts, fp8) / per_layer
+    return gemm_seconds(gpu, parts, fp8) / sum([flops for flops, *_ in parts])
 
 
 def compute(s: Stage, flash_attention: bool = True) -> Compute:
-    """GEMM, attention and elementwise seconds of one micro-batch on the stage `s`."""
+    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
-    gemm = stage_gemm_seconds(
-        m,
-        gpu,
-        sf.moe_layer,
-        logits_flops(m, seq, mbs, tp=tp, cp=cp) / n,
-        s.tokens,
-        tp,
-        f["ep"],
-        f["fp8"],
-        sf.hardware - sf.attention,
-    )
+    per_flop = layer_gemm_seconds(m, gpu, sf.moe_layer, s.tokens, tp, f["ep"], f["fp8"])
+    gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
+    logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)], f["fp8"])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = sf.attention * work / (attention_tflops(gpu) * 1e12)
     elementwise = elementwise_seconds(gpu, sf.elementwise_bytes)
@@ -96,4 +89,5 @@ def compute(s: Stage, flash_attention: bool = True) -> Compute:
         forwards = 1 + (f["recompute"] > 0)
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
-    return Compute(gemm, attention, elementwise)
+    embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
+    return Compute(gemm, attention, elementwise, logits, embedding)
