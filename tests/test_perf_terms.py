@@ -26,10 +26,11 @@ def fake_comm(kind: str, op: str, nbytes: float) -> float:
     return RATE[op] * nbytes
 
 
-def stage(model: str = "llama3-8b", layers: int = 8, **layout: object) -> Stage:
+def stage(model: str = "llama3-8b", **layout: object) -> Stage:
+    """A stage of 8 layers (32 over pp 4) unless the layout says otherwise."""
     m = load_model(model)
     lay = Layout(**{"seq": 4096, "gbs": 64, "pp": 4, "dp": 2, **layout})
-    return stage_of(m, H100, layout_fields(lay, m), layers)
+    return stage_of(m, H100, layout_fields(lay, m))
 
 
 def test_tp_two_collectives_per_layer_and_pass() -> None:
@@ -103,6 +104,18 @@ def test_dp_all_reduce_hides_behind_backward() -> None:
 def test_compute_parts_add_up_and_unfused_attention_costs_more() -> None:
     s = stage(tp=2)
     fused, unfused = compute(s), compute(s, flash_attention=False)
-    assert fused.total_s == fused.gemm_s + fused.attention_s + fused.elementwise_s
+    assert fused.layers_s == fused.gemm_s + fused.attention_s + fused.elementwise_s
     assert unfused.attention_s == pytest.approx(2 * fused.attention_s)  # no causal skipping
     assert unfused.elementwise_s > fused.elementwise_s and unfused.gemm_s == fused.gemm_s
+
+
+def test_logits_and_embedding_are_priced_apart_from_the_layers() -> None:
+    s = stage()
+    c = compute(s)
+    # 3 passes x 2 x 4096 tokens x 4096 x 128256 vocab; the GEMM runs below peak.
+    logits_flops = 3 * 2 * 4096 * 4096 * 128256
+    assert 1.0 < c.logits_s * H100.peak_bf16_tflops * 1e12 / logits_flops < 2.0
+    # 14 bytes per token and hidden element at 70% of 3.35 TB/s.
+    assert c.embedding_s == pytest.approx(4096 * 4096 * 14 / (3.35e12 * 0.7), rel=1e-3)
+    # The layers' GEMM time is the same with or without the logits on the stage.
+    assert c.gemm_s == pytest.approx(compute(stage(pp=2, dp=4)).gemm_s / 2)

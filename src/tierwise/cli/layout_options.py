@@ -55,3 +55,33 @@ CpCommOpt = Annotated[
 TpOverlapOpt = Annotated[
     bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")
 ]
+PpLayoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pp-layout",
+        help="Megatron's --pipeline-model-parallel-layout: virtual stages split by |, E "
+        "embedding, t layer, L loss, x*n and (...)*n repeats, e.g. Et|(tt|)*62tL.",
+    ),
+]
+AccountEmbeddingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--account-for-embedding-in-pipeline-split",
+        help="Megatron's: the input embedding counts as one layer in the pipeline split.",
+    ),
+]
+AccountLossOpt = Annotated[
+    bool,
+    typer.Option(
+        "--account-for-loss-in-pipeline-split",
+        help="Megatron's: the loss counts as one layer in the pipeline split.",
+    ),
+]
+PipelineScheduleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline-schedule",
+        help="torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
+        "(default 1F1B, Interleaved1F1B with --vpp > 1).",
+    ),
+]

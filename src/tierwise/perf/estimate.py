@@ -10,8 +10,10 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
+from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
 from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.pipeline import standard_split
 from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
@@ -41,20 +43,31 @@ def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:
 
 
 def estimate(
-    model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    flags: Flags = Flags(),
+    split_rule: str | None = None,
 ) -> dict[str, Any]:
-    """JSON-ready estimate of one layout (validated against the model and the cluster)."""
+    """JSON-ready estimate of one layout (validated against the model and the cluster).
+    Layers that do not divide over pp*vpp without `pp_layers` get the standard uneven split
+    (`tierwise.workload.pipeline.standard_split`); `split_rule` names a split chosen before."""
+    if layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
+        split = standard_split(model.layers, layout.pp, layout.vpp)
+        layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
+    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
+    stages = layout.stage_layers(model)
     terms = step_terms(
         model,
         cluster,
         layout_fields(layout, model),
         groups.time_s,
         flags,
-        max(layout.stage_layers(model)),
+        max(stages[1:-1], default=0),
     )
     tiers = {kind: groups.top_tiers[group] for kind, group in KINDS.items()}
     per_tier: dict[str, float] = {}
@@ -83,6 +96,12 @@ def estimate(
         "comm_total_s": {k: float(v) for k, v in terms["comm_total_s"].items()},
         "bytes_per_tier": per_tier,
         "nic_GBps_needed_per_gpu": needed,
+        "pipeline": {
+            "stage_layers": list(stages),
+            "split": split_rule or ("given" if layout.pp_layers is not None else "even"),
+            "schedule": schedule,
+            "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
+        },
     }
 
 

@@ -16,3 +16,4 @@ class Flags:
     scatter_nodes: bool = False
     cp_comm: str = "p2p"  # context parallelism: "p2p" ring attention or "a2a" (Ulysses)
     flash_attention: bool = True  # False: unfused attention (Megatron before 2022)
+    pipeline_schedule: str | None = None  # torchtitan's names; None: 1F1B / Interleaved1F1B

@@ -1,11 +1,12 @@
 """Step time of one layout (or many, vectorised): compute, exposed comm, bubble, optimizer.
 
-Composes the cost terms of `tierwise.perf.terms` on the busiest pipeline stage: per
-micro-batch, compute plus exposed TP / CP / EP / PP communication; the pipeline schedule
-(`tierwise.perf.pipeline`) adds its bubble; DP/FSDP communication hides behind the compute
-up to the window it gets; then the optimizer step. Hidden communication still steals some
-of the compute it overlaps. All functions take python scalars or numpy arrays of layout
-fields (`tierwise.workload.layouts_to_arrays`).
+Composes the cost terms of `tierwise.perf.terms`: per micro-batch, each pipeline rank's
+compute plus exposed TP / CP / EP / PP communication (its layers; the embedding on the
+first rank, the logits and loss on the last); the slowest rank sets the pace and the
+pipeline schedule (`tierwise.perf.pipeline`) adds its bubble; DP/FSDP communication hides
+behind the compute up to the window it gets; then the optimizer step. Hidden communication
+still steals some of the compute it overlaps. All functions take python scalars or numpy
+arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.flags import Flags
-from tierwise.perf.pipeline import bubble_seconds
+from tierwise.perf.pipeline import bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import dp_comm
@@ -27,7 +28,7 @@ from tierwise.perf.terms.ep import ep_comm
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import pos, stage_of
 from tierwise.perf.terms.tp import tp_comm
-from tierwise.workload.flops import Array, model_flops_per_step
+from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step
 from tierwise.workload.memory import GiB, memory_batch
 from tierwise.workload.precision import FORMATS, peak_of
 from tierwise.workload.spec import ModelSpec
@@ -52,36 +53,54 @@ def step_terms(
     f: dict[str, Any],
     comm: C.CommFn,
     flags: Flags = Flags(),
-    busiest_stage_layers: Array | None = None,
+    middle_layers: Array | None = None,
 ) -> dict[str, Any]:
-    """Seconds per step of each component, plus the derived metrics (scalars or arrays)."""
+    """Seconds per step of each component, plus the derived metrics (scalars or arrays).
+    `middle_layers`: the most layers on a pipeline rank between the first and the last
+    (default: the planner's split, the same count on every middle rank)."""
     gpu = cluster.gpu
-    s = stage_of(m, gpu, f, busiest_stage_layers)
+    s = stage_of(m, gpu, f, middle_layers)
     work = compute(s, flags.flash_attention)
-    t_compute = work.total_s
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(s, comm)
     pp = pp_comm(s, comm)
-    t_mb = t_compute + tp.exposed_s + cp.exposed_s + ep.exposed_s + pp.exposed_s
+    # The terms are priced for s.layers layers; each rank runs its own count of them.
+    per_layer = (work.layers_s + tp.exposed_s + cp.exposed_s + ep.exposed_s) / s.layers
+    pipe = ranks(
+        f["pp"],
+        m.layers,
+        s.first,
+        s.middle,
+        s.last,
+        per_layer,
+        work.embedding_s,
+        work.logits_s,
+        pp.exposed_s,
+    )
+    share = pipe.layers / s.layers  # of each layer-priced term, on the busiest rank
+    t_compute = (
+        share * work.layers_s + pipe.embedding * work.embedding_s + pipe.loss * work.logits_s
+    )
     micro = s.micro
-    bubble = bubble_seconds(f["pp"], f["vpp"], t_mb)
+    full = f["recompute"] == RECOMPUTE_FULL
+    bubble = bubble_seconds(pipe, f["vpp"], flags.pipeline_schedule or "1F1B", full)
     dp = dp_comm(s, comm, t_compute, flags.overlap_grad_reduce, flags.overlap_param_gather)
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.
-    hidden = micro * (tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s) + pos(
+    hidden = micro * share * (tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s) + pos(
         dp.comm.total_s - dp.comm.exposed_s
     )
     interference = hidden * OVERLAP_INTERFERENCE
-    step = micro * t_mb + bubble + dp.comm.exposed_s + dp.optimizer_s + interference
+    step = micro * pipe.busiest_s + bubble + dp.comm.exposed_s + dp.optimizer_s + interference
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
     flash = flags.flash_attention
     mem = memory_batch(m, **f, flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
-    per_micro = {"tp": tp, "cp": cp, "ep": ep, "pp": pp}
+    layered = {"tp": tp, "cp": cp, "ep": ep}  # per layer: scaled to the busiest rank's layers
     return {
         "step_time_s": step,
         "tokens_per_s": f["gbs"] * f["seq"] / step,
@@ -94,26 +113,30 @@ def step_terms(
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
         "breakdown": {
             "compute_s": micro * t_compute,
-            **{f"{k}_comm_s": micro * t.exposed_s for k, t in per_micro.items()},
+            **{f"{k}_comm_s": micro * share * t.exposed_s for k, t in layered.items()},
+            "pp_comm_s": micro * pp.exposed_s,
             "pipeline_bubble_s": bubble,
             "dp_comm_s": dp.comm.exposed_s,
             "optimizer_s": dp.optimizer_s,
             "overlap_interference_s": interference,
         },
         "comm_total_s": {
-            **{k: micro * t.total_s for k, t in per_micro.items()},
+            **{k: micro * share * t.total_s for k, t in layered.items()},
+            "pp": micro * pp.total_s,
             "dp": dp.comm.total_s,
         },
         "comm_bytes_per_gpu": {
-            **{k: micro * t.bytes for k, t in per_micro.items()},
+            **{k: micro * share * t.bytes for k, t in layered.items()},
+            "pp": micro * pp.bytes,
             "dp": dp.comm.bytes,
         },
         "dp_overlap_window_s": dp.window_s,
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {
-            "gemm": micro * work.gemm_s,
-            "attention": micro * work.attention_s,
-            "elementwise": micro * work.elementwise_s,
-            "quantize": micro * work.quantize_s,
+            "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
+            "attention": micro * share * work.attention_s,
+            "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
+            "quantize": micro * share * work.quantize_s,
         },
+        "pipeline_bubble_fraction": bubble / step,
     }

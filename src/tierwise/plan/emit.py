@@ -11,6 +11,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
+from tierwise.workload.pipeline import chunk_layers, layout_string
 from tierwise.workload.spec import ModelSpec
 
 EMITTERS = ("megatron", "torchtitan", "deepspeed", "slurm")
@@ -169,20 +170,21 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         f"--seq-length {layout.seq}",
         *megatron_model_args(model, layout.seq),
     ]
-    if layout.pp_layers is not None and layout.pp > 1:
-        first, *middle, last = layout.pp_layers
-        if len(set(middle)) > 1:
-            raise SpecError(
-                f"--emit megatron: pp_layers {list(layout.pp_layers)}: Megatron sets the first "
-                "and last stage's layers; the stages between them must hold the same number"
-            )
-        args += [
-            f"--decoder-first-pipeline-num-layers {first}",
-            f"--decoder-last-pipeline-num-layers {last}",
-        ]
-    if layout.vpp > 1:
-        per_stage = layout.stage_layers(model)[0] // layout.vpp
-        args.append(f"--num-layers-per-virtual-pipeline-stage {per_stage}")
+    stages = layout.stage_layers(model)
+    first, last, middle = stages[0], stages[-1], set(stages[1:-1])
+    if len(middle) > 1 or any(n % layout.vpp for n in stages):
+        # Only a layout string states middle stages that differ or chunks that do (it also
+        # sets the virtual stages per rank).
+        layout_text = layout_string(stages, layout.vpp)
+        args.append(f'--pipeline-model-parallel-layout "{layout_text}"')
+    else:
+        if layout.pp_layers is not None and layout.pp > 1:
+            args += [
+                f"--decoder-first-pipeline-num-layers {first}",
+                f"--decoder-last-pipeline-num-layers {last}",
+            ]
+        if layout.vpp > 1:
+            args.append(f"--num-layers-per-virtual-pipeline-stage {first // layout.vpp}")
     if layout.sp_enabled:
         args.append("--sequence-parallel")
     if layout.distributed_optimizer:
@@ -321,9 +323,9 @@ def torchtitan_model(model: ModelSpec) -> tuple[str, str]:
 
 def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
     """First layer of every (virtual) pipeline stage but the first. torchtitan's looped
-    schedules put virtual stage j*pp + r on pipeline rank r; each holds 1/vpp of its layers."""
-    chunks = [layers // vpp for _ in range(vpp) for layers in stage_layers]
-    return list(itertools.accumulate(chunks))[:-1]
+    schedules put virtual stage j*pp + r on pipeline rank r; each holds about 1/vpp of its
+    layers (`chunk_layers`)."""
+    return list(itertools.accumulate(chunk_layers(stage_layers, vpp)))[:-1]
 
 
 def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:

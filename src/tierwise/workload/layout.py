@@ -133,7 +133,9 @@ class Layout(BaseModel):
         return self.global_batch * self.seq
 
     def stage_layers(self, model: ModelSpec) -> tuple[int, ...]:
-        """Layers on each pipeline stage (``pp_layers`` or an even split, remainder first)."""
+        """Layers on each pipeline stage (``pp_layers`` or an even split, remainder first).
+        With vpp > 1 a stage's layers need not divide into its virtual stages (Megatron's
+        --pipeline-model-parallel-layout splits them unevenly)."""
         if self.pp_layers is not None:
             return self.pp_layers
         base, extra = divmod(model.layers, self.pp)
@@ -201,8 +203,6 @@ class Layout(BaseModel):
             yield f"pp_layers sum {sum(split)} must equal layers ({m.layers})"
         if min(split) < 1:
             yield f"pp_layers {list(split)}: every stage needs >= 1 layer"
-        if not all(n % vpp == 0 for n in split):
-            yield f"pp_layers {list(split)}: each stage must be divisible by vpp ({vpp})"
 
     def _expert_problems(self, m: ModelSpec) -> Iterator[str]:
         ep, etp = self.ep, self.expert_tp

@@ -13,6 +13,7 @@ from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
+from tierwise.workload.pipeline import split_text, with_split
 from tierwise.workload.precision import check_supported
 
 
@@ -26,6 +27,10 @@ def estimate_command(
     pp: L.PpOpt = None,
     vpp: L.VppOpt = None,
     pp_layers: L.PpLayersOpt = None,
+    pp_layout: L.PpLayoutOpt = None,
+    account_for_embedding_in_pipeline_split: L.AccountEmbeddingOpt = False,
+    account_for_loss_in_pipeline_split: L.AccountLossOpt = False,
+    pipeline_schedule: L.PipelineScheduleOpt = None,
     dp: L.DpOpt = None,
     mbs: L.MbsOpt = None,
     gbs: L.GbsOpt = None,
@@ -75,10 +80,19 @@ def estimate_command(
         },
         "layout",
     )
-    layout.validate_for(spec, cluster_spec.world)
-    result = estimate(
-        spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    layout, rule = with_split(
+        spec,
+        layout,
+        pp_layout,
+        account_for_embedding_in_pipeline_split,
+        account_for_loss_in_pipeline_split,
     )
+    flags = Flags(
+        tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm, pipeline_schedule=pipeline_schedule
+    )
+    if layout.world != cluster_spec.world:
+        layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
+    result = estimate(spec, cluster_spec, layout, flags, rule)
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
@@ -109,6 +123,12 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         + " "
         f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
     )
+    pipe = r["pipeline"]
+    if lay["pp"] > 1:
+        console.print(
+            f"pipeline: {split_text(pipe['stage_layers'])} layers ({pipe['split']}), "
+            f"{pipe['schedule']}, bubble {pipe['bubble_fraction']:.1%} of the step"
+        )
     fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
     console.print(
         f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "

@@ -1,10 +1,14 @@
-"""Compute of one micro-batch on the busiest stage: weight GEMMs, attention core, elementwise.
+"""Compute of one micro-batch: the decoder layers' weight GEMMs, attention core and
+elementwise work, and apart from them the logits GEMM (last pipeline rank) and the input
+embedding (first rank).
 
 Forward + backward (+ recompute): each weight GEMM at the efficiency of its per-GPU shape and
 format (`tierwise.perf.efficiency.gemm_seconds`), the casts of its low-precision operands
 (`tierwise.perf.precision`), the attention core at the fused-attention rate (a causal flash
 kernel skips the masked half), HBM-bound elementwise work; unfused attention (no flash
-kernel) computes every score and moves the score matrix through HBM.
+kernel) computes every score and moves the score matrix through HBM. The
+embedding is a row gather forward and a scatter-add into its fp32 gradient backward; under
+TP each rank of the vocab-parallel table writes every token's row (masked).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from tierwise.perf.efficiency import (
 )
 from tierwise.perf.precision import quantize_seconds
 from tierwise.perf.terms.stage import Stage
-from tierwise.workload.flops import RECOMPUTE_FULL, Array, LayerFlops, logits_flops
+from tierwise.workload.flops import RECOMPUTE_FULL, Array, LayerFlops
 from tierwise.workload.precision import LOW_PRECISION_SHARE
 from tierwise.workload.spec import ModelSpec
 
@@ -31,35 +35,36 @@ from tierwise.workload.spec import ModelSpec
 # reads the output and its grad and writes one (6). The batched GEMMs compute every score.
 UNFUSED_SCORE_BYTES_FORWARD = 9
 UNFUSED_SCORE_BYTES_BACKWARD = 11
+# Input embedding, HBM bytes per token and hidden element: forward reads the 16-bit row and
+# writes the output (2 + 2); backward reads the output gradient (2) and reads and writes the
+# fp32 gradient row (4 + 4).
+EMBEDDING_BYTES_PER_ELEMENT = 14
 
 
 class Compute(NamedTuple):
-    """Seconds of one micro-batch's compute on the busiest stage, by kind."""
+    """Seconds of one micro-batch's compute: the decoder layers of the stage (`gemm_s`,
+    `attention_s`, `elementwise_s`), the logits GEMM (`logits_s`) and the embedding."""
 
     gemm_s: Array
     attention_s: Array
     elementwise_s: Array
     quantize_s: Array
+    logits_s: Array
+    embedding_s: Array
 
     @property
-    def total_s(self) -> Array:
-        """All compute of the micro-batch."""
+    def layers_s(self) -> Array:
+        """The stage's decoder layers."""
         return self.gemm_s + self.attention_s + self.elementwise_s + self.quantize_s
 
 
-def stage_gemms(
-    m: ModelSpec,
-    layer: LayerFlops,
-    logits: Array,
-    tokens: Array,
-    tp: Array,
-    ep: Array,
-    precision: Array,
+def layer_gemms(
+    m: ModelSpec, layer: LayerFlops, tokens: Array, tp: Array, ep: Array, precision: Array
 ) -> list[Gemm]:
-    """One layer's weight GEMMs (forward FLOPs, per-GPU M, N, K): QKV, output, MLP/expert
-    (`layer`: the MoE layer of a MoE model) in the layout's format, the router and the layer's
-    share `logits` of the logits GEMM in BF16. M = `tokens` of one micro-batch on one GPU (an
-    expert's: the tokens its EP group routes to it, a grouped GEMM)."""
+    """One layer's weight GEMMs (forward FLOPs, per-GPU M, N, K): QKV, output and MLP/expert
+    (`layer`: the MoE layer of a MoE model) in the layout's format, the router in BF16. M =
+    `tokens` of one micro-batch on one GPU (an expert's: the tokens its EP group routes to
+    it, a grouped GEMM)."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share
@@ -71,29 +76,22 @@ def stage_gemms(
         Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h, low),
         Gemm(layer.experts, expert_tokens, ffn / tp, h, low, expert_tokens if moe else None),
         Gemm(layer.router, tokens, moe.experts if moe else 1, h),
-        Gemm(logits, tokens, m.vocab / tp, h),
     ]
 
 
 def compute(s: Stage, flash_attention: bool = True) -> Compute:
-    """GEMM, attention and elementwise seconds of one micro-batch on the stage `s`."""
+    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
     precision = f["precision"]
-    gemms = stage_gemms(
-        m,
-        sf.moe_layer,
-        logits_flops(m, seq, mbs, tp=tp, cp=cp) / n,
-        s.tokens,
-        tp,
-        f["ep"],
-        precision,
-    )
+    gemms = layer_gemms(m, sf.moe_layer, s.tokens, tp, f["ep"], precision)
     # One layer's GEMMs scaled to the stage's FLOPs; the casts of every layer's operands.
-    per_layer = sum([g.flops for g in gemms])
-    gemm = (sf.hardware - sf.attention) * gemm_seconds(gpu, gemms, precision) / per_layer
-    forwards = 1 + (f["recompute"] == RECOMPUTE_FULL)
-    quantize = n * quantize_seconds(gpu, gemms, precision, forwards)
+    per_flop = gemm_seconds(gpu, gemms, precision) / sum([g.flops for g in gemms])
+    gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
+    casts = 1 + (f["recompute"] == RECOMPUTE_FULL)  # forward passes
+    quantize = n * quantize_seconds(gpu, gemms, precision, casts)
+    # The output layer is a plain (BF16) linear in Megatron.
+    logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = sf.attention * work / (attention_tflops(gpu) * 1e12)
     elementwise = elementwise_seconds(gpu, sf.elementwise_bytes, fused=flash_attention)
@@ -102,4 +100,5 @@ def compute(s: Stage, flash_attention: bool = True) -> Compute:
         forwards = 1 + (f["recompute"] > 0)
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
-    return Compute(gemm, attention, elementwise, quantize)
+    embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
+    return Compute(gemm, attention, elementwise, quantize, logits, embedding)

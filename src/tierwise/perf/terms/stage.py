@@ -36,7 +36,13 @@ class Stage:
     f: dict[str, Any]
     """Layout fields (`tierwise.workload.layout.LAYOUT_ARRAY_FIELDS`)."""
     layers: Array
-    """Layers on the stage."""
+    """Layers the terms are priced for: the most any pipeline rank holds."""
+    first: Array
+    """Layers on the first pipeline rank (it also runs the input embedding)."""
+    middle: Array
+    """The most layers on a rank between the first and the last (0 where pp <= 2)."""
+    last: Array
+    """Layers on the last pipeline rank (it also runs the logits and the loss)."""
     flops: StageFlops
     """Training FLOPs and elementwise bytes of one micro-batch on the stage."""
     tokens: Array
@@ -50,14 +56,15 @@ class Stage:
 
 
 def stage_of(
-    m: ModelSpec, gpu: GPU, f: dict[str, Any], busiest_stage_layers: Array | None = None
+    m: ModelSpec, gpu: GPU, f: dict[str, Any], middle_layers: Array | None = None
 ) -> Stage:
-    """The busiest stage: `busiest_stage_layers`, or the planner's split (first, last, and
-    the same count on every other stage)."""
-    n = busiest_stage_layers
-    if n is None:
-        first, last = f["first_stage_layers"], f["last_stage_layers"]
-        n = maximum(maximum(first, last), middle_stage_layers(m.layers, f["pp"], first, last))
+    """The pipeline's stages: the first and last from `f`, the middle ones holding at most
+    `middle_layers` (default the planner's split: the same count on every middle stage)."""
+    first, last, pp = f["first_stage_layers"], f["last_stage_layers"], f["pp"]
+    if middle_layers is None:
+        middle_layers = middle_stage_layers(m.layers, pp, first, last)
+    middle = (pp > 2) * middle_layers
+    n = maximum(maximum(first, last), middle)
     mbs, seq, cp = f["mbs"], f["seq"], f["cp"]
     flops = flops_batch(
         m,
@@ -76,6 +83,9 @@ def stage_of(
         gpu=gpu,
         f=f,
         layers=n,
+        first=first,
+        middle=middle,
+        last=last,
         flops=flops,
         tokens=tokens,
         act=C.activation_bytes(tokens, m.hidden),
