@@ -222,8 +222,21 @@ def layer_flops(
 
 
 def logits_flops(m: ModelSpec, seq: Array, mbs: Array, *, tp: Array = 1, cp: Array = 1) -> Array:
-    """Forward FLOPs of the output projection (vocab split over TP)."""
-    return FLOPS_PER_MAC * mbs * seq / cp * m.hidden * m.vocab / tp
+    """Forward FLOPs of the output projection over the padded vocabulary (split over TP)."""
+    return FLOPS_PER_MAC * mbs * seq / cp * m.hidden * padded_vocab(m.vocab) / tp
+
+
+def head_flops(
+    m: ModelSpec, seq: Array, mbs: Array, dense: LayerFlops, moe: LayerFlops, tp: Array, cp: Array
+) -> Array:
+    """Forward FLOPs after the last layer: the logits, and per MTP module one more layer of
+    the last layer's kind, its ``2h x h`` projection and its own logits (on the last stage)."""
+    logits = logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    if not m.mtp_layers:
+        return logits
+    layer = moe.total if m.mtp_is_moe else dense.total
+    proj = FLOPS_PER_MAC * mbs * seq / cp * MTP_PROJ_INPUTS * m.hidden * m.hidden / tp
+    return logits + m.mtp_layers * (layer + proj + logits)
 
 
 def _layers(
@@ -248,7 +261,7 @@ def forward_flops(
     """Forward FLOPs of the whole model (all layers + logits) for one micro-batch, per GPU."""
     dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
     layers = m.dense_layers * dense.total + m.moe_layers * moe.total
-    return layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    return layers + head_flops(m, seq, mbs, dense, moe, tp, cp)
 
 
 def training_flops(
@@ -266,7 +279,7 @@ def training_flops(
     layers = m.dense_layers * dense.total + m.moe_layers * moe.total
     attention = m.dense_layers * dense.attention + m.moe_layers * moe.attention
     extra = (recompute == RECOMPUTE_FULL) * layers + (recompute == RECOMPUTE_SELECTIVE) * attention
-    return TRAINING_PASSES * (layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)) + extra
+    return TRAINING_PASSES * (layers + head_flops(m, seq, mbs, dense, moe, tp, cp)) + extra
 
 
 def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
@@ -305,7 +318,8 @@ class StageFlops(NamedTuple):
     attention: Array
     """Share of ``hardware`` in the attention core."""
     logits: Array
-    """Share of ``hardware`` in the output projection."""
+    """Share of ``hardware`` in the output projection (and the MTP modules, see
+    ``head_flops``)."""
     elementwise_bytes: Array
     """HBM bytes of elementwise work (forward, backward, recompute)."""
     layers: Array
@@ -338,7 +352,7 @@ def flops_batch(
     ew = (1 - moe_share) * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
     full = recompute == RECOMPUTE_FULL
     selective = recompute == RECOMPUTE_SELECTIVE
-    logits = TRAINING_PASSES * logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    logits = TRAINING_PASSES * head_flops(m, seq, mbs, dense, moe, tp, cp)
     model = n * TRAINING_PASSES * per_layer + logits
     hardware = model + n * (full * per_layer + selective * attn)
     return StageFlops(

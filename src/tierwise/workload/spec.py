@@ -219,14 +219,18 @@ class ModelSpec(_Frozen):
         return 0 if self.moe is None else self.moe.moe_layers(self.layers)
 
     def dense_layers_in(self, start: Any, n: Any) -> Any:
-        """Dense-MLP layers among ``n`` layers from index ``start`` (scalars or numpy arrays;
-        interleaved MoE layers are spread evenly after the leading dense ones)."""
+        """Dense-MLP layers among the ``n`` layers from index ``start`` (python scalars or
+        numpy arrays)."""
         if self.moe is None:
             return n
-        lead = self.moe.dense_layers - start
-        lead = lead * (lead > 0)
-        lead = lead + (lead > n) * (n - lead)
-        return lead + (n - lead) * (self.moe.every - 1) / self.moe.every
+        return n - (self._moe_before(start + n) - self._moe_before(start))
+
+    def _moe_before(self, index: Any) -> Any:
+        """MoE layers with an index below ``index`` (they sit at dense_layers + every*j +
+        every - 1)."""
+        assert self.moe is not None
+        count = (index - self.moe.dense_layers) // self.moe.every
+        return count * (count > 0)
 
     @property
     def local_layers(self) -> int:
