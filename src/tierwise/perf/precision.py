@@ -14,16 +14,21 @@ from collections.abc import Sequence
 from tierwise.hardware.catalog import GPU
 from tierwise.perf.efficiency import Gemm, hbm_bytes_per_s
 from tierwise.workload.flops import Array
-from tierwise.workload.precision import AMAX_PASS, BF16_BYTES, ELEMENT_BYTES, quantized_copies
+from tierwise.workload.precision import (
+    AMAX_PASS,
+    BF16_BYTES,
+    ELEMENT_BYTES,
+    IS_LOW,
+    quantized_copies,
+)
 
 
 def quantize_bytes(gpu: GPU, gemms: Sequence[Gemm], precision: Array, forwards: Array) -> Array:
     """HBM bytes of the casts of `gemms` (their low-precision share) on `gpu` for one
     micro-batch of `forwards` forward passes (2 under full recompute) and one backward."""
-    per_element = (
-        BF16_BYTES * (1 + AMAX_PASS[precision])
-        + quantized_copies(gpu, precision) * ELEMENT_BYTES[precision]
-    )
+    copies = quantized_copies(gpu, precision)  # 0 for bf16: nothing is cast
+    per_element = IS_LOW[precision] * BF16_BYTES * (1 + AMAX_PASS[precision])
+    per_element = per_element + copies * ELEMENT_BYTES[precision]
     total = 0.0
     for g in gemms:
         total = total + g.low_share * (forwards * g.m * g.k + g.m * g.n)
