@@ -128,3 +128,11 @@ def test_show_model_cli_errors(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "t5"}))
     assert_user_error(run_cli("show", "model", str(bad), check=False), "model_type 't5'")
+
+
+def test_catalog_models_shows_total_and_active() -> None:
+    rows = {row["name"]: row for row in cli_json("catalog", "models", "--json")["models"]}
+    ds = rows["deepseek-v3"]
+    assert ds["attention"] == "mla" and round(ds["params_total_B"]) == 671
+    assert round(rows["gpt-oss-120b"]["params_total_B"], 1) == 116.8
+    assert rows["llama4-maverick"]["params_active_B"] == pytest.approx(17.2, abs=0.05)
