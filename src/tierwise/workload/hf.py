@@ -320,6 +320,11 @@ _MAPPERS: dict[str, Callable[[Mapping[str, Any], str], Fields]] = {
 }
 
 
+def supported_model_types() -> tuple[str, ...]:
+    """The ``model_type`` values :func:`from_hf_config` reads."""
+    return tuple(_MAPPERS)
+
+
 def from_hf_config(
     cfg: Mapping[str, Any], default_name: str, source: str = "config.json"
 ) -> ModelSpec:
