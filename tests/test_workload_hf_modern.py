@@ -150,3 +150,9 @@ def test_modern_calibration_records_build_their_architecture(calibration_dir: Pa
     nemotron = models["nemotron4-15b"]  # model_type nemotron: from the record's own fields
     assert (nemotron.activation, nemotron.ffn) == ("squared-relu", 24576)
     assert models["mixtral-8x22b"].vocab == 32000  # the record's (ModelZoo) vocabulary
+
+
+def test_rope_theta_in_rope_parameters() -> None:
+    cfg = json.loads((HF / "qwen3-8b.json").read_text())
+    cfg["rope_parameters"] = {"rope_theta": cfg.pop("rope_theta"), "rope_type": "default"}
+    assert from_hf_config(cfg, "x").rope_theta == 1_000_000
