@@ -188,3 +188,12 @@ def test_deepspeed_loads_the_hugging_face_model() -> None:
     assert "--model_name_or_path openai/gpt-oss-120b" in cmd
     hf = load_model(str(Path(__file__).parent / "data" / "hf" / "deepseek-v3.json"))
     assert hf_model_path(hf) == "deepseek-ai/DeepSeek-V3"
+
+
+def test_megatron_expert_tensor_parallel_size() -> None:
+    """Megatron's expert TP defaults to --tensor-model-parallel-size; another etp is stated."""
+    model = load_model("deepseek-v3")
+    plain = megatron_args(model, Layout(tp=2, ep=8, dp=8, seq=4096))
+    assert not any(arg.startswith("--expert-tensor-parallel-size") for arg in plain)
+    etp1 = megatron_args(model, Layout(tp=2, etp=1, ep=16, dp=8, seq=4096))
+    assert "--expert-tensor-parallel-size 1" in etp1

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
-from tierwise.workload import load_model, param_counts
+from tierwise.workload import load_model, model_from_record, param_counts
 from tierwise.workload.hf import from_hf_config
 
 HF = Path(__file__).parent / "data" / "hf"
@@ -128,3 +129,30 @@ def test_show_model_cli_errors(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "t5"}))
     assert_user_error(run_cli("show", "model", str(bad), check=False), "model_type 't5'")
+
+
+def test_catalog_models_shows_total_and_active() -> None:
+    rows = {row["name"]: row for row in cli_json("catalog", "models", "--json")["models"]}
+    ds = rows["deepseek-v3"]
+    assert ds["attention"] == "mla" and round(ds["params_total_B"]) == 671
+    assert round(rows["gpt-oss-120b"]["params_total_B"], 1) == 116.8
+    assert rows["llama4-maverick"]["params_active_B"] == pytest.approx(17.2, abs=0.05)
+
+
+def test_modern_calibration_records_build_their_architecture(calibration_dir: Path) -> None:
+    runs = yaml.safe_load((calibration_dir / "training_runs_modern.yaml").read_text())["runs"]
+    models = {run["model"]["name"]: model_from_record(run["model"]) for run in runs}
+    oss = models["gpt-oss-120b"]
+    assert (oss.head_dim, oss.attention_sinks, oss.local_layers, oss.bias) == (64, True, 18, "all")
+    assert models["qwen3-30b-a3b"].model_dump(exclude={"name"}) == load_model(
+        "qwen3-30b-a3b"
+    ).model_dump(exclude={"name"})
+    nemotron = models["nemotron4-15b"]  # model_type nemotron: from the record's own fields
+    assert (nemotron.activation, nemotron.ffn) == ("squared-relu", 24576)
+    assert models["mixtral-8x22b"].vocab == 32000  # the record's (ModelZoo) vocabulary
+
+
+def test_rope_theta_in_rope_parameters() -> None:
+    cfg = json.loads((HF / "qwen3-8b.json").read_text())
+    cfg["rope_parameters"] = {"rope_theta": cfg.pop("rope_theta"), "rope_type": "default"}
+    assert from_hf_config(cfg, "x").rope_theta == 1_000_000

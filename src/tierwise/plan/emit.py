@@ -165,6 +165,7 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         f"--pipeline-model-parallel-size {layout.pp}",
         f"--context-parallel-size {layout.cp}",
         f"--expert-model-parallel-size {layout.ep}",
+        *([f"--expert-tensor-parallel-size {layout.etp}"] if layout.expert_tp != layout.tp else []),
         f"--micro-batch-size {layout.mbs}",
         f"--global-batch-size {layout.global_batch}",
         f"--seq-length {layout.seq}",

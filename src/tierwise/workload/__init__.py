@@ -20,7 +20,7 @@ from tierwise.workload.layout import (
     layout_fields,
     layouts_to_arrays,
 )
-from tierwise.workload.load import load_model, preset, preset_names
+from tierwise.workload.load import load_model, model_from_record, preset, preset_names
 from tierwise.workload.memory import (
     MemoryBreakdown,
     activation_bytes_per_token,
@@ -52,6 +52,7 @@ __all__ = [
     "memory",
     "memory_batch",
     "model_flops_per_step",
+    "model_from_record",
     "model_state_bytes",
     "param_counts",
     "preset",

@@ -77,6 +77,18 @@ def _layer_pattern(cfg: Mapping[str, Any], source: str) -> dict[str, Any] | None
     return None
 
 
+_SLIDING_ALL = {"mistral", "mixtral", "phi3"}
+"""model_types whose ``sliding_window`` applies to every layer."""
+
+
+def _rope_theta(cfg: Mapping[str, Any]) -> Any:
+    """``rope_theta``, or inside ``rope_parameters`` (transformers 5 configs)."""
+    nested = cfg.get("rope_parameters")
+    return cfg.get("rope_theta") or (
+        nested.get("rope_theta") if isinstance(nested, Mapping) else None
+    )
+
+
 def _llama_like(cfg: Mapping[str, Any], source: str) -> Fields:
     attn_bias, mlp_bias = bool(cfg.get("attention_bias")), bool(cfg.get("mlp_bias"))
     bias = "all" if attn_bias and mlp_bias else "qkv" if attn_bias else "none"
@@ -93,17 +105,13 @@ def _llama_like(cfg: Mapping[str, Any], source: str) -> Fields:
         "max_seq": cfg.get("max_position_embeddings"),
         "norm": "rmsnorm",
         "bias": bias,
-        "rope_theta": cfg.get("rope_theta"),
+        "rope_theta": _rope_theta(cfg),
     }
-    # Mistral v0.1 / Phi-3-mini: every layer slides (use_sliding_window False turns it off).
+    # Mistral v0.1, Mixtral, Phi-3-mini: every layer slides (use_sliding_window False turns it off).
     window = cfg.get("sliding_window")
     if window and cfg.get("use_sliding_window", True) and cfg.get("model_type") in _SLIDING_ALL:
         fields["local_attention"] = {"window": window}
     return fields
-
-
-_SLIDING_ALL = {"mistral", "phi3"}
-"""model_types whose ``sliding_window`` applies to every layer."""
 
 
 def _qwen2(cfg: Mapping[str, Any], source: str) -> Fields:
@@ -318,6 +326,11 @@ _MAPPERS: dict[str, Callable[[Mapping[str, Any], str], Fields]] = {
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
 }
+
+
+def supported_model_types() -> tuple[str, ...]:
+    """The ``model_type`` values :func:`from_hf_config` reads."""
+    return tuple(_MAPPERS)
 
 
 def from_hf_config(

@@ -4,6 +4,7 @@ format of DESIGN.md ("Inputs users write"), or a Hugging Face ``config.json``.""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 
 from tierwise.errors import SpecError
 from tierwise.specio import read_yaml
-from tierwise.workload.hf import from_hf_config, is_hf_config
+from tierwise.workload.hf import from_hf_config, is_hf_config, supported_model_types
 from tierwise.workload.spec import ModelSpec
 
 
@@ -62,3 +63,14 @@ def load_model(arg: str) -> ModelSpec:
 def _name_from_path(path: Path) -> str:
     stem = path.stem
     return path.resolve().parent.name if stem == "config" else stem
+
+
+def model_from_record(record: Mapping[str, Any], **defaults: Any) -> ModelSpec:
+    """The model of a calibration / training-run record: its ``hf_config`` when it has one of
+    a supported ``model_type`` (the whole architecture: head_dim, windows, sinks, MLA, ...),
+    else its tierwise fields (:meth:`ModelSpec.from_fields`, ``defaults`` under them)."""
+    hf = record.get("hf_config")
+    name = str(record.get("name") or record.get("id") or "model")
+    if isinstance(hf, Mapping) and hf.get("model_type") in supported_model_types():
+        return from_hf_config({**hf, "_name_or_path": name}, default_name=name, source=name)
+    return ModelSpec.from_fields(record, **defaults)
