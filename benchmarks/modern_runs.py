@@ -13,11 +13,10 @@ from typing import Any
 
 import yaml
 
-from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.step import Flags
-from tierwise.workload.hf import from_hf_config
 from tierwise.workload.layout import Layout
+from tierwise.workload.load import model_from_record
 from tierwise.workload.spec import ModelSpec
 
 RUNS = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "training_runs_modern.yaml"
@@ -34,7 +33,6 @@ TP_COMM_OVERLAP = {
 # Runs that reduce gradients in fp32 (Megatron's default): the ModelZoo script sets no
 # --grad-reduce-in-bf16; Megatron-Bridge and NeMo performance recipes reduce in bf16.
 FP32_GRAD_REDUCE = {"modelzoo-mixtral-8x22b-h100-bf16-128-dropless"}
-MODEL_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "activation", "moe")
 
 
 def load_runs() -> list[dict[str, Any]]:
@@ -43,17 +41,9 @@ def load_runs() -> list[dict[str, Any]]:
 
 
 def model_of(run: dict[str, Any]) -> ModelSpec:
-    """The run's model: from its HF config where tierwise reads that model type, else from the
-    stated fields (with the config's head_dim)."""
-    m = run["model"]
-    try:
-        spec = from_hf_config(m["hf_config"], m["name"], run["id"])
-    except SpecError:
-        fields = {k: m[k] for k in MODEL_FIELDS if k in m}
-        fields["activation"] = str(fields["activation"]).split(" ")[0]
-        head_dim = m["hf_config"].get("head_dim")
-        spec = ModelSpec.parse({"name": m["name"], **fields, "head_dim": head_dim}, run["id"])
-    return with_capacity(run, spec)
+    """The run's model (its HF config where tierwise reads that model type, else its fields),
+    with the capacity factor of capacity routing."""
+    return with_capacity(run, model_from_record(run["model"]))
 
 
 def cluster_of(run: dict[str, Any]) -> ClusterSpec:
