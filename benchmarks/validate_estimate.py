@@ -307,7 +307,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 # The fitted constants of perf/efficiency.py: (table, key) for a dict entry, (name, None) for a
-# module constant. Per-tensor FP8's two recipes share one efficiency.
+# module constant. The FP8 recipes share one efficiency.
 FITTED: dict[str, tuple[str, str | None]] = {
     "blackwell": ("ARCH_PEAK_FRACTION", "blackwell"),
     "blackwell-ultra": ("ARCH_PEAK_FRACTION", "blackwell-ultra"),
@@ -345,8 +345,9 @@ def set_constant(name: str, value: float) -> None:
         setattr(efficiency, table, value)
     else:
         getattr(efficiency, table)[key] = value
-        if key == "fp8-tensorwise":
+        if key == "fp8-tensorwise":  # every FP8 recipe: scaling only changes the casts
             efficiency.FORMAT_EFFICIENCY["fp8-delayed"] = value
+            efficiency.FORMAT_EFFICIENCY["fp8-blockwise"] = value
     efficiency._format_rates.cache_clear()
 
 
