@@ -1,4 +1,4 @@
-"""Golden: predicted vs published throughput for ../shared/calibration/training_runs.yaml."""
+"""Golden: predicted vs published step time for every run of ../shared/calibration/."""
 
 from __future__ import annotations
 
@@ -19,12 +19,19 @@ def _validator():
 
 
 def test_training_runs_within_error_budget(calibration_dir: Path) -> None:
+    """All 30 calibration runs on one set of constants (docs/validation-estimate.md). The MoE
+    runs of the modern file carry the largest errors (dispatch overlap and launch overheads
+    not modelled: docs/validation.md); the dense ones and the older runs are held tighter."""
     rows = _validator().run_all()
-    assert len(rows) == 10
-    errors = np.array([abs(r["throughput_error"]) for r in rows])
-    assert errors.mean() <= 0.10, {r["id"]: r["throughput_error"] for r in rows}
-    # Worst run (dgxc-llama3.1-8b) is the memory model forcing full recompute: see
-    # docs/validation.md. Every other run is within 20%.
-    assert sorted(errors)[-2] <= 0.20
-    assert errors.max() <= 0.40
-    assert all(r["fits"] for r in rows)
+    assert len(rows) == 30
+    step = {r["id"]: abs(r["step_time_error"]) for r in rows}
+    assert np.mean(list(step.values())) <= 0.10, step
+    older = [r for r in rows if "confidence" not in r]
+    assert len(older) == 10 and all(r["fits"] for r in older)
+    assert np.mean([step[r["id"]] for r in older]) <= 0.08
+    dense = [r for r in rows if not _is_moe(r["id"])]
+    assert max(step[r["id"]] for r in dense) <= 0.15, step
+
+
+def _is_moe(run_id: str) -> bool:
+    return any(name in run_id for name in ("qwen3", "gpt-oss", "mixtral"))
