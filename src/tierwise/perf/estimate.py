@@ -56,7 +56,7 @@ def estimate(
         layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     check_cp_comm(model, layout, flags.cp_comm)
-    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp)
+    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
     stages = layout.stage_layers(model)
     terms = step_terms(
@@ -99,6 +99,8 @@ def estimate(
             "schedule": schedule,
             "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
         },
+        "framework": flags.framework,
+        "attention_backend": flags.attention_backend,
     }
 
 

@@ -74,7 +74,14 @@ def step_terms(
     micro = s.micro
     full = f["recompute"] == RECOMPUTE_FULL
     bubble = bubble_seconds(pipe, f["vpp"], flags.pipeline_schedule or "1F1B", full)
-    dp = dp_comm(s, comm, t_compute, flags.overlap_grad_reduce, flags.overlap_param_gather)
+    dp = dp_comm(
+        s,
+        comm,
+        t_compute,
+        flags.overlap_grad_reduce,
+        flags.overlap_param_gather,
+        flags.framework,
+    )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.

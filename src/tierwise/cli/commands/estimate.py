@@ -11,6 +11,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
+from tierwise.plan.space import frameworks_for
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
@@ -30,6 +31,8 @@ def estimate_command(
     account_for_embedding_in_pipeline_split: L.AccountEmbeddingOpt = False,
     account_for_loss_in_pipeline_split: L.AccountLossOpt = False,
     pipeline_schedule: L.PipelineScheduleOpt = None,
+    framework: L.EstimateFrameworkOpt = None,
+    attention_backend: L.AttentionBackendOpt = "flash",
     dp: L.DpOpt = None,
     mbs: L.MbsOpt = None,
     gbs: L.GbsOpt = None,
@@ -83,8 +86,20 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     flags = Flags(
-        tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm, pipeline_schedule=pipeline_schedule
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        pipeline_schedule=pipeline_schedule,
+        framework=framework,
+        attention_backend=attention_backend,
     )
+    if framework is not None and framework not in frameworks_for(layout):
+        runs = ", ".join(frameworks_for(layout)) or "none"
+        raise SpecError(
+            f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
+            f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
+            f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
+            f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}); frameworks that can: {runs}"
+        )
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -114,7 +129,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
         f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
         f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
-        f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
+        f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
+        f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}"
     )
     pipe = r["pipeline"]
     if lay["pp"] > 1:
