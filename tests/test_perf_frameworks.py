@@ -4,6 +4,8 @@ and `estimate --framework` end to end."""
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
@@ -19,6 +21,7 @@ from tierwise.perf.terms.dp import (
     stage_params,
 )
 from tierwise.perf.terms.stage import Stage, stage_of
+from tierwise.plan.emit import torchtitan_toml
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
 
@@ -133,3 +136,27 @@ def test_attention_backends() -> None:
     assert unfused["step_time_s"] > 1.05 * flash["step_time_s"]
     with pytest.raises(SpecError, match="allowed: flash, fused, unfused"):
         Flags(attention_backend="sdpa")
+
+
+def test_hsdp_shards_inside_the_node_and_replicates_across() -> None:
+    base = ["estimate", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "16", "--seq", "4096"]
+    base += ["--gbs", "256", "--tp", "1", "--zero", "3", "--framework", "torchtitan"]
+    fsdp = cli_json(*base)
+    hsdp = cli_json(*base, "--dp-shard", "8")
+    assert fsdp["comm_tiers"]["dp"] == "leaf" and hsdp["comm_tiers"]["dp"] == "intra"
+    assert hsdp["layout"]["dp_shard_degree"] == 8
+    # States sharded over 8 ranks instead of 128: 8.03e9 x 16 B / 8 = 15 GiB against ~1 GiB.
+    assert hsdp["memory"]["optimizer_gib"] > 8 * fsdp["memory"]["optimizer_gib"]
+    assert_user_error(
+        run_cli(*base[:-2], "--dp-shard", "8", check=False), "--dp-shard 8", "torchtitan"
+    )
+    assert_user_error(
+        run_cli(*base, "--dp-shard", "3", check=False), "dp_shard_degree 3 must divide dp"
+    )
+    toml = tomllib.loads(
+        torchtitan_toml(
+            Layout(dp=128, seq=4096, zero=3, dp_shard_degree=8), load_model("llama3-8b")
+        )
+    )
+    assert toml["parallelism"]["data_parallel_shard_degree"] == 8
+    assert toml["parallelism"]["data_parallel_replicate_degree"] == 16

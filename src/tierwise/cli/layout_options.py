@@ -90,3 +90,11 @@ EstimateFrameworkOpt = Annotated[
         "the generic model.",
     ),
 ]
+DpShardOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--dp-shard",
+        help="torchtitan's data_parallel_shard_degree: HSDP shards over this many dp ranks "
+        "and replicates over the rest (needs --framework torchtitan, --zero 2 or 3).",
+    ),
+]

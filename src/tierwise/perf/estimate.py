@@ -12,16 +12,15 @@ from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
 from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
-from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
 from tierwise.workload.pipeline import standard_split
 from tierwise.workload.spec import ModelSpec
-
-KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dpcp"}
 
 
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
-    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    shard = hsdp_fields(layout).get("dp_shard", 0)
+    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard)
 
 
 CP_COMM_TYPES = ("p2p", "a2a")
@@ -67,7 +66,7 @@ def estimate(
         flags,
         max(stages[1:-1], default=0),
     )
-    tiers = {kind: groups.top_tiers[group] for kind, group in KINDS.items()}
+    tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":

@@ -36,6 +36,16 @@ __all__ = ["Flags", "step_terms"]
 OVERLAP_INTERFERENCE = 0.2
 
 
+def memory_fields(f: dict[str, Any]) -> dict[str, Any]:
+    """The layout fields `memory_batch` takes: an HSDP layout holds what FSDP over its
+    dp_shard ranks holds (same micro-batches in flight)."""
+    if "dp_shard" not in f:
+        return f
+    shard = f["dp_shard"]
+    fields = {k: v for k, v in f.items() if k != "dp_shard"}
+    return fields | {"dp": shard, "gbs": f["gbs"] * shard // f["dp"]}
+
+
 def step_terms(
     m: ModelSpec,
     cluster: ClusterSpec,
@@ -94,7 +104,7 @@ def step_terms(
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
     flash = flags.flash_attention
-    mem = memory_batch(m, **f, flash_attention=flash, dropout=not flash)
+    mem = memory_batch(m, **memory_fields(f), flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
     layered = {"tp": tp, "cp": cp, "ep": ep}  # per layer: scaled to the busiest rank's layers
     return {
@@ -125,6 +135,7 @@ def step_terms(
             "pp": micro * pp.bytes,
             "dp": dp.comm.bytes,
         },
+        "comm_groups": {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": dp.comm.group},
         "dp_overlap_window_s": dp.window_s,
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {

@@ -34,6 +34,7 @@ def estimate_command(
     framework: L.EstimateFrameworkOpt = None,
     attention_backend: L.AttentionBackendOpt = "flash",
     dp: L.DpOpt = None,
+    dp_shard: L.DpShardOpt = None,
     mbs: L.MbsOpt = None,
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
@@ -75,6 +76,7 @@ def estimate_command(
             "distributed_optimizer": distributed_optimizer,
             "grad_reduce_bf16": grad_reduce_bf16,
             "pp_layers": parse_stage_layers(pp_layers),
+            "dp_shard_degree": dp_shard,
         },
         "layout",
     )
@@ -92,6 +94,11 @@ def estimate_command(
         framework=framework,
         attention_backend=attention_backend,
     )
+    if dp_shard is not None and framework != "torchtitan":
+        raise SpecError(
+            f"--dp-shard {dp_shard}: HSDP is torchtitan's (data_parallel_shard_degree); "
+            "add --framework torchtitan"
+        )
     if framework is not None and framework not in frameworks_for(layout):
         runs = ", ".join(frameworks_for(layout)) or "none"
         raise SpecError(

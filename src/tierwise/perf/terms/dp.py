@@ -133,17 +133,21 @@ def dp_comm(
     buffers = fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
         shard * (grads + weights) + (1 - shard) * grads
     )
+    group = "dpcp"
     if framework in SHARDED_PER_BLOCK:
         sharded = SHARDED_PER_BLOCK[framework](s, comm, compute_s, params)
+        group = sharded.group
         keep = 1 - sharded.applies
         exposed = keep * exposed + sharded.applies * sharded.exposed_s
         traffic = keep * traffic + sharded.applies * sharded.total_s
         sent = keep * sent + sharded.applies * (ranks - 1) / ranks * sharded.bytes
         buffers = keep * buffers + sharded.applies * sharded.bytes
         window = keep * window + sharded.applies * micro * compute_s * DP_OVERLAP_EFFICIENCY
+    if "dp_shard" in f:  # HSDP: optimizer states sharded over one replica's ranks
+        ranks = f["dp_shard"] * f["cp"]
     opt_params = params / (1 + shard * (ranks - 1))
     optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu)
-    return DataParallel(CommTerm(exposed, traffic, sent, "dpcp"), window, buffers, optimizer)
+    return DataParallel(CommTerm(exposed, traffic, sent, group), window, buffers, optimizer)
 
 
 def _zero() -> float:
@@ -152,13 +156,14 @@ def _zero() -> float:
 
 class Sharded(NamedTuple):
     """A framework's own sharded data parallelism: exposed and total seconds per step, the
-    bytes its collectives move per GPU (buffer sizes), and where it applies (0/1 per layout:
-    the zero stages it runs this way)."""
+    bytes its collectives move per GPU (buffer sizes), where it applies (0/1 per layout: the
+    zero stages it runs this way) and the group kind it mostly runs on."""
 
     exposed_s: Array
     total_s: Array
     bytes: Array
     applies: Array
+    group: str
 
 
 def _prefetched(first: Array, per_block: Array, window: Array, blocks: Array) -> Array:
@@ -168,11 +173,17 @@ def _prefetched(first: Array, per_block: Array, window: Array, blocks: Array) ->
 
 
 def fsdp2(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
-    """torchtitan FSDP2 (zero 2: weights kept after forward; zero 3: resharded), per step."""
+    """torchtitan FSDP2 (zero 2: weights kept after forward; zero 3: resharded), per step.
+    HSDP (`dp_shard` in the fields): gathers and reduce-scatters within the shard group, then
+    each block's gradient shard all-reduced over the replicas."""
     f, blocks, micro = s.f, s.layers, s.micro
     block = params / blocks
-    ag = comm("dpcp", "all_gather", block * C.PARAM_GATHER_BYTES)
-    rs = comm("dpcp", "reduce_scatter", block * FSDP2_REDUCE_BYTES)
+    group = "dpshard" if "dp_shard" in f else "dpcp"
+    ag = comm(group, "all_gather", block * C.PARAM_GATHER_BYTES)
+    rs = comm(group, "reduce_scatter", block * FSDP2_REDUCE_BYTES)
+    if group == "dpshard":
+        shard_ranks = f["dp_shard"] * f["cp"]
+        rs = rs + comm("dprep", "all_reduce", block * FSDP2_REDUCE_BYTES / shard_ranks)
     reshard = f["zero"] >= 3
     fwd = compute_s * FORWARD_SHARE / blocks * DP_OVERLAP_EFFICIENCY
     bwd = compute_s * (1 - FORWARD_SHARE) / blocks * DP_OVERLAP_EFFICIENCY
@@ -191,7 +202,7 @@ def fsdp2(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
     moved = params * (
         (gathers + reshard * micro) * C.PARAM_GATHER_BYTES + reduces * FSDP2_REDUCE_BYTES
     )
-    return Sharded(exposed, total, moved, f["zero"] >= 2)
+    return Sharded(exposed, total, moved, f["zero"] >= 2, group)
 
 
 def layer_modules(m: ModelSpec) -> list[tuple[float, float]]:
@@ -238,7 +249,7 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     )
     total = micro * (2 * blocks * ag + rs)
     moved = micro * (2 * params * C.PARAM_GATHER_BYTES + grads)
-    return Sharded(micro * per_micro, total, moved, f["zero"] >= 3)
+    return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
 
 
 SHARDED_PER_BLOCK = {"torchtitan": fsdp2, "deepspeed": deepspeed_zero3}
