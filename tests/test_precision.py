@@ -214,6 +214,6 @@ def test_a100_plans_stay_within_what_the_a100_calibration_runs_reach(calibration
         model = ModelSpec.parse({"name": run["id"], **shape, "vocab": 51200, "activation": "gelu"})
         nodes = run["gpus"] // 8
         cluster = load_cluster("dgx-a100", nodes=nodes if nodes < 20 else -(-nodes // 20) * 20)
-        flags = Flags(flash_attention=False)
+        flags = Flags(attention_backend="unfused")
         plan = search(model, cluster, run["gbs"], 2048, top=1, flags=flags, framework="megatron")
         assert plan.plans[0]["hw_tflops_per_gpu"] / 312 <= best + 0.03

@@ -85,3 +85,27 @@ PipelineScheduleOpt = Annotated[
         "(default 1F1B, Interleaved1F1B with --vpp > 1).",
     ),
 ]
+AttentionBackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--attention-backend",
+        help="Megatron's: flash | fused (cuDNN) | unfused (softmax in HBM, 2021-22 Megatron).",
+    ),
+]
+EstimateFrameworkOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--framework",
+        help="megatron | torchtitan | deepspeed: how DP/FSDP runs (Megatron buckets, FSDP2 "
+        "per block, ZeRO-3 per module) and which layouts and schedules it can run; default: "
+        "the generic model.",
+    ),
+]
+DpShardOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--dp-shard",
+        help="torchtitan's data_parallel_shard_degree: HSDP shards over this many dp ranks "
+        "and replicates over the rest (needs --framework torchtitan, --zero 2 or 3).",
+    ),
+]

@@ -12,17 +12,16 @@ from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
 from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
-from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
 from tierwise.workload.pipeline import standard_split
 from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
-KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dpcp"}
-
 
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
-    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    shard = hsdp_fields(layout).get("dp_shard", 0)
+    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard)
 
 
 CP_COMM_TYPES = ("p2p", "a2a")
@@ -58,7 +57,7 @@ def estimate(
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
-    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp)
+    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
     stages = layout.stage_layers(model)
     terms = step_terms(
@@ -69,7 +68,7 @@ def estimate(
         flags,
         max(stages[1:-1], default=0),
     )
-    tiers = {kind: groups.top_tiers[group] for kind, group in KINDS.items()}
+    tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":
@@ -102,6 +101,8 @@ def estimate(
             "schedule": schedule,
             "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
         },
+        "framework": flags.framework,
+        "attention_backend": flags.attention_backend,
     }
 
 

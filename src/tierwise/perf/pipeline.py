@@ -33,17 +33,26 @@ SCHEDULE_VPP: dict[str, int | None] = {
     "InterleavedZeroBubble": None,
     "ZBVZeroBubble": 2,
 }
+# What each framework runs: Megatron-LM 1F1B and its interleaved schedule, DeepSpeed's
+# pipeline engine 1F1B only (deepspeed/runtime/pipe/schedule.py TrainSchedule), torchtitan all.
+FRAMEWORK_SCHEDULES = {
+    "megatron": ("1F1B", "Interleaved1F1B"),
+    "deepspeed": ("1F1B",),
+    "torchtitan": SCHEDULES,
+}
 # Weight-gradient passes (in units of T_W) each schedule moves into the bubble.
 W_FILLED = {"1F1B": 0, "Interleaved1F1B": 0, "InterleavedZeroBubble": 1, "ZBVZeroBubble": 2}
 
 
-def schedule_for(schedule: str | None, pp: int, vpp: int) -> str:
-    """The schedule a layout runs: `schedule`, or 1F1B (Interleaved1F1B with vpp > 1);
-    one that cannot run `vpp` virtual stages is a one-line error."""
+def schedule_for(schedule: str | None, pp: int, vpp: int, framework: str | None = None) -> str:
+    """The schedule a layout runs: `schedule`, or 1F1B (Interleaved1F1B with vpp > 1); one
+    that cannot run `vpp` virtual stages, or that `framework` lacks, is a one-line error."""
     if schedule is None:
-        return "Interleaved1F1B" if vpp > 1 else "1F1B"
-    if schedule not in SCHEDULES:
-        raise SpecError(f"--pipeline-schedule: {schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        schedule = "Interleaved1F1B" if vpp > 1 else "1F1B"
+    allowed = FRAMEWORK_SCHEDULES.get(framework or "torchtitan", SCHEDULES)
+    if schedule not in allowed:
+        runs = f" --framework {framework} runs" if framework else " allowed:"
+        raise SpecError(f"--pipeline-schedule: {schedule!r};{runs} {', '.join(allowed)}")
     need = SCHEDULE_VPP[schedule]
     if pp > 1 and need is not None and vpp != need:
         raise SpecError(

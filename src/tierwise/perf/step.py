@@ -47,6 +47,16 @@ def _format_peaks(gpu: GPU) -> np.ndarray:
     return np.array([peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS))])
 
 
+def memory_fields(f: dict[str, Any]) -> dict[str, Any]:
+    """The layout fields `memory_batch` takes: an HSDP layout holds what FSDP over its
+    dp_shard ranks holds (same micro-batches in flight)."""
+    if "dp_shard" not in f:
+        return f
+    shard = f["dp_shard"]
+    fields = {k: v for k, v in f.items() if k != "dp_shard"}
+    return fields | {"dp": shard, "gbs": f["gbs"] * shard // f["dp"]}
+
+
 def step_terms(
     m: ModelSpec,
     cluster: ClusterSpec,
@@ -85,7 +95,14 @@ def step_terms(
     micro = s.micro
     full = f["recompute"] == RECOMPUTE_FULL
     bubble = bubble_seconds(pipe, f["vpp"], flags.pipeline_schedule or "1F1B", full)
-    dp = dp_comm(s, comm, t_compute, flags.overlap_grad_reduce, flags.overlap_param_gather)
+    dp = dp_comm(
+        s,
+        comm,
+        t_compute,
+        flags.overlap_grad_reduce,
+        flags.overlap_param_gather,
+        flags.framework,
+    )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.
@@ -98,7 +115,7 @@ def step_terms(
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
     flash = flags.flash_attention
-    mem = memory_batch(m, **f, flash_attention=flash, dropout=not flash)
+    mem = memory_batch(m, **memory_fields(f), flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
     layered = {"tp": tp, "cp": cp, "ep": ep}  # per layer: scaled to the busiest rank's layers
     return {
@@ -130,6 +147,7 @@ def step_terms(
             "pp": micro * pp.bytes,
             "dp": dp.comm.bytes,
         },
+        "comm_groups": {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": dp.comm.group},
         "dp_overlap_window_s": dp.window_s,
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {

@@ -380,6 +380,7 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
     # FSDP2 keeps the gathered parameters from forward to backward ("never": ZeRO-2, the
     # SHARD_GRAD_OP strategy) or frees and gathers them again ("always": ZeRO-3).
+    shard_degree = layout.dp_shard_degree or layout.dp  # HSDP: replicas of this many ranks
     reshard = (
         [f'fsdp_reshard_after_forward = "{"always" if layout.zero >= 3 else "never"}"']
         if shard
@@ -388,8 +389,8 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     return "\n".join(
         [
             "[parallelism]",
-            f"data_parallel_replicate_degree = {1 if shard else layout.dp}",
-            f"data_parallel_shard_degree = {layout.dp if shard else 1}",
+            f"data_parallel_replicate_degree = {layout.dp // shard_degree if shard else layout.dp}",
+            f"data_parallel_shard_degree = {shard_degree if shard else 1}",
             *reshard,
             f"tensor_parallel_degree = {layout.tp}",
             f"context_parallel_degree = {layout.cp}",

@@ -69,6 +69,12 @@ class Layout(BaseModel):
     pp_layers: tuple[int, ...] | None = Field(
         None, description="layers per pipeline stage (uneven split); default even"
     )
+    dp_shard_degree: int | None = Field(
+        None,
+        ge=1,
+        description="torchtitan's data_parallel_shard_degree: HSDP shards each replica over "
+        "this many of the dp ranks and replicates over dp / it; default all dp (FSDP)",
+    )
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str = "layout") -> Layout:
@@ -184,6 +190,12 @@ class Layout(BaseModel):
             )
         if self.fp8_recipe is not None and self.dtype != "fp8":
             yield f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
+        shard = self.dp_shard_degree
+        if shard is not None and shard < dp:
+            if dp % shard:
+                yield f"dp_shard_degree {shard} must divide dp ({dp})"
+            if self.zero < 2:
+                yield f"dp_shard_degree {shard} (HSDP) needs FSDP: zero 2 or 3, not {self.zero}"
         yield from self._stage_problems(m)
         yield from self._expert_problems(m)
 
@@ -273,7 +285,14 @@ def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
         "precision": precision_code(layout.dtype, layout.fp8_recipe),
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
-    }
+    } | hsdp_fields(layout)
+
+
+def hsdp_fields(layout: Layout) -> dict[str, int]:
+    """``{"dp_shard": n}`` for an HSDP layout (n < dp ranks shard a replica), else empty:
+    the batch functions take it only where it is set."""
+    shard = layout.dp_shard_degree
+    return {"dp_shard": shard} if shard is not None and shard < layout.dp else {}
 
 
 def layouts_to_arrays(layouts: Sequence[Layout], model: ModelSpec) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
+from tierwise.plan.space import frameworks_for
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
@@ -31,7 +32,10 @@ def estimate_command(
     account_for_embedding_in_pipeline_split: L.AccountEmbeddingOpt = False,
     account_for_loss_in_pipeline_split: L.AccountLossOpt = False,
     pipeline_schedule: L.PipelineScheduleOpt = None,
+    framework: L.EstimateFrameworkOpt = None,
+    attention_backend: L.AttentionBackendOpt = "flash",
     dp: L.DpOpt = None,
+    dp_shard: L.DpShardOpt = None,
     mbs: L.MbsOpt = None,
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
@@ -77,6 +81,7 @@ def estimate_command(
             "distributed_optimizer": distributed_optimizer,
             "grad_reduce_bf16": grad_reduce_bf16,
             "pp_layers": parse_stage_layers(pp_layers),
+            "dp_shard_degree": dp_shard,
         },
         "layout",
     )
@@ -88,8 +93,25 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     flags = Flags(
-        tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm, pipeline_schedule=pipeline_schedule
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        pipeline_schedule=pipeline_schedule,
+        framework=framework,
+        attention_backend=attention_backend,
     )
+    if dp_shard is not None and framework != "torchtitan":
+        raise SpecError(
+            f"--dp-shard {dp_shard}: HSDP is torchtitan's (data_parallel_shard_degree); "
+            "add --framework torchtitan"
+        )
+    if framework is not None and framework not in frameworks_for(layout):
+        runs = ", ".join(frameworks_for(layout)) or "none"
+        raise SpecError(
+            f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
+            f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
+            f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
+            f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}); frameworks that can: {runs}"
+        )
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -120,8 +142,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
         f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']}"
         + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
-        + " "
-        f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
+        + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
+        f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}"
     )
     pipe = r["pipeline"]
     if lay["pp"] > 1:

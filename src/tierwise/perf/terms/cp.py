@@ -19,6 +19,8 @@ def cp_comm(s: Stage, comm: C.CommFn, attention_s: Array, kind: str = "p2p") -> 
     """CP communication of one micro-batch on the stage `s`; `attention_s`: the attention
     core's seconds the ring hides behind; `kind`: one of `CP_COMM_TYPES`."""
     m, n, tokens, cp = s.model, s.layers, s.tokens, s.f["cp"]
+    if isinstance(cp, int) and cp == 1:  # one layout without CP: nothing to price
+        return CommTerm(0.0, 0.0, 0.0, "cp")
     tp = s.f["tp"]
     kv_rank = m.kv_dim / minimum(tp, m.kv)
     if kind == "a2a":
