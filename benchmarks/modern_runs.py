@@ -79,8 +79,11 @@ def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
 
 
 def flags_of(run: dict[str, Any]) -> Flags:
-    """What the run's recipe turns on beyond the defaults."""
-    return Flags(tp_comm_overlap=run["id"] in TP_COMM_OVERLAP)
+    """The run's framework (Megatron-core under NeMo / Megatron-Bridge) and what its recipe
+    turns on beyond the defaults."""
+    return Flags(
+        tp_comm_overlap=run["id"] in TP_COMM_OVERLAP, framework=run["layout"]["framework"]
+    )
 
 
 def with_capacity(run: dict[str, Any], model: ModelSpec) -> ModelSpec:
