@@ -81,9 +81,7 @@ def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
 def flags_of(run: dict[str, Any]) -> Flags:
     """The run's framework (Megatron-core under NeMo / Megatron-Bridge) and what its recipe
     turns on beyond the defaults."""
-    return Flags(
-        tp_comm_overlap=run["id"] in TP_COMM_OVERLAP, framework=run["layout"]["framework"]
-    )
+    return Flags(tp_comm_overlap=run["id"] in TP_COMM_OVERLAP, framework=run["layout"]["framework"])
 
 
 def with_capacity(run: dict[str, Any], model: ModelSpec) -> ModelSpec:

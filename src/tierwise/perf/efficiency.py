@@ -24,11 +24,9 @@ from collections.abc import Sequence
 from functools import cache
 from typing import NamedTuple
 
-import numpy as np
-
 from tierwise.hardware.catalog import GPU
 from tierwise.workload.flops import Array
-from tierwise.workload.precision import FORMATS
+from tierwise.workload.precision import FORMATS, ByCode
 
 # Share of the dense BF16 peak large square GEMMs reach, per tensor-core generation. Ampere and
 # Hopper: the calibration file ("roughly 70-80% on H100 and about 80-90% on A100 in cuBLAS"),
@@ -94,7 +92,7 @@ def peak_fraction(gpu: GPU) -> float:
 
 
 @cache
-def _format_rates(gpu: GPU) -> tuple[np.ndarray, np.ndarray]:
+def _format_rates(gpu: GPU) -> tuple[ByCode, ByCode]:
     """Per format code: achieved large-GEMM TFLOP/s and the half-rate intensity I (FLOP per
     element triple, as `gemm_intensity`); an unsupported format runs at the BF16 rate."""
     rate, half = [], []
@@ -102,7 +100,7 @@ def _format_rates(gpu: GPU) -> tuple[np.ndarray, np.ndarray]:
         peak = gpu.peak_tflops(f.peak) or gpu.peak_bf16_tflops
         rate.append(peak * peak_fraction(gpu) * FORMAT_EFFICIENCY[f.name])
         half.append(GEMM_RIDGE_MULTIPLE * peak / gpu.hbm_tbps * f.element_bytes / 2)
-    return np.array(rate), np.array(half)
+    return ByCode(rate), ByCode(half)
 
 
 def gemm_intensity(m: Array, n: Array, k: Array) -> Array:

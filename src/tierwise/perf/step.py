@@ -14,8 +14,6 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import numpy as np
-
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
@@ -30,7 +28,7 @@ from tierwise.perf.terms.stage import pos, stage_of
 from tierwise.perf.terms.tp import tp_comm
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step
 from tierwise.workload.memory import GiB, memory_batch
-from tierwise.workload.precision import FORMATS, peak_of
+from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.spec import ModelSpec
 
 __all__ = ["Flags", "step_terms"]
@@ -42,9 +40,9 @@ OVERLAP_INTERFERENCE = 0.2
 
 
 @cache
-def _format_peaks(gpu: GPU) -> np.ndarray:
+def _format_peaks(gpu: GPU) -> ByCode:
     """Dense peak (TFLOP/s) of each format's GEMMs on `gpu`; BF16's where the GPU lacks it."""
-    return np.array([peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS))])
+    return ByCode(peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS)))
 
 
 def memory_fields(f: dict[str, Any]) -> dict[str, Any]:

@@ -27,12 +27,14 @@ NVFP4BlockScaling):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.hardware.catalog import GPU
+from tierwise.workload.flops import maximum
 
 DTYPES = ("bf16", "fp8", "mxfp8", "nvfp4")
 FP8_RECIPES = ("delayed", "tensorwise", "blockwise")
@@ -73,18 +75,34 @@ FORMATS = (
 CODES = {f.name: code for code, f in enumerate(FORMATS)}
 
 
-def _column(field: str) -> np.ndarray:
-    return np.array([getattr(f, field) for f in FORMATS], dtype=float)
+class ByCode:
+    """One value per format code: indexed by a python int it gives a python float (the fast
+    scalar path of one layout), by an array of codes a numpy array (many layouts)."""
+
+    __slots__ = ("_array", "_values")
+
+    def __init__(self, values: Iterable[float]) -> None:
+        self._values = tuple(float(v) for v in values)
+        self._array = np.array(self._values)
+
+    def __getitem__(self, code: Any) -> Any:
+        if isinstance(code, int | np.integer):
+            return self._values[code]
+        return self._array[code]
 
 
-LOW_PRECISION_SHARE = np.array([sum(f.gemms) / 3 for f in FORMATS])
+def _column(field: str) -> ByCode:
+    return ByCode(getattr(f, field) for f in FORMATS)
+
+
+LOW_PRECISION_SHARE = ByCode(sum(f.gemms) / 3 for f in FORMATS)
 """Share of a layer's weight-GEMM FLOPs in the low-precision format, by code (each pass is a
 third: fprop, dgrad, wgrad do the same FLOPs)."""
 ELEMENT_BYTES = _column("element_bytes")
 BLOCK_SCALED = _column("block_scaled")
 AMAX_PASS = _column("amax_pass")
-GATHER_BYTES = np.array([f.element_bytes if f.gather_low else BF16_BYTES for f in FORMATS])
-IS_LOW = np.array([f.name != "bf16" for f in FORMATS])
+GATHER_BYTES = ByCode(f.element_bytes if f.gather_low else BF16_BYTES for f in FORMATS)
+IS_LOW = ByCode(f.name != "bf16" for f in FORMATS)
 
 
 def format_name(dtype: str, fp8_recipe: str | None = None) -> str:
@@ -131,8 +149,8 @@ def supported_dtypes(gpu: GPU) -> tuple[str, ...]:
     return tuple(d for d in DTYPES if gpu.peak_tflops(d) is not None)
 
 
-def quantized_copies(gpu: GPU, code: np.ndarray | int) -> np.ndarray | float:
+def quantized_copies(gpu: GPU, code: Any) -> Any:
     """Quantized copies of each operand: two (row- and column-wise) for block-scaled formats
     and for per-tensor FP8 on Hopper (TN-only FP8 GEMMs), else one; 0 for bf16."""
-    tn_only = gpu.arch == "hopper"
-    return IS_LOW[code] * (1 + np.maximum(BLOCK_SCALED[code], tn_only))
+    tn_only = float(gpu.arch == "hopper")
+    return IS_LOW[code] * (1 + maximum(BLOCK_SCALED[code], tn_only))
