@@ -55,30 +55,44 @@ class Compute(NamedTuple):
 
 
 def layer_gemm_seconds(
-    m: ModelSpec, gpu: GPU, layer: LayerFlops, tokens: Array, tp: Array, ep: Array, fp8: Array
+    m: ModelSpec,
+    gpu: GPU,
+    layer: LayerFlops,
+    tokens: Array,
+    tp: Array,
+    ep: Array,
+    etp: Array,
+    fp8: Array,
+    expert_load: Array = 1.0,
 ) -> Array:
     """Seconds per FLOP of one layer's weight GEMMs: its QKV, output and MLP/expert GEMMs
     (`layer`: the MoE layer of a MoE model) each at the `gemm_seconds` rate of its per-GPU
     (M, N, K); M = `tokens` of one micro-batch on one GPU (an expert's: the tokens its EP
-    group routes to it)."""
+    group routes to it, `expert_load` times the mean on the busiest rank, which the others
+    wait for: time, not FLOPs); experts split their columns over etp."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
-    expert_tokens = tokens * routed_share
+    expert_tokens = tokens * routed_share * etp / tp * expert_load
+    expert_ffn = moe.expert_ffn_hidden if moe else m.ffn
     parts = [
         (layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h),
         (layer.out, tokens, h, m.q_dim / tp),
         (layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h),
-        (layer.experts, expert_tokens, (moe.expert_ffn_hidden if moe else m.ffn) / tp, h),
+        (layer.experts * expert_load, expert_tokens, expert_ffn / etp, h),
         (layer.router, tokens, moe.experts if moe else 1, h),
     ]
-    return gemm_seconds(gpu, parts, fp8) / sum([flops for flops, *_ in parts])
+    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
+    return gemm_seconds(gpu, parts, fp8) / flops
 
 
-def compute(s: Stage, flash_attention: bool = True) -> Compute:
-    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding."""
+def compute(s: Stage, flash_attention: bool = True, expert_load: Array = 1.0) -> Compute:
+    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding;
+    `expert_load`: the busiest expert rank's routed tokens over the mean."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
-    per_flop = layer_gemm_seconds(m, gpu, sf.moe_layer, s.tokens, tp, f["ep"], f["fp8"])
+    per_flop = layer_gemm_seconds(
+        m, gpu, sf.moe_layer, s.tokens, tp, f["ep"], f["etp"], f["fp8"], expert_load
+    )
     gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
     logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)], f["fp8"])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
