@@ -109,3 +109,42 @@ DpShardOpt = Annotated[
         "and replicates over the rest (needs --framework torchtitan, --zero 2 or 3).",
     ),
 ]
+EtpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--etp",
+        help="Expert tensor parallel size (Megatron's "
+        "--expert-tensor-parallel-size); default --tp.",
+    ),
+]
+MoeDispatcherOpt = Annotated[
+    str,
+    typer.Option(
+        "--moe-token-dispatcher-type",
+        help="Megatron's: alltoall | allgather | flex (DeepEP / HybridEP).",
+    ),
+]
+MoeForceBalanceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--moe-router-force-load-balancing",
+        help="Megatron's: every expert gets the same tokens (balanced routing, as NVIDIA's "
+        "benchmarks run); default dropless with an imbalance factor.",
+    ),
+]
+MoeCapacityOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--moe-expert-capacity-factor",
+        help="Megatron's: capacity routing, experts padded to this factor (tokens beyond it "
+        "dropped); overrides the model's capacity_factor.",
+    ),
+]
+MoeA2aOverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overlap-moe-expert-parallel-comm",
+        help="Megatron's combined 1F1B: expert all-to-alls hidden behind the other "
+        "micro-batch's compute.",
+    ),
+]

@@ -21,7 +21,8 @@ from tierwise.workload.spec import ModelSpec
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
     shard = hsdp_fields(layout).get("dp_shard", 0)
-    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard)
+    etp = layout.expert_tp if layout.expert_tp != layout.tp else 0
+    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp)
 
 
 CP_COMM_TYPES = ("p2p", "a2a")
@@ -102,6 +103,15 @@ def estimate(
             "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
         },
         "framework": flags.framework,
+        "moe": None
+        if model.moe is None
+        else {
+            "dispatcher": flags.moe_token_dispatcher_type,
+            "routing": terms["moe_routing"],
+            "load_imbalance": float(terms["moe_load"]),
+            "a2a_overlap": flags.overlap_moe_expert_parallel_comm,
+            "etp": layout.expert_tp,
+        },
         "attention_backend": flags.attention_backend,
     }
 

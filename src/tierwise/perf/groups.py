@@ -43,6 +43,8 @@ class Degrees(NamedTuple):
     pp: int
     dp_shard: int = 0
     """HSDP: dp ranks sharding one replica (0: all dp, plain FSDP)."""
+    etp: int = 0
+    """Expert tensor parallel size when it differs from tp (0: tp)."""
 
     @property
     def world(self) -> int:
@@ -90,7 +92,11 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
     gid = np.zeros(d.world, dtype=np.int64)
     for dim in others:
         gid = gid * getattr(d, dim) + c[dim]
-    if kind == "ep":
+    if kind == "ep" and d.etp:
+        # Megatron's expert ranks: etp innermost, then ep, over the tp*cp*dp ranks of a stage.
+        r = c["tp"] + d.tp * (c["cp"] + d.cp * c["dp"])
+        gid = (c["pp"] * d.world + r % d.etp) * d.world + r // (d.etp * d.ep)
+    elif kind == "ep":
         gid = gid * d.world + (c["cp"] + d.cp * c["dp"]) // d.ep
     elif kind == "dpshard":
         gid = gid * d.dp + c["dp"] // d.dp_shard
@@ -161,6 +167,8 @@ def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, in
         stride *= d.group_size(dim)
     if kind in strides:
         return strides[kind], 2 if kind == "pp" else d.group_size(kind)
+    if kind == "ep" and d.etp:  # expert ranks etp apart when tp, cp, dp are innermost
+        return (d.etp, d.ep) if order[:3] == ("tp", "cp", "dp") else None
     if kind == "dprep":  # one dp coordinate of each replica: dp_shard apart
         return strides["dp"] * d.dp_shard, d.group_size(kind)
     inner, outer = sorted(("cp", "dp"), key=order.index)

@@ -22,7 +22,7 @@ from tierwise.perf.pipeline import bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import dp_comm
-from tierwise.perf.terms.ep import ep_comm
+from tierwise.perf.terms.ep import ep_comm, routing
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import pos, stage_of
 from tierwise.perf.terms.tp import tp_comm
@@ -68,10 +68,20 @@ def step_terms(
     (default: the planner's split, the same count on every middle rank)."""
     gpu = cluster.gpu
     s = stage_of(m, gpu, f, middle_layers)
-    work = compute(s, flags.flash_attention)
+    route, load = routing(m, flags.moe_router_force_load_balancing)
+    # Capacity routing pads every expert: its FLOPs already count the padded load.
+    work = compute(s, flags.flash_attention, 1.0 if route == "capacity" else load)
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
-    ep = ep_comm(s, comm)
+    ep = ep_comm(
+        s,
+        comm,
+        flags.moe_token_dispatcher_type,
+        flags.moe_router_force_load_balancing,
+        flags.overlap_moe_expert_parallel_comm,
+        work.layers_s / s.layers,
+        cluster.domain_gpus,
+    )
     pp = pp_comm(s, comm)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
     per_layer = (work.layers_s + tp.exposed_s + cp.exposed_s + ep.exposed_s) / s.layers
@@ -104,9 +114,8 @@ def step_terms(
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.
-    hidden = micro * share * (tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s) + pos(
-        dp.comm.total_s - dp.comm.exposed_s
-    )
+    overlapped = tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s + ep.total_s - ep.exposed_s
+    hidden = micro * share * overlapped + pos(dp.comm.total_s - dp.comm.exposed_s)
     interference = hidden * OVERLAP_INTERFERENCE
     step = micro * pipe.busiest_s + bubble + dp.comm.exposed_s + dp.optimizer_s + interference
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
@@ -155,4 +164,6 @@ def step_terms(
             "quantize": micro * share * work.quantize_s,
         },
         "pipeline_bubble_fraction": bubble / step,
+        "moe_routing": route if m.moe is not None else None,
+        "moe_load": load,
     }

@@ -16,6 +16,7 @@ from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
 from tierwise.workload.precision import check_supported
+from tierwise.workload.spec import ModelSpec
 
 
 @cluster_options
@@ -25,6 +26,7 @@ def estimate_command(
     tp: L.TpOpt = None,
     cp: L.CpOpt = None,
     ep: L.EpOpt = None,
+    etp: L.EtpOpt = None,
     pp: L.PpOpt = None,
     vpp: L.VppOpt = None,
     pp_layers: L.PpLayersOpt = None,
@@ -34,6 +36,10 @@ def estimate_command(
     pipeline_schedule: L.PipelineScheduleOpt = None,
     framework: L.EstimateFrameworkOpt = None,
     attention_backend: L.AttentionBackendOpt = "flash",
+    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    moe_expert_capacity_factor: L.MoeCapacityOpt = None,
+    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     dp: L.DpOpt = None,
     dp_shard: L.DpShardOpt = None,
     mbs: L.MbsOpt = None,
@@ -51,7 +57,7 @@ def estimate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
-    spec = load_model(model)
+    spec = with_capacity(load_model(model), moe_expert_capacity_factor)
     if dtype is not None:  # one line naming the flag before the layout's own check
         check_supported(cluster_spec.gpu, dtype, fp8_recipe)
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
@@ -67,6 +73,7 @@ def estimate_command(
             "tp": tp,
             "cp": cp,
             "ep": ep,
+            "etp": etp,
             "pp": pp,
             "vpp": vpp,
             "dp": dp,
@@ -98,6 +105,9 @@ def estimate_command(
         pipeline_schedule=pipeline_schedule,
         framework=framework,
         attention_backend=attention_backend,
+        moe_token_dispatcher_type=moe_token_dispatcher_type,
+        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
     )
     if dp_shard is not None and framework != "torchtitan":
         raise SpecError(
@@ -119,6 +129,19 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def with_capacity(spec: ModelSpec, factor: float | None) -> ModelSpec:
+    """`spec` with its MoE capacity factor set to `factor` (Megatron's
+    --moe-expert-capacity-factor); a dense model or a factor <= 0 is a one-line error."""
+    if factor is None:
+        return spec
+    if spec.moe is None:
+        raise SpecError(f"--moe-expert-capacity-factor: {spec.name} is dense (no experts)")
+    if factor <= 0:
+        raise SpecError(f"--moe-expert-capacity-factor: {factor}; must be > 0")
+    moe = spec.moe.model_copy(update={"capacity_factor": factor})
+    return spec.model_copy(update={"moe": moe})
 
 
 def parse_stage_layers(text: str | None) -> list[int] | None:
@@ -145,6 +168,13 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
         f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}"
     )
+    if r["moe"] is not None:
+        moe = r["moe"]
+        console.print(
+            f"experts: {moe['dispatcher']} dispatch, {moe['routing']} routing (busiest rank "
+            f"{moe['load_imbalance']:.2f}x the mean), etp={moe['etp']}"
+            + (", all-to-alls overlapped" if moe["a2a_overlap"] else "")
+        )
     pipe = r["pipeline"]
     if lay["pp"] > 1:
         console.print(

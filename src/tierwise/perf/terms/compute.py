@@ -59,34 +59,54 @@ class Compute(NamedTuple):
 
 
 def layer_gemms(
-    m: ModelSpec, layer: LayerFlops, tokens: Array, tp: Array, ep: Array, precision: Array
+    m: ModelSpec,
+    layer: LayerFlops,
+    tokens: Array,
+    tp: Array,
+    ep: Array,
+    etp: Array,
+    precision: Array,
+    expert_load: Array = 1.0,
 ) -> list[Gemm]:
     """One layer's weight GEMMs (forward FLOPs, per-GPU M, N, K): QKV, output and MLP/expert
     (`layer`: the MoE layer of a MoE model) in the layout's format, the router in BF16. M =
-    `tokens` of one micro-batch on one GPU (an expert's: the tokens its EP group routes to
-    it, a grouped GEMM)."""
+    `tokens` of one micro-batch on one GPU; an expert's M: the tokens its EP group routes to
+    it, `expert_load` times the mean on the busiest rank, which the others wait for (time,
+    not FLOPs: the FLOPs are scaled by it too), run as a grouped GEMM; experts split their
+    columns over etp."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
-    expert_tokens = tokens * routed_share
+    expert_tokens = tokens * routed_share * etp / tp * expert_load
     low = LOW_PRECISION_SHARE[precision]
     ffn = moe.expert_ffn_hidden if moe else m.ffn
     return [
         Gemm(layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h, low),
         Gemm(layer.out, tokens, h, m.q_dim / tp, low),
         Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h, low),
-        Gemm(layer.experts, expert_tokens, ffn / tp, h, low, expert_tokens if moe else None),
+        Gemm(
+            layer.experts * expert_load,
+            expert_tokens,
+            ffn / etp,
+            h,
+            low,
+            expert_tokens if moe else None,
+        ),
         Gemm(layer.router, tokens, moe.experts if moe else 1, h),
     ]
 
 
-def compute(s: Stage, flash_attention: bool = True) -> Compute:
-    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding."""
+def compute(s: Stage, flash_attention: bool = True, expert_load: Array = 1.0) -> Compute:
+    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding;
+    `expert_load`: the busiest expert rank's routed tokens over the mean."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
     precision = f["precision"]
-    gemms = layer_gemms(m, sf.moe_layer, s.tokens, tp, f["ep"], precision)
-    # One layer's GEMMs scaled to the stage's FLOPs; the casts of every layer's operands.
-    per_flop = gemm_seconds(gpu, gemms, precision) / sum([g.flops for g in gemms])
+    gemms = layer_gemms(m, sf.moe_layer, s.tokens, tp, f["ep"], f["etp"], precision, expert_load)
+    # One layer's GEMMs scaled to the stage's FLOPs (the busiest expert rank's time); the
+    # casts of every layer's operands.
+    layer = sf.moe_layer
+    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
+    per_flop = gemm_seconds(gpu, gemms, precision) / flops
     gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
     casts = 1 + (f["recompute"] == RECOMPUTE_FULL)  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
