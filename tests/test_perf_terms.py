@@ -70,8 +70,8 @@ def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:
 
 def test_ep_dispatch_and_combine_per_moe_layer() -> None:
     s = stage("mixtral-8x7b", ep=2, dp=2)
-    routed = 4096 * 2 * 4096 * 2  # top-2 copies of each token, bf16
-    e = ep_comm(s, fake_comm)
+    routed = 4096 * 2 * 4096 * 2  # top-2 copies of each token, bf16 (balanced routing)
+    e = ep_comm(s, fake_comm, force_balance=True)
     # 8 MoE layers x (dispatch + combine) x (forward + backward).
     assert e.exposed_s == pytest.approx(8 * 2 * 2 * 5e-12 * routed)
     assert e.bytes == pytest.approx(8 * 2 * 2 * routed / 2) and e.group == "ep"
