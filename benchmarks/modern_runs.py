@@ -30,6 +30,16 @@ TP_COMM_OVERLAP = {
     "mb-llama3-70b-gb200-mxfp8-64-26.04.01",
     "modelzoo-mixtral-8x22b-h100-bf16-128-dropless",
 }
+# MoE recipe facts of the runs' notes: the Qwen3 recipes dispatch with HybridEP (Megatron's
+# flex dispatcher); the 26.08 ones also overlap the expert all-to-all with the other
+# micro-batch (--overlap-moe-expert-parallel-comm). The others use the alltoall dispatcher.
+FLEX_DISPATCH = {
+    "mb-qwen3-30b-h100-fp8-16-26.06",
+    "mb-qwen3-30b-b200-mxfp8-8-26.04.01",
+    "mb-qwen3-30b-gb200-mxfp8-8-26.08",
+    "mb-qwen3-30b-gb300-mxfp8-8-26.08",
+}
+A2A_OVERLAP = {"mb-qwen3-30b-gb200-mxfp8-8-26.08", "mb-qwen3-30b-gb300-mxfp8-8-26.08"}
 # Runs that reduce gradients in fp32 (Megatron's default): the ModelZoo script sets no
 # --grad-reduce-in-bf16; Megatron-Bridge and NeMo performance recipes reduce in bf16.
 FP32_GRAD_REDUCE = {"modelzoo-mixtral-8x22b-h100-bf16-128-dropless"}
@@ -79,9 +89,16 @@ def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
 
 
 def flags_of(run: dict[str, Any]) -> Flags:
-    """The run's framework (Megatron-core under NeMo / Megatron-Bridge) and what its recipe
-    turns on beyond the defaults."""
-    return Flags(tp_comm_overlap=run["id"] in TP_COMM_OVERLAP, framework=run["layout"]["framework"])
+    """The run's framework (Megatron-core under NeMo / Megatron-Bridge), its MoE routing
+    (balanced = forced balance) and dispatcher, and what its recipe turns on beyond that."""
+    run_id, lay = run["id"], run["layout"]
+    return Flags(
+        tp_comm_overlap=run_id in TP_COMM_OVERLAP,
+        framework=lay["framework"],
+        moe_token_dispatcher_type="flex" if run_id in FLEX_DISPATCH else "alltoall",
+        moe_router_force_load_balancing=lay.get("moe_routing") == "balanced",
+        overlap_moe_expert_parallel_comm=run_id in A2A_OVERLAP,
+    )
 
 
 def with_capacity(run: dict[str, Any], model: ModelSpec) -> ModelSpec:
