@@ -40,6 +40,15 @@ FLEX_DISPATCH = {
     "mb-qwen3-30b-gb300-mxfp8-8-26.08",
 }
 A2A_OVERLAP = {"mb-qwen3-30b-gb200-mxfp8-8-26.08", "mb-qwen3-30b-gb300-mxfp8-8-26.08"}
+# MoE runs whose recipe graphs the MoE layers (the notes: Qwen3 on B200 with the
+# moe_router/moe_preprocess scopes, Qwen3 26.08 full-iteration, NeMo 25.04 CUDA graphs on);
+# Qwen3 on H100 (FP8_CS config) and GPT-OSS run without; the ModelZoo script sets none.
+CUDA_GRAPHS = {
+    "mb-qwen3-30b-b200-mxfp8-8-26.04.01",
+    "mb-qwen3-30b-gb200-mxfp8-8-26.08",
+    "mb-qwen3-30b-gb300-mxfp8-8-26.08",
+    "nemo-mixtral-8x7b-gb200-fp8-64-25.04",
+}
 # Runs that reduce gradients in fp32 (Megatron's default): the ModelZoo script sets no
 # --grad-reduce-in-bf16; Megatron-Bridge and NeMo performance recipes reduce in bf16.
 FP32_GRAD_REDUCE = {"modelzoo-mixtral-8x22b-h100-bf16-128-dropless"}
@@ -98,6 +107,7 @@ def flags_of(run: dict[str, Any]) -> Flags:
         moe_token_dispatcher_type="flex" if run_id in FLEX_DISPATCH else "alltoall",
         moe_router_force_load_balancing=lay.get("moe_routing") == "balanced",
         overlap_moe_expert_parallel_comm=run_id in A2A_OVERLAP,
+        cuda_graphs=run_id in CUDA_GRAPHS,
     )
 
 

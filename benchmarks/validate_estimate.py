@@ -25,6 +25,7 @@ from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf import efficiency
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
+from tierwise.perf.terms import host
 from tierwise.workload.flops import megatron_eq3_flops
 from tierwise.workload.layout import Layout
 from tierwise.workload.params import param_counts
@@ -318,6 +319,7 @@ FITTED: dict[str, tuple[str, str | None]] = {
     "attention": ("ATTENTION_RELATIVE_EFFICIENCY", None),
     "elementwise": ("ELEMENTWISE_TRAFFIC_FACTOR", None),
     "elementwise_unfused": ("UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR", None),
+    "moe_host_sync": ("MOE_HOST_SYNC_S", None),
 }
 # Each constant stays inside what it can physically mean.
 BOUNDS = {
@@ -330,19 +332,24 @@ BOUNDS = {
     "attention": (0.3, 1.0),  # the attention core reaches at most the GEMMs' share of peak
     "elementwise": (0.5, 4.0),
     "elementwise_unfused": (0.5, 4.0),
+    "moe_host_sync": (0.0, 5e-3),  # a few hundred kernel launches at most
 }
+
+
+def _module(name: str) -> Any:
+    return host if name == "moe_host_sync" else efficiency
 
 
 def get_constant(name: str) -> float:
     table, key = FITTED[name]
-    value = getattr(efficiency, table)
+    value = getattr(_module(name), table)
     return value[key] if key else value
 
 
 def set_constant(name: str, value: float) -> None:
     table, key = FITTED[name]
     if key is None:
-        setattr(efficiency, table, value)
+        setattr(_module(name), table, value)
     else:
         getattr(efficiency, table)[key] = value
         if key == "fp8-tensorwise":  # every FP8 recipe: scaling only changes the casts

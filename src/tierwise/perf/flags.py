@@ -33,6 +33,10 @@ class Flags:
     moe_token_dispatcher_type: str = "alltoall"
     moe_router_force_load_balancing: bool = False
     overlap_moe_expert_parallel_comm: bool = False
+    # CUDA graphs over the MoE layers (Megatron's --cuda-graph-impl with the moe_preprocess
+    # scope, or a full-iteration graph): no host synchronisation per MoE layer
+    # (tierwise.perf.terms.host).
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         if self.attention_backend not in ATTENTION_BACKENDS:

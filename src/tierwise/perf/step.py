@@ -70,7 +70,9 @@ def step_terms(
     s = stage_of(m, gpu, f, middle_layers)
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
-    work = compute(s, flags.flash_attention, 1.0 if route == "capacity" else load)
+    work = compute(
+        s, flags.flash_attention, 1.0 if route == "capacity" else load, flags.cuda_graphs
+    )
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(
@@ -162,6 +164,7 @@ def step_terms(
             "attention": micro * share * work.attention_s,
             "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
             "quantize": micro * share * work.quantize_s,
+            "host_sync": micro * share * work.host_s,
         },
         "pipeline_bubble_fraction": bubble / step,
         "moe_routing": route if m.moe is not None else None,

@@ -24,6 +24,7 @@ from tierwise.perf.efficiency import (
     hbm_bytes_per_s,
 )
 from tierwise.perf.precision import quantize_seconds
+from tierwise.perf.terms.host import host_seconds
 from tierwise.perf.terms.stage import Stage
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, LayerFlops
 from tierwise.workload.precision import LOW_PRECISION_SHARE
@@ -49,13 +50,14 @@ class Compute(NamedTuple):
     attention_s: Array
     elementwise_s: Array
     quantize_s: Array
+    host_s: Array
     logits_s: Array
     embedding_s: Array
 
     @property
     def layers_s(self) -> Array:
         """The stage's decoder layers."""
-        return self.gemm_s + self.attention_s + self.elementwise_s + self.quantize_s
+        return self.gemm_s + self.attention_s + self.elementwise_s + self.quantize_s + self.host_s
 
 
 def layer_gemms(
@@ -95,9 +97,12 @@ def layer_gemms(
     ]
 
 
-def compute(s: Stage, flash_attention: bool = True, expert_load: Array = 1.0) -> Compute:
-    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding;
-    `expert_load`: the busiest expert rank's routed tokens over the mean."""
+def compute(
+    s: Stage, flash_attention: bool = True, expert_load: Array = 1.0, cuda_graphs: bool = False
+) -> Compute:
+    """Compute seconds of one micro-batch: the stage's layers (with the host time MoE layers
+    leave exposed without CUDA graphs), the logits, the embedding; `expert_load`: the busiest
+    expert rank's routed tokens over the mean."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
     precision = f["precision"]
@@ -121,4 +126,5 @@ def compute(s: Stage, flash_attention: bool = True, expert_load: Array = 1.0) ->
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
     embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
-    return Compute(gemm, attention, elementwise, quantize, logits, embedding)
+    host = host_seconds(s, cuda_graphs)
+    return Compute(gemm, attention, elementwise, quantize, host, logits, embedding)
