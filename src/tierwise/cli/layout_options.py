@@ -140,6 +140,13 @@ MoeCapacityOpt = Annotated[
         "dropped); overrides the model's capacity_factor.",
     ),
 ]
+CudaGraphOpt = Annotated[
+    bool,
+    typer.Option(
+        "--enable-cuda-graph",
+        help="CUDA graphs over the layers (Megatron's): no host time per MoE layer and expert.",
+    ),
+]
 MoeA2aOverlapOpt = Annotated[
     bool,
     typer.Option(

@@ -40,6 +40,7 @@ def estimate_command(
     moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
     moe_expert_capacity_factor: L.MoeCapacityOpt = None,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
+    enable_cuda_graph: L.CudaGraphOpt = False,
     dp: L.DpOpt = None,
     dp_shard: L.DpShardOpt = None,
     mbs: L.MbsOpt = None,
@@ -108,6 +109,7 @@ def estimate_command(
         moe_token_dispatcher_type=moe_token_dispatcher_type,
         moe_router_force_load_balancing=moe_router_force_load_balancing,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+        cuda_graphs=enable_cuda_graph,
     )
     if dp_shard is not None and framework != "torchtitan":
         raise SpecError(
