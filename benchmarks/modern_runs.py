@@ -40,6 +40,8 @@ FLEX_DISPATCH = {
     "mb-qwen3-30b-gb300-mxfp8-8-26.08",
 }
 A2A_OVERLAP = {"mb-qwen3-30b-gb200-mxfp8-8-26.08", "mb-qwen3-30b-gb300-mxfp8-8-26.08"}
+# Runs whose recipe computes the attention core in FP8 (the notes: "fp8 DPA", 26.08).
+FP8_ATTENTION = {"mb-qwen3-30b-gb200-mxfp8-8-26.08", "mb-qwen3-30b-gb300-mxfp8-8-26.08"}
 # MoE runs whose recipe graphs the MoE layers (the notes: Qwen3 on B200 with the
 # moe_router/moe_preprocess scopes, Qwen3 26.08 full-iteration, NeMo 25.04 CUDA graphs on);
 # Qwen3 on H100 (FP8_CS config) and GPT-OSS run without; the ModelZoo script sets none.
@@ -108,6 +110,7 @@ def flags_of(run: dict[str, Any]) -> Flags:
         moe_router_force_load_balancing=lay.get("moe_routing") == "balanced",
         overlap_moe_expert_parallel_comm=run_id in A2A_OVERLAP,
         cuda_graphs=run_id in CUDA_GRAPHS,
+        fp8_dot_product_attention=run_id in FP8_ATTENTION,
     )
 
 

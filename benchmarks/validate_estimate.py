@@ -396,7 +396,7 @@ def fit(rounds: int = 6) -> dict[str, Any]:
         step /= 2
     mean, worst = score(run_all())
     return {
-        "constants": {name: round(get_constant(name), 4) for name in FITTED},
+        "constants": {name: float(f"{get_constant(name):.4g}") for name in FITTED},
         "mean_abs_step_error": round(mean, 4),
         "max_abs_step_error": round(worst, 4),
     }

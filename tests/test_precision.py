@@ -13,7 +13,7 @@ from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
 from tierwise.hardware.catalog import entries, gpu
 from tierwise.hardware.cluster import load_cluster
-from tierwise.perf.efficiency import Gemm, gemm_seconds
+from tierwise.perf.efficiency import FORMAT_EFFICIENCY, Gemm, gemm_seconds
 from tierwise.perf.estimate import estimate
 from tierwise.perf.precision import quantize_bytes, quantize_seconds
 from tierwise.perf.step import Flags
@@ -217,3 +217,17 @@ def test_a100_plans_stay_within_what_the_a100_calibration_runs_reach(calibration
         flags = Flags(attention_backend="unfused")
         plan = search(model, cluster, run["gbs"], 2048, top=1, flags=flags, framework="megatron")
         assert plan.plans[0]["hw_tflops_per_gpu"] / 312 <= best + 0.03
+
+
+def test_fp8_dot_product_attention_runs_the_attention_core_at_the_fp8_rate() -> None:
+    c = load_cluster("dgx-b200", nodes=1)
+    lay = Layout(dp=8, mbs=1, gbs=64, seq=8192, dtype="fp8")
+    bf16 = estimate(L8, c, lay)["compute_parts_s"]["attention"]
+    fp8 = estimate(L8, c, lay, Flags(fp8_dot_product_attention=True))["compute_parts_s"]
+    ratio = 4500 / 2250 * FORMAT_EFFICIENCY["fp8-tensorwise"]  # FP8 peak x FP8 efficiency
+    assert bf16 / fp8["attention"] == pytest.approx(ratio)
+    a100 = load_cluster("dgx-a100", nodes=1)  # no FP8 tensor cores: stays BF16
+    plain = estimate(L8, a100, lay.model_copy(update={"dtype": "bf16"}))
+    flagged = estimate(L8, a100, lay.model_copy(update={"dtype": "bf16"}),
+                       Flags(fp8_dot_product_attention=True))  # fmt: skip
+    assert flagged["compute_parts_s"] == plain["compute_parts_s"]

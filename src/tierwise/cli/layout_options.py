@@ -147,6 +147,14 @@ CudaGraphOpt = Annotated[
         help="CUDA graphs over the layers (Megatron's): no host time per MoE layer and expert.",
     ),
 ]
+Fp8AttentionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fp8-dot-product-attention",
+        help="The attention core in FP8 (Megatron-core's TransformerConfig "
+        "fp8_dot_product_attention), not BF16.",
+    ),
+]
 MoeA2aOverlapOpt = Annotated[
     bool,
     typer.Option(

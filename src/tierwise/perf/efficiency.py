@@ -126,11 +126,16 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) 
     return total / 1e12
 
 
-def attention_tflops(gpu: GPU) -> float:
-    """Achieved TFLOP/s of the fused attention core (BF16), counting the work it does."""
+def attention_tflops(gpu: GPU, fp8: bool = False) -> float:
+    """Achieved TFLOP/s of the fused attention core, counting the work it does: BF16, or FP8
+    (Megatron's ``--fp8-dot-product-attention``: cuDNN's FP8 attention, at the FP8 GEMMs'
+    efficiency) where the GPU has FP8 tensor cores."""
     if gpu.gemm_efficiency is not None:
         return gpu.peak_bf16_tflops * gpu.gemm_efficiency
-    return gpu.peak_bf16_tflops * peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    bf16 = gpu.peak_bf16_tflops * peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    if not (fp8 and gpu.peak_fp8_tflops):
+        return bf16
+    return bf16 * gpu.peak_fp8_tflops / gpu.peak_bf16_tflops * FORMAT_EFFICIENCY["fp8-tensorwise"]
 
 
 def elementwise_seconds(gpu: GPU, nbytes: Array, fused: bool = True) -> Array:

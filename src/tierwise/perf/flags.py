@@ -37,6 +37,9 @@ class Flags:
     # scope, or a full-iteration graph): no host synchronisation per MoE layer
     # (tierwise.perf.terms.host).
     cuda_graphs: bool = False
+    # Megatron-core's TransformerConfig.fp8_dot_product_attention: the attention core in FP8
+    # (cuDNN), not BF16.
+    fp8_dot_product_attention: bool = False
 
     def __post_init__(self) -> None:
         if self.attention_backend not in ATTENTION_BACKENDS:

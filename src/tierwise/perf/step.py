@@ -71,7 +71,11 @@ def step_terms(
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
     work = compute(
-        s, flags.flash_attention, 1.0 if route == "capacity" else load, flags.cuda_graphs
+        s,
+        flags.flash_attention,
+        1.0 if route == "capacity" else load,
+        flags.cuda_graphs,
+        flags.fp8_dot_product_attention,
     )
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)

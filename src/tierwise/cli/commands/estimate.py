@@ -41,6 +41,7 @@ def estimate_command(
     moe_expert_capacity_factor: L.MoeCapacityOpt = None,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     enable_cuda_graph: L.CudaGraphOpt = False,
+    fp8_dot_product_attention: L.Fp8AttentionOpt = False,
     dp: L.DpOpt = None,
     dp_shard: L.DpShardOpt = None,
     mbs: L.MbsOpt = None,
@@ -110,6 +111,7 @@ def estimate_command(
         moe_router_force_load_balancing=moe_router_force_load_balancing,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
         cuda_graphs=enable_cuda_graph,
+        fp8_dot_product_attention=fp8_dot_product_attention,
     )
     if dp_shard is not None and framework != "torchtitan":
         raise SpecError(

@@ -98,11 +98,15 @@ def layer_gemms(
 
 
 def compute(
-    s: Stage, flash_attention: bool = True, expert_load: Array = 1.0, cuda_graphs: bool = False
+    s: Stage,
+    flash_attention: bool = True,
+    expert_load: Array = 1.0,
+    cuda_graphs: bool = False,
+    fp8_attention: bool = False,
 ) -> Compute:
     """Compute seconds of one micro-batch: the stage's layers (with the host time MoE layers
     leave exposed without CUDA graphs), the logits, the embedding; `expert_load`: the busiest
-    expert rank's routed tokens over the mean."""
+    expert rank's routed tokens over the mean; `fp8_attention`: the attention core in FP8."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
     precision = f["precision"]
@@ -118,7 +122,7 @@ def compute(
     # The output layer is a plain (BF16) linear in Megatron.
     logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
-    attention = sf.attention * work / (attention_tflops(gpu) * 1e12)
+    attention = sf.attention * work / (attention_tflops(gpu, fp8_attention) * 1e12)
     elementwise = elementwise_seconds(gpu, sf.elementwise_bytes, fused=flash_attention)
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
