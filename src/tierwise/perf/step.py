@@ -115,7 +115,7 @@ def step_terms(
     flash = flags.flash_attention
     mem = memory_batch(m, **memory_fields(f), flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
-    layered = {"tp": tp, "cp": cp, "ep": ep}  # per layer: scaled to the busiest rank's layers
+    per_rank = micro * share  # the layer-priced terms, scaled to the busiest rank's layers
     return {
         "step_time_s": step,
         "tokens_per_s": f["gbs"] * f["seq"] / step,
@@ -127,7 +127,9 @@ def step_terms(
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
         "breakdown": {
             "compute_s": micro * t_compute,
-            **{f"{k}_comm_s": micro * share * t.exposed_s for k, t in layered.items()},
+            "tp_comm_s": per_rank * tp.exposed_s,
+            "cp_comm_s": per_rank * cp.exposed_s,
+            "ep_comm_s": per_rank * ep.exposed_s,
             "pp_comm_s": micro * pp.exposed_s,
             "pipeline_bubble_s": bubble,
             "dp_comm_s": dp.comm.exposed_s,
@@ -135,12 +137,16 @@ def step_terms(
             "overlap_interference_s": interference,
         },
         "comm_total_s": {
-            **{k: micro * share * t.total_s for k, t in layered.items()},
+            "tp": per_rank * tp.total_s,
+            "cp": per_rank * cp.total_s,
+            "ep": per_rank * ep.total_s,
             "pp": micro * pp.total_s,
             "dp": dp.comm.total_s,
         },
         "comm_bytes_per_gpu": {
-            **{k: micro * share * t.bytes for k, t in layered.items()},
+            "tp": per_rank * tp.bytes,
+            "cp": per_rank * cp.bytes,
+            "ep": per_rank * ep.bytes,
             "pp": micro * pp.bytes,
             "dp": dp.comm.bytes,
         },
@@ -149,7 +155,7 @@ def step_terms(
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {
             "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
-            "attention": micro * share * work.attention_s,
+            "attention": per_rank * work.attention_s,
             "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
         },
         "pipeline_bubble_fraction": bubble / step,
