@@ -124,7 +124,12 @@ def plan_command(
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     framework = framework_for(framework, emit_kinds or [])
     emit_kinds = with_launched_config(framework, emit_kinds or [])
-    flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    # One framework: its layouts are priced as it runs them (as `estimate --framework`).
+    flags = Flags(
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        framework=None if framework == "any" else framework,
+    )
     gbs = cluster_spec.world if gbs is None else gbs
     result = search(
         spec,
