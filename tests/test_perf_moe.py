@@ -16,6 +16,7 @@ from tierwise.perf.terms.ep import (
     ep_comm,
 )
 from tierwise.perf.terms.stage import Stage, stage_of
+from tierwise.plan.emit import megatron_args
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
 
@@ -129,3 +130,21 @@ def test_moe_flags_end_to_end() -> None:
         run_cli(*dense, "--moe-expert-capacity-factor", "1.0", check=False), "is dense"
     )
     assert cli_json(*dense)["moe"] is None
+
+
+def test_megatron_emitter_states_the_moe_choices() -> None:
+    layout = Layout(tp=2, etp=1, ep=8, pp=2, dp=8, seq=4096, gbs=256, distributed_optimizer=True)
+    flags = Flags(
+        moe_token_dispatcher_type="flex",
+        moe_router_force_load_balancing=True,
+        overlap_moe_expert_parallel_comm=True,
+    )
+    args = megatron_args(MIXTRAL, layout, flags)
+    for arg in (
+        "--moe-token-dispatcher-type flex",
+        "--expert-tensor-parallel-size 1",
+        "--moe-router-force-load-balancing",
+        "--overlap-moe-expert-parallel-comm",
+    ):
+        assert arg in args
+    assert "--moe-token-dispatcher-type alltoall" in megatron_args(MIXTRAL, layout)

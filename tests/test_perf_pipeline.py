@@ -176,3 +176,6 @@ def test_emitters_state_uneven_chunks() -> None:
     points = toml["parallelism"]["pipeline_parallel_split_points"]
     assert len(points) == 63 and points[:2] == ["layers.1", "layers.3"]
     assert points[-1] == "layers.125"
+    zbv = nvidia.model_copy(update={"zero": 3, "vpp": 2, "pp_layers": None, "pp": 9, "dp": 14})
+    toml = tomllib.loads(torchtitan_toml(zbv, model, "ZBVZeroBubble"))
+    assert toml["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
