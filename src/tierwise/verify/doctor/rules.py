@@ -1,0 +1,525 @@
+"""The doctor's catalog of rules (documented in docs/doctor-rules.md).
+
+Each rule looks at ``Facts`` and, when its cause shows, returns a severity, the evidence
+lines and the fix. ``weight`` is the share of the tier's bandwidth the cause typically costs:
+a ranking prior, with its source in the catalog doc; ``ranking`` turns it into GB/s when an
+nccl-tests table gives the gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tierwise.verify.doctor.facts import KEEP, Facts
+from tierwise.verify.doctor.model import Evidence, Finding, Severity
+
+Hit = tuple[Severity, Sequence[Evidence], str]
+"""(severity, evidence, detail appended to the title)."""
+
+NVLS_GPUS = ("H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300")
+"""GPU names with NVLink SHARP on an NVSwitch baseboard (not their PCIe cards)."""
+
+LOOPBACK_PREFIXES = ("lo", "docker", "virbr", "veth", "cni", "flannel")
+"""Interfaces that cannot carry traffic between nodes (NCCL's own default skips lo, docker)."""
+
+DEGRADED_RATIO = 0.9
+"""A port below this fraction of its peers' rate counts as trained down."""
+
+SLOW_NODE_RATIO = 0.75
+"""A run below this fraction of the median busbw of runs of the same op is slow."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One catalog entry; ``check`` returns a Hit or None."""
+
+    id: str
+    category: str
+    tier: Literal["inter", "intra", "any"]
+    weight: float
+    title: str
+    fix: str
+    check: Callable[[Facts], Hit | None]
+
+    def apply(self, facts: Facts) -> Finding | None:
+        """The finding when the rule fires."""
+        hit = self.check(facts)
+        if hit is None:
+            return None
+        severity, evidence, detail = hit
+        unique = sorted(set(evidence), key=lambda e: (e.file, e.line))[:KEEP]
+        return Finding(
+            id=self.id,
+            category=self.category,
+            severity=severity,
+            title=self.title + (f": {detail}" if detail else ""),
+            evidence=tuple(unique),
+            fix=self.fix,
+            tier=self.tier,
+            weight=self.weight,
+        )
+
+
+def _multi_node(f: Facts) -> bool:
+    return (f.node_count or 1) > 1
+
+
+def _is_gpu(names: set[str], families: Sequence[str]) -> bool:
+    return any(fam in name and "PCIe" not in name for name in names for fam in families)
+
+
+# --- socket_fallback ---------------------------------------------------------------------------
+
+
+def _socket(f: Facts) -> Hit | None:
+    socket_conns = f.transport_evidence("NET/Socket")
+    chose_socket = f.seen("using_network_socket")
+    if not socket_conns and not (chose_socket and _multi_node(f)):
+        return None
+    why = (
+        f.seen("no_ib_device")
+        + f.seen("libibverbs")
+        + f.seen("ofi_efa_only")
+        + f.seen("no_net_plugin")
+    )
+    disabled = f.env.get("NCCL_IB_DISABLE")
+    ev = [*chose_socket[:2], *why[:3], *socket_conns[:3]]
+    if disabled and disabled[0] == "1":
+        ev.append(disabled[1])
+        return "warning", ev, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off"
+    if f.seen("ofi_efa_only"):
+        return "error", ev, "no EFA device for the OFI plugin, traffic goes over TCP"
+    return "error", ev, "NCCL found no RDMA device and fell back to TCP sockets"
+
+
+# --- no_gdr ------------------------------------------------------------------------------------
+
+
+def _no_gdr(f: Facts) -> Hit | None:
+    plain = f.transport_evidence("NET/IB", gdr=False)
+    with_gdr = f.transport_count("NET/IB", gdr=True)
+    disabled = [e for e in f.gdr_disabled if "NET/IB" in e.text and "distance" not in e.text]
+    flag_off = [e for g, e in f.gdr_flag if g == 0]
+    flag_on = any(g == 1 for g, _ in f.gdr_flag)
+    uses_ib = bool(f.ib_nics) or bool(plain) or with_gdr > 0
+    if with_gdr or flag_on or not uses_ib:
+        return None
+    ev = [*disabled[:3], *plain[:3], *flag_off[:2], *f.xml_gdr_off[:2]]
+    if not (disabled or plain or f.xml_gdr_off):
+        return None
+    detail = "the GPU memory is not registered with the NIC"
+    if any("no module" in e.text for e in disabled):
+        detail += " (no nvidia-peermem module)"
+    return "warning", ev, detail
+
+
+# --- nic_selection ----------------------------------------------------------------------------
+
+
+def _loopback(f: Facts) -> Hit | None:
+    ifaces = f.socket_ifaces | f.bootstrap_ifaces
+    bad = sorted(i for i in ifaces if i.startswith(LOOPBACK_PREFIXES))
+    forced = f.env.get("NCCL_SOCKET_IFNAME")
+    no_iface = f.seen("no_interface")
+    if no_iface:
+        ev = [*no_iface[:3], *([forced[1]] if forced else [])]
+        return "error", ev, "no usable network interface for NCCL's sockets"
+    if not bad:
+        return None
+    lines = [e for e in f.socket_lines + f.bootstrap_lines if any(b in e.text for b in bad)]
+    if _multi_node(f):
+        return "error", lines[:4], f"NCCL uses {', '.join(bad)}, which does not reach other nodes"
+    if forced and forced[0].lstrip("=^").startswith(LOOPBACK_PREFIXES):
+        return (
+            "warning",
+            [forced[1], *lines[:2]],
+            f"NCCL_SOCKET_IFNAME={forced[0]} pins a local-only interface",
+        )
+    return None
+
+
+def _nic_subset(f: Facts) -> Hit | None:
+    hca = f.env.get("NCCL_IB_HCA")
+    rdma = [
+        p
+        for p in f.ports
+        if p.state == "active"
+        and (p.link_layer or "").lower() in ("infiniband", "ethernet")
+        and p.device.startswith("mlx")
+    ]
+    used = len(f.ib_nics)
+    if hca is None or not used or len(rdma) <= used:
+        return None
+    ev = [hca[1], *f.ib_nic_lines[:1], *[p.evidence for p in rdma if p.evidence][:3]]
+    return (
+        "warning",
+        ev,
+        f"NCCL_IB_HCA={hca[0]} leaves {len(rdma) - used} of {len(rdma)} active RDMA ports unused",
+    )
+
+
+# --- p2p_disabled_or_acs -----------------------------------------------------------------------
+
+
+def _p2p(f: Facts) -> Hit | None:
+    disabled = f.env.get("NCCL_P2P_DISABLE")
+    ev: list[Evidence] = []
+    details = []
+    if disabled and disabled[0] == "1":
+        ev.append(disabled[1])
+        details.append("NCCL_P2P_DISABLE=1")
+    if f.seen("p2p_disabled"):
+        ev += f.seen("p2p_disabled")[:2]
+        details.append("NCCL reports P2P disabled")
+    shm = f.transport_evidence("SHM")
+    if shm and (f.nvlink_in_topo or f.nvls_available):
+        ev += shm[:2] + f.nvlink_in_topo[:1]
+        details.append("GPUs with NVLink talk through host shared memory")
+    if f.acs_enabled:
+        ev += f.acs_enabled[:3]
+        details.append("PCIe ACS is enabled (peer traffic is redirected through the root complex)")
+    if not ev:
+        return None
+    return "warning", ev, "; ".join(details)
+
+
+# --- nvls_unavailable --------------------------------------------------------------------------
+
+
+def _nvls(f: Facts) -> Hit | None:
+    bind = f.seen("nvls_bind")
+    if bind:
+        return "error", bind[:4], "NVLink SHARP multicast memory could not be set up"
+    capable = _is_gpu(f.gpu_names, NVLS_GPUS) or any("NV18" in e.text for e in f.nvlink_in_topo)
+    if not capable or f.nvls_available:
+        return None
+    env = f.env.get("NCCL_NVLS_ENABLE")
+    if env and env[0] == "0":
+        return "warning", [env[1]], "NCCL_NVLS_ENABLE=0 turns NVLink SHARP off"
+    if f.nvls_unavailable:
+        return (
+            "warning",
+            f.nvls_unavailable[:3],
+            "NCCL sees no NVLink SHARP multicast on these GPUs",
+        )
+    return None
+
+
+# --- link_degraded -----------------------------------------------------------------------------
+
+
+def _link(f: Facts) -> Hit | None:
+    used = set(f.ib_nics)
+    ports = [p for p in f.ports if not used or p.device in used]
+    ev: list[Evidence] = []
+    details: list[str] = []
+    down = [p for p in ports if p.state not in (None, "active", "up")]
+    if down and any(p.state == "active" for p in ports):
+        ev += [p.evidence for p in down if p.evidence]
+        details.append(", ".join(f"{p.device} port {p.port} {p.state}" for p in down[:4]))
+    for layer in {p.link_layer for p in ports}:
+        peers = [
+            p
+            for p in ports
+            if p.link_layer == layer and p.rate_Gbps and p.state in (None, "active")
+        ]
+        top = max((p.rate_Gbps or 0 for p in peers), default=0)
+        slow = [p for p in peers if (p.rate_Gbps or 0) < DEGRADED_RATIO * top]
+        if slow and len(slow) < len(peers):
+            ev += [p.evidence for p in slow if p.evidence]
+            details += [f"{p.device} at {p.rate_Gbps:g} Gb/s (peers {top:g})" for p in slow[:4]]
+    gens = [s for s, _ in f.pcie_links]
+    if gens and min(gens) < DEGRADED_RATIO * max(gens):
+        ev += [e for s, e in f.pcie_links if s < DEGRADED_RATIO * max(gens)][:3]
+        details.append(f"a GPU PCIe link at {min(gens):g} GT/s (others {max(gens):g})")
+    if not ev:
+        return None
+    return "warning", ev, "; ".join(details)
+
+
+# --- roce_config -------------------------------------------------------------------------------
+
+
+def _roce(f: Facts) -> Hit | None:
+    ev = f.seen("ib_completion_timeout") + f.seen("modify_qp_failed")
+    if not ev:
+        return None
+    gid = f.env.get("NCCL_IB_GID_INDEX")
+    detail = "RDMA connections time out between NICs"
+    if gid is None and "RoCE" in f.ib_nics.values():
+        detail += " (RoCE NICs, NCCL_IB_GID_INDEX not set)"
+    return "error", ev[:4] + f.ib_nic_lines[:1], detail
+
+
+# --- container_limits --------------------------------------------------------------------------
+
+
+def _shm(f: Facts) -> Hit | None:
+    ev = f.seen("shm_create") + f.seen("bus_error")
+    if not ev:
+        return None
+    return "error", ev[:4], "/dev/shm is too small for NCCL's shared-memory buffers"
+
+
+def _memlock(f: Facts) -> Hit | None:
+    ev = f.seen("reg_mr_failed")
+    return (
+        ("error", ev[:3], "the locked-memory limit stops NIC memory registration") if ev else None
+    )
+
+
+# --- topology_detection ------------------------------------------------------------------------
+
+
+def _topology(f: Facts) -> Hit | None:
+    ev = f.seen("topo_real_path") + f.seen("topo_affinity") + f.seen("topo_not_pci")
+    if not ev:
+        return None
+    severity: Severity = "error" if any("NCCL WARN" in e.text for e in ev) else "warning"
+    return severity, ev[:4], "NCCL cannot read the PCI topology from /sys (VM or container)"
+
+
+# --- collnet_sharp -----------------------------------------------------------------------------
+
+
+def _collnet(f: Facts) -> Hit | None:
+    ev = f.seen("collnet_fallback") + f.seen("sharp_error")
+    enabled = f.env.get("NCCL_COLLNET_ENABLE")
+    if not ev and enabled and enabled[0] == "1" and f.collnet_channels == 0:
+        ev = [enabled[1]]
+    if not ev:
+        return None
+    return "warning", ev[:4], "SHARP in-network reduction was requested but is not in use"
+
+
+# --- channels ----------------------------------------------------------------------------------
+
+
+def _channels(f: Facts) -> Hit | None:
+    caps = [
+        (int(v), e)
+        for k in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")
+        if (item := f.env.get(k))
+        for v, e in [item]
+        if v.isdigit()
+    ]
+    if not caps:
+        return None
+    cap, ev = min(caps, key=lambda c: c[0])
+    needed = channels_needed(f)
+    if cap >= needed:
+        return None
+    coll = [e for n, e in f.coll_channels if n <= cap][:2]
+    return (
+        "warning",
+        [ev, *coll],
+        f"at most {cap} channels, {needed} needed to keep every link busy",
+    )
+
+
+def channels_needed(f: Facts) -> int:
+    """Channels a run needs: two per NIC a process sees (NCCL's default of 2 channels per
+    net peer), and at least 8 on NVLink (H100 NVLink needs 16-32; NCCL's own minimum on
+    SM90 is 16 or more), so 8 is a conservative floor."""
+    return max(8, 2 * max(f.nics_per_process, 1))
+
+
+# --- slow_node ---------------------------------------------------------------------------------
+
+
+def _slow_node(f: Facts) -> Hit | None:
+    runs = [
+        (src, t, max((r.out_of_place.busbw_GBps or 0 for r in t.rows), default=0))
+        for src, t in f.tables
+        if t.op and t.hosts
+    ]
+    by_op: dict[str, list[tuple[str, object, float]]] = {}
+    for src, t, bw in runs:
+        by_op.setdefault(t.op or "", []).append((src, t, bw))
+    for group in by_op.values():
+        if len(group) < 3:
+            continue
+        bws = sorted(bw for _, _, bw in group)
+        median = bws[len(bws) // 2]
+        slow = [(s, t) for s, t, bw in group if bw < SLOW_NODE_RATIO * median]
+        fast_hosts = {h for s, t, bw in group if bw >= SLOW_NODE_RATIO * median for h in t.hosts}  # type: ignore[attr-defined]
+        suspects = sorted({h for _, t in slow for h in t.hosts} - fast_hosts)  # type: ignore[attr-defined]
+        if slow and suspects:
+            ev = [
+                Evidence(
+                    s,
+                    1,
+                    f"{t.op} on {', '.join(t.hosts)}: peak busbw below {SLOW_NODE_RATIO:g} x median {median:g} GB/s",
+                )
+                for s, t in slow[:4]
+            ]  # type: ignore[attr-defined]
+            return "warning", ev, f"runs that include {', '.join(suspects)} are slow"
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "net-socket",
+        "socket_fallback",
+        "inter",
+        0.9,
+        "Inter-node traffic uses TCP sockets instead of InfiniBand/RoCE",
+        "Make the RDMA devices visible: install rdma-core/libibverbs (MLNX_OFED/DOCA) on the host"
+        " and in the image, run containers with --device=/dev/infiniband --cap-add=IPC_LOCK"
+        " --ulimit memlock=-1 (Kubernetes: the RDMA device plugin), check `ibv_devinfo` shows"
+        " PORT_ACTIVE, unset NCCL_IB_DISABLE; on AWS install aws-ofi-nccl and set"
+        " FI_PROVIDER=efa; NCCL_IB_HCA must name existing devices.",
+        _socket,
+    ),
+    Rule(
+        "gdr-off",
+        "no_gdr",
+        "inter",
+        0.5,
+        "GPUDirect RDMA is off: NIC traffic is staged through host memory",
+        "Load the peer-memory module (`modprobe nvidia-peermem`; built with the driver after"
+        " MLNX_OFED) or use DMA-BUF (open kernel driver, Linux >= 5.12, NCCL_DMABUF_ENABLE=1);"
+        " on bare metal disable PCIe ACS (BIOS, or `setpci ... ECAP_ACS+6.w=0000`); in a VM"
+        " enable ATS; NCCL_NET_GDR_LEVEL=SYS only if the topology is misdetected.",
+        _no_gdr,
+    ),
+    Rule(
+        "nic-loopback",
+        "nic_selection",
+        "inter",
+        1.0,
+        "NCCL's sockets use an interface other nodes cannot reach",
+        "Set NCCL_SOCKET_IFNAME to the interface that carries the node's routable address"
+        " (e.g. NCCL_SOCKET_IFNAME=eth0, or =^lo,docker to exclude), the same on every node;"
+        " run containers with --network=host.",
+        _loopback,
+    ),
+    Rule(
+        "nic-subset",
+        "nic_selection",
+        "inter",
+        0.5,
+        "NCCL uses fewer NICs than the node has",
+        "Widen NCCL_IB_HCA (e.g. NCCL_IB_HCA=mlx5 for all mlx5 ports) or unset it, so every"
+        " GPU gets its closest NIC.",
+        _nic_subset,
+    ),
+    Rule(
+        "p2p-off",
+        "p2p_disabled_or_acs",
+        "intra",
+        0.6,
+        "GPU peer-to-peer is disabled or blocked",
+        "Unset NCCL_P2P_DISABLE; disable PCIe ACS in the BIOS (or `setpci -s BDF"
+        " ECAP_ACS+6.w=0000`, kernel `pci=noacs`), set the IOMMU to passthrough (`iommu=pt`);"
+        " in a VM enable ATS; check `nvidia-smi topo -p2p r`.",
+        _p2p,
+    ),
+    Rule(
+        "nvls-off",
+        "nvls_unavailable",
+        "intra",
+        0.23,
+        "NVLink SHARP (NVLS) is not available on an NVSwitch system",
+        "Run nvidia-fabricmanager with the driver's exact version (`systemctl status"
+        " nvidia-fabricmanager`, `nvidia-smi -q | grep -A2 Fabric` must show Completed/Success),"
+        " CUDA driver >= 12.1, unset NCCL_NVLS_ENABLE=0; in containers/VMs pass the IMEX"
+        " channels; a multicast error needs the Fabric Manager/NVSwitch fixed (or"
+        " NCCL_NVLS_ENABLE=0 as a workaround).",
+        _nvls,
+    ),
+    Rule(
+        "link-degraded",
+        "link_degraded",
+        "inter",
+        0.5,
+        "A link is down or trained below its peers' rate",
+        "Reseat or replace the cable/transceiver, check `ibstat`/`mlxlink -d DEV` for the"
+        " negotiated width and speed, and `lspci -vv` LnkSta for the GPU's PCIe link; take the"
+        " node out until the link trains at full rate.",
+        _link,
+    ),
+    Rule(
+        "roce-timeout",
+        "roce_config",
+        "inter",
+        1.0,
+        "RDMA connections between NICs fail or time out",
+        "Set NCCL_IB_GID_INDEX to the RoCEv2 GID (`show_gids`, usually 3), NCCL_IB_TC/NCCL_IB_SL"
+        " to the lossless class with PFC/ECN on the switches, the same MTU end to end; on a"
+        " rail-only fabric set NCCL_CROSS_NIC=0; check with `ib_write_bw -x GID`.",
+        _roce,
+    ),
+    Rule(
+        "shm-exhausted",
+        "container_limits",
+        "intra",
+        1.0,
+        "NCCL cannot allocate shared memory",
+        "Give the container more /dev/shm: docker --shm-size=1g (or more) or --ipc=host;"
+        " Kubernetes: mount an emptyDir with medium: Memory at /dev/shm. NCCL_SHM_DISABLE=1"
+        " works around it at a bandwidth cost.",
+        _shm,
+    ),
+    Rule(
+        "memlock",
+        "container_limits",
+        "inter",
+        1.0,
+        "NIC memory registration fails",
+        "Raise the locked-memory limit: docker --ulimit memlock=-1, Slurm/PAM limits.conf"
+        " `* - memlock unlimited`.",
+        _memlock,
+    ),
+    Rule(
+        "topo-sysfs",
+        "topology_detection",
+        "any",
+        0.5,
+        "NCCL cannot read the node topology",
+        "Give NCCL the topology: NCCL_TOPO_FILE=<xml> (cloud VM images ship one, e.g. Azure"
+        " /opt/microsoft/ndv*-topo.xml; on bare metal dump it with NCCL_TOPO_DUMP_FILE), or"
+        " mount /sys into the container.",
+        _topology,
+    ),
+    Rule(
+        "collnet-off",
+        "collnet_sharp",
+        "inter",
+        0.3,
+        "SHARP (CollNet) was requested but NCCL fell back to point-to-point",
+        "Check sharp_am runs next to the subnet manager and SHARP is enabled for the job,"
+        " the SHARP plugin (libnccl-net.so from nccl-rdma-sharp-plugins / HPC-X) is on"
+        " LD_LIBRARY_PATH; otherwise set NCCL_COLLNET_ENABLE=0.",
+        _collnet,
+    ),
+    Rule(
+        "channels-capped",
+        "channels",
+        "any",
+        0.5,
+        "NCCL is limited to too few channels",
+        "Unset NCCL_MAX_NCHANNELS/NCCL_MAX_CTAS (or raise them to at least twice the NICs per"
+        " GPU and 16+ on NVLink systems).",
+        _channels,
+    ),
+    Rule(
+        "slow-node",
+        "slow_node",
+        "inter",
+        0.5,
+        "Runs that include one node are slower than the rest",
+        "Run the same test on pairs of nodes to isolate the node, check its NICs (`ibstat`,"
+        " error counters), PCIe links and GPU clocks (`nvidia-smi -q -d CLOCK,PERFORMANCE`),"
+        " drain it until fixed.",
+        _slow_node,
+    ),
+)
+"""Every rule, in catalog order."""
+
+
+def apply_rules(facts: Facts) -> list[Finding]:
+    """The findings of every rule that fires (unranked)."""
+    return [finding for rule in RULES if (finding := rule.apply(facts)) is not None]
