@@ -72,14 +72,18 @@ def transport_of(via: str) -> tuple[str, bool]:
 
 @dataclass
 class Port:
-    """One NIC port from ibstat/ibstatus/ibv_devinfo/ethtool/ip link/topology XML."""
+    """One NIC port; ``kind``: ``rdma`` (ibstat/ibstatus/ibv_devinfo), ``eth`` (ethtool,
+    ip link) or ``xml`` (NCCL topology dump)."""
 
     device: str
+    kind: str = "rdma"
     port: str = "1"
     state: str | None = None  # normalised: active, down, init, polling, ...
     rate_Gbps: float | None = None
     link_layer: str | None = None
-    evidence: Evidence | None = None
+    evidence: Evidence | None = None  # the line naming the port
+    state_evidence: Evidence | None = None
+    rate_evidence: Evidence | None = None
 
 
 @dataclass
@@ -212,7 +216,7 @@ class Facts:
         if len(lines) < KEEP:
             lines.append(ev)
 
-    def add_setting(self, msg: str, ev: Evidence) -> None:  # noqa: C901 - one dispatch table
+    def add_setting(self, msg: str, ev: Evidence) -> None:
         """Every non-connection message NCCL prints once per rank or communicator."""
         env = _SET_BY_ENV.match(msg) or _SET_TO.match(msg)
         if env:

@@ -48,6 +48,10 @@ _IBV_WIDTH = re.compile(r"(\d+)X")
 _MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bus_error", re.compile(r"\bBus error\b")),
     (
+        "shm_create",
+        re.compile(r"Error while creating shared memory segment|posix_fallocate failed"),
+    ),
+    (
         "nvls_bind",
         re.compile(r"Failed to bind NVLink SHARP|transport/nvls\.cc:\d+ NCCL WARN Cuda failure"),
     ),
@@ -98,6 +102,7 @@ class _Scan:
         self.recognised = 0
         self.port: Port | None = None  # the ibstat/ibstatus/ibv_devinfo/ethtool block being read
         self.device: str | None = None
+        self.width = 1  # ibv_devinfo active_width, for the active_speed line after it
 
     def ev(self, lineno: int, line: str) -> Evidence:
         return Evidence(self.source, lineno, line.strip()[:300])
@@ -128,11 +133,11 @@ class _Scan:
 
     # -- tool printouts ----------------------------------------------------------------------
 
-    def new_port(self, device: str, port: str, lineno: int, line: str) -> None:
-        self.port = Port(device=device, port=port, evidence=self.ev(lineno, line))
+    def new_port(self, device: str, port: str, lineno: int, line: str, kind: str = "rdma") -> None:
+        self.port = Port(device=device, kind=kind, port=port, evidence=self.ev(lineno, line))
         self.facts.ports.append(self.port)
 
-    def tools(self, lineno: int, line: str) -> bool:  # noqa: C901 - one branch per printout line
+    def tools(self, lineno: int, line: str) -> bool:
         s = line.strip()
         low = s.lower()
         if s.startswith("CA '"):  # ibstat
@@ -153,13 +158,14 @@ class _Scan:
             self.new_port(self.device, s.split(":", 1)[1].strip(), lineno, line)
             return True
         if s.startswith("Settings for ") and s.endswith(":"):  # ethtool
-            self.new_port(s[13:-1], "1", lineno, line)
+            self.new_port(s[13:-1], "1", lineno, line, kind="eth")
             self.port.link_layer = "Ethernet"  # type: ignore[union-attr]
             return True
         ip = _IP_LINK.match(s)
         if ip:
-            self.new_port(ip.group(1), "1", lineno, line)
+            self.new_port(ip.group(1), "1", lineno, line, kind="eth")
             self.port.state = "active" if ip.group(3) == "UP" else ip.group(3).lower()  # type: ignore[union-attr]
+            self.port.state_evidence = self.port.evidence  # type: ignore[union-attr]
             self.port.link_layer = "Ethernet"  # type: ignore[union-attr]
             return True
         port = self.port
@@ -173,16 +179,15 @@ class _Scan:
             "port_state",
         ):  # ibstat "Active", ibstatus "4: ACTIVE", ibv "PORT_ACTIVE (4)"
             word = value.split(":")[-1].split("(")[0].strip().lower().removeprefix("port_")
-            port.state, port.evidence = word, ev
+            port.state, port.state_evidence = word, ev
         elif key == "rate":  # ibstat "400", ibstatus "200 Gb/sec (4X HDR)"
             try:
-                port.rate_Gbps, port.evidence = float(value.split()[0]), ev
+                port.rate_Gbps, port.rate_evidence = float(value.split()[0]), ev
             except ValueError:
                 return False
         elif key == "active_width":
             width = _IBV_WIDTH.search(value)
-            port.link_layer = port.link_layer  # width kept in the rate below
-            self._width = int(width.group(1)) if width else 1
+            self.width = int(width.group(1)) if width else 1
         elif key == "active_speed":
             speed = _IBV_SPEED.search(value)
             if speed:
@@ -194,13 +199,11 @@ class _Scan:
             port.link_layer = value
         elif key == "speed" and value.endswith("Mb/s"):  # ethtool
             try:
-                port.rate_Gbps, port.evidence = float(value[:-4]) / 1000, ev
+                port.rate_Gbps, port.rate_evidence = float(value[:-4]) / 1000, ev
             except ValueError:
                 return False
         elif key == "link detected":
-            port.state = "active" if value == "yes" else "down"
-            if value != "yes":
-                port.evidence = ev
+            port.state, port.state_evidence = ("active" if value == "yes" else "down"), ev
         elif low.startswith("acsctl"):
             pass
         else:
@@ -233,7 +236,7 @@ class _Scan:
                 evidence=self.ev(lineno, line),
             )
             if attrs.get("speed", "").isdigit():
-                p.rate_Gbps = int(attrs["speed"]) / 1000
+                p.rate_Gbps, p.rate_evidence = int(attrs["speed"]) / 1000, p.evidence
             facts.ports.append(p)
             if attrs.get("gdr") == "0" and len(facts.xml_gdr_off) < 8:
                 facts.xml_gdr_off.append(self.ev(lineno, line))

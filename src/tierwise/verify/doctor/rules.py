@@ -76,16 +76,17 @@ def _is_gpu(names: set[str], families: Sequence[str]) -> bool:
 def _socket(f: Facts) -> Hit | None:
     socket_conns = f.transport_evidence("NET/Socket")
     chose_socket = f.seen("using_network_socket")
+    if not chose_socket and f.socket_lines and f.seen("no_ib_device"):  # NCCL < 2.5 says no more
+        chose_socket = f.socket_lines
     if not socket_conns and not (chose_socket and _multi_node(f)):
         return None
-    why = (
-        f.seen("no_ib_device")
-        + f.seen("libibverbs")
-        + f.seen("ofi_efa_only")
-        + f.seen("no_net_plugin")
-    )
+    why = [
+        e
+        for key in ("no_ib_device", "libibverbs", "ofi_efa_only", "no_net_plugin")
+        for e in f.seen(key)[:2]
+    ]
     disabled = f.env.get("NCCL_IB_DISABLE")
-    ev = [*chose_socket[:2], *why[:3], *socket_conns[:3]]
+    ev = [*chose_socket[:2], *why, *socket_conns[:3]]
     if disabled and disabled[0] == "1":
         ev.append(disabled[1])
         return "warning", ev, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off"
@@ -152,7 +153,7 @@ def _nic_subset(f: Facts) -> Hit | None:
     used = len(f.ib_nics)
     if hca is None or not used or len(rdma) <= used:
         return None
-    ev = [hca[1], *f.ib_nic_lines[:1], *[p.evidence for p in rdma if p.evidence][:3]]
+    ev = [hca[1], *f.ib_nic_lines[:1], *[p.state_evidence for p in rdma if p.state_evidence][:3]]
     return (
         "warning",
         ev,
@@ -215,9 +216,9 @@ def _link(f: Facts) -> Hit | None:
     ports = [p for p in f.ports if not used or p.device in used]
     ev: list[Evidence] = []
     details: list[str] = []
-    down = [p for p in ports if p.state not in (None, "active", "up")]
-    if down and any(p.state == "active" for p in ports):
-        ev += [p.evidence for p in down if p.evidence]
+    down = [p for p in ports if p.state not in (None, "active", "up") and p.kind == "rdma"]
+    if down:
+        ev += [e for p in down for e in (p.evidence, p.state_evidence) if e]
         details.append(", ".join(f"{p.device} port {p.port} {p.state}" for p in down[:4]))
     for layer in {p.link_layer for p in ports}:
         peers = [
@@ -228,7 +229,7 @@ def _link(f: Facts) -> Hit | None:
         top = max((p.rate_Gbps or 0 for p in peers), default=0)
         slow = [p for p in peers if (p.rate_Gbps or 0) < DEGRADED_RATIO * top]
         if slow and len(slow) < len(peers):
-            ev += [p.evidence for p in slow if p.evidence]
+            ev += [e for p in slow for e in (p.evidence, p.rate_evidence) if e]
             details += [f"{p.device} at {p.rate_Gbps:g} Gb/s (peers {top:g})" for p in slow[:4]]
     gens = [s for s, _ in f.pcie_links]
     if gens and min(gens) < DEGRADED_RATIO * max(gens):
@@ -351,7 +352,8 @@ def _slow_node(f: Facts) -> Hit | None:
                 Evidence(
                     s,
                     1,
-                    f"{t.op} on {', '.join(t.hosts)}: peak busbw below {SLOW_NODE_RATIO:g} x median {median:g} GB/s",
+                    f"{t.op} on {', '.join(t.hosts)}: peak busbw below"
+                    f" {SLOW_NODE_RATIO:g} x median {median:g} GB/s",
                 )
                 for s, t in slow[:4]
             ]  # type: ignore[attr-defined]
