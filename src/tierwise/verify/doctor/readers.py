@@ -192,7 +192,7 @@ class _Scan:
             speed = _IBV_SPEED.search(value)
             if speed:
                 port.rate_Gbps, port.evidence = (
-                    float(speed.group(1)) * getattr(self, "_width", 1),
+                    float(speed.group(1)) * self.width,
                     ev,
                 )
         elif key in ("link layer", "link_layer"):
@@ -252,7 +252,8 @@ class _Scan:
 
     def other(self, lineno: int, line: str) -> bool:
         hit = False
-        for name, value in _ENV.findall(line):
+        settings = [] if line.lstrip().startswith("#") else _ENV.findall(line)  # commented out
+        for name, value in settings:
             self.facts.env.setdefault(name, (value, self.ev(lineno, line)))
             hit = True
         gpu = _GPU_RANK.search(line)

@@ -1,0 +1,275 @@
+"""tierwise doctor: rules on real excerpts from public threads, healthy logs, readers, ranking."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tierwise.errors import ParseError
+from tierwise.hardware.cluster import load_cluster
+from tierwise.verify.doctor import CATEGORIES, RULES, diagnose, read_facts
+from tierwise.verify.doctor.model import Evidence, Finding, Gap
+from tierwise.verify.doctor.ranking import rank
+
+DATA = Path(__file__).parent / "data" / "doctor"
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER = load_cluster("dgx-h100")
+
+# file -> (category, rule id) of the cause the thread confirmed (source URL in each file's header)
+REAL = {
+    "nccl-342-docker-shm.log": ("container_limits", "shm-exhausted"),
+    "pytorch-ci-infra-490-shm.log": ("container_limits", "shm-exhausted"),
+    "video-diffusion-speedrun-2-shm.log": ("container_limits", "shm-exhausted"),
+    "nccl-426-roce-gid.log": ("roce_config", "roce-timeout"),
+    "nccl-709-roce-mtu.log": ("roce_config", "roce-timeout"),
+    "nccl-2013-roce-cross-nic.log": ("roce_config", "roce-timeout"),
+    "nccl-398-aws-socket.log": ("socket_fallback", "net-socket"),
+    "nccl-1412-no-gdrdma.log": ("no_gdr", "gdr-off"),
+    "nccl-1053-loopback.log": ("nic_selection", "nic-loopback"),
+    "nccl-1050-sharp.log": ("collnet_sharp", "collnet-off"),
+    "pytorch-177472-nvls-bind.log": ("nvls_unavailable", "nvls-off"),
+    "pytorch-ao-3841-nvls.log": ("nvls_unavailable", "nvls-off"),
+    "nccl-1788-nvls-cuda.log": ("nvls_unavailable", "nvls-off"),
+    "nccl-573-vm-real-path.log": ("topology_detection", "topo-sysfs"),
+    "nccl-977-vm-topo.log": ("topology_detection", "topo-sysfs"),
+    "nccl-304-acs.txt": ("p2p_disabled_or_acs", "p2p-off"),
+    "gpud-482-ib-polling.txt": ("link_degraded", "link-degraded"),
+}
+HEALTHY = sorted((DATA / "healthy").glob("*.log"))
+
+
+def test_real_excerpts_cover_the_must_show() -> None:
+    assert len(REAL) >= 12
+    assert len({c for c, _ in REAL.values()}) >= 6
+    for name in REAL:
+        head = (DATA / name).read_text().splitlines()[0]
+        assert head.startswith("# source: https://github.com/"), name
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_top_finding_names_the_confirmed_cause(name: str) -> None:
+    category, rule_id = REAL[name]
+    diagnosis = diagnose([DATA / name], CLUSTER)
+    assert diagnosis.findings, name
+    top = diagnosis.findings[0]
+    assert (top.category, top.id) == (category, rule_id)
+    assert top.evidence and all(e.file.endswith(name) and e.line > 2 for e in top.evidence)
+    assert top.fix
+
+
+@pytest.mark.parametrize("path", HEALTHY, ids=lambda p: p.name)
+def test_healthy_logs_give_no_finding(path: Path) -> None:
+    assert diagnose([path], CLUSTER).findings == ()
+
+
+def test_calibration_logs_give_no_finding(calibration_dir: Path) -> None:
+    logs = sorted((calibration_dir / "nccl").glob("*.txt"))
+    for log in logs:
+        diagnosis = diagnose([log], CLUSTER)
+        assert diagnosis.findings == (), log.name
+        assert diagnosis.gap is not None
+
+
+def test_every_rule_is_documented_with_a_known_category() -> None:
+    doc = (REPO / "docs" / "doctor-rules.md").read_text()
+    for rule in RULES:
+        assert rule.category in CATEGORIES
+        assert f"`{rule.id}`" in doc, rule.id
+    assert {r.category for r in RULES} == set(CATEGORIES)
+
+
+# --- readers -----------------------------------------------------------------------------------
+
+PREFIXES = ("[1,0]<stdout>:", "0: ", "[rank0]:", "[default0]:", "[2025-07-21 19:05:29] ")
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_launcher_prefixes_do_not_change_the_facts(prefix: str, tmp_path: Path) -> None:
+    source = DATA / "nccl-1412-no-gdrdma.log"
+    plain, _ = read_facts([source])
+    tagged = tmp_path / "tagged.log"
+    tagged.write_text("".join(prefix + line + "\n" for line in source.read_text().splitlines()))
+    facts, _ = read_facts([tagged])
+    assert facts.transports == plain.transports
+    assert facts.hosts == plain.hosts == {"swat1-04"}
+    assert facts.nranks == 16
+    assert facts.node_count == 2  # 16 ranks, GPUs 0..7 on the host shown
+
+
+def test_connection_lines_give_transport_and_gdr() -> None:
+    facts, _ = read_facts([DATA / "healthy" / "nccl-tests-133-nvlink-ib.log"])
+    assert facts.transport_count("NET/IB", gdr=True) == 2
+    assert facts.transport_count("NET/IB", gdr=False) == 0
+    assert facts.transport_count("P2P/direct pointer") == 10
+    assert facts.hosts == {"nodea", "nodeb"}
+
+
+def test_settings_and_tool_printouts(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text(
+        "export NCCL_IB_HCA=mlx5_0\n"
+        "h1:1:2 [0] NCCL INFO cudaDriverVersion 12040\n"
+        "NCCL version 2.21.5+cuda12.4\n"
+        "h1:1:3 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]\n"
+        "h1:1:3 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
+        "h1:1:3 [0] NCCL INFO 24 coll channels, 0 collnet channels, 16 nvls channels, 2 p2p\n"
+        "h1:1:3 [0] NCCL INFO Connected all rings, use ring PXN 1 GDR 1\n"
+        "Infiniband device 'mlx5_2' port 1 status:\n"
+        "        state:           4: ACTIVE\n"
+        "        rate:            200 Gb/sec (4X HDR)\n"
+        "        link_layer:      InfiniBand\n"
+        "hca_id:\tmlx5_3\n"
+        "\t\tport:\t1\n"
+        "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
+        "\t\t\tactive_width:\t\t4X (2)\n"
+        "\t\t\tactive_speed:\t\t25.0 Gbps (32)\n"
+        "\t\t\tlink_layer:\t\tEthernet\n"
+        "Settings for eth0:\n"
+        "\tSpeed: 100000Mb/s\n"
+        "\tLink detected: yes\n"
+        "2: eth1: <BROADCAST,MULTICAST> mtu 1500 qdisc noop state DOWN mode DEFAULT group default\n"
+    )
+    facts, _ = read_facts([log])
+    assert (facts.version, facts.cuda_driver) == ("2.21.5+cuda12.4", "12040")
+    assert facts.ib_nics == {"mlx5_0": "IB", "mlx5_1": "RoCE"}
+    assert (facts.nranks, facts.nnodes, facts.local_ranks) == (16, 2, 8)
+    assert (facts.collnet_channels, facts.nvls_channels, facts.pxn) == (0, 16, 1)
+    assert facts.env["NCCL_IB_HCA"][0] == "mlx5_0"
+    ports = {p.device: (p.state, p.rate_Gbps, p.link_layer) for p in facts.ports}
+    assert ports == {
+        "mlx5_2": ("active", 200.0, "InfiniBand"),
+        "mlx5_3": ("active", 100.0, "Ethernet"),  # 4X x 25 Gb/s
+        "eth0": ("active", 100.0, "Ethernet"),
+        "eth1": ("down", None, "Ethernet"),
+    }
+
+
+def test_several_files_of_one_run_read_together(tmp_path: Path) -> None:
+    ibstat = tmp_path / "ibstat.txt"
+    ibstat.write_text(
+        "".join(
+            f"CA 'mlx5_{i}'\n\tPort 1:\n\t\tState: Active\n\t\tRate: {rate}\n"
+            "\t\tLink layer: InfiniBand\n"
+            for i, rate in enumerate((400, 400, 200, 400))
+        )
+    )
+    diagnosis = diagnose([DATA / "healthy" / "nccl-tests-133-nvlink-ib.log", ibstat], CLUSTER)
+    assert [f.id for f in diagnosis.findings] == ["link-degraded"]
+    assert "mlx5_2 at 200 Gb/s" in diagnosis.findings[0].title
+    assert {e.file for e in diagnosis.findings[0].evidence} == {str(ibstat)}
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"", "empty"),
+        (b"  \n\n", "empty"),
+        (b"\x7fELF\x00\x01\x02", "binary"),
+        (b"hello\n", "nothing"),
+    ],
+)
+def test_unreadable_files_are_one_parse_error(content: bytes, needle: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.log"
+    bad.write_bytes(content)
+    with pytest.raises(ParseError, match=needle) as info:
+        read_facts([bad])
+    assert str(bad) in str(info.value) and "\n" not in str(info.value)
+
+
+_NOISY_LINES = st.lists(
+    st.sampled_from(
+        [
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via ",
+            "h:1:2 [0] NCCL INFO NET/IB : Using [0]",
+            "CA 'mlx5_0'",
+            "Port 1:",
+            "Rate: x",
+            "<net name=",
+            "NCCL_IB_HCA=",
+            "#  size count type",
+            "   8  2  float sum -1 1.0",
+        ]
+    )
+    | st.text(max_size=60),
+    max_size=12,
+).map(lambda lines: "\n".join(lines).encode())
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.one_of(st.binary(max_size=300), _NOISY_LINES))
+def test_fuzz_reader_raises_only_parse_errors(data: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "fuzz.log"
+    path.write_bytes(data)
+    try:
+        diagnose([path], CLUSTER)
+    except ParseError as exc:
+        assert "\n" not in str(exc)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_interleaved_ranks_give_the_same_findings(rnd: random.Random) -> None:
+    """Ranks write in any order: shuffling the lines of a log keeps its findings."""
+    for name in ("nccl-398-aws-socket.log", "nccl-1412-no-gdrdma.log", "nccl-1050-sharp.log"):
+        lines = (DATA / name).read_text().splitlines()
+        body = [ln for ln in lines if not ln.startswith("#")]
+        rnd.shuffle(body)
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_text("\n".join(body) + "\n")
+            ids = [f.id for f in diagnose([path], CLUSTER).findings]
+        assert ids == [REAL[name][1]]
+
+
+# --- ranking -----------------------------------------------------------------------------------
+
+
+def _finding(fid: str, tier: str, weight: float, severity: str = "warning") -> Finding:
+    return Finding(fid, "channels", severity, fid, (Evidence("x", 1, "x"),), "fix", tier, weight)  # type: ignore[arg-type]
+
+
+def test_findings_share_the_gap_by_weight_on_the_tiers_used() -> None:
+    gap = Gap(
+        "log", "all_reduce", 16, 2, 1 << 30, measured_busbw_GBps=100.0, expected_busbw_GBps=380.0
+    )
+    ranked = rank(
+        [_finding("a", "inter", 0.5), _finding("b", "intra", 0.2), _finding("c", "any", 0.3)], gap
+    )
+    # gap 280 GB/s split 0.5 : 0.2 : 0.3 of a total weight of 1.0
+    assert [(f.id, f.explains_GBps) for f in ranked] == [("a", 140.0), ("c", 84.0), ("b", 56.0)]
+    one_node = Gap(
+        "log", "all_reduce", 8, 1, 1 << 30, measured_busbw_GBps=300.0, expected_busbw_GBps=400.0
+    )
+    ranked = rank([_finding("a", "inter", 0.9), _finding("b", "intra", 0.25)], one_node)
+    assert [(f.id, f.explains_GBps) for f in ranked] == [("b", 100.0), ("a", 0.0)]
+
+
+def test_without_a_table_severity_then_weight_orders() -> None:
+    ranked = rank([_finding("w", "inter", 0.9), _finding("e", "intra", 0.1, "error")], None)
+    assert [f.id for f in ranked] == ["e", "w"]
+    assert all(f.explains_GBps is None for f in ranked)
+
+
+def test_gap_compares_the_table_with_the_collective_model(calibration_dir: Path) -> None:
+    from tierwise.collectives.predict import group_shape, predict
+    from tierwise.hardware.placement import Placement
+
+    log = calibration_dir / "nccl" / "h100_2x8_ib_all_reduce.txt"
+    two = load_cluster("dgx-h100", nodes=2)
+    diagnosis = diagnose([log], two)
+    gap = diagnosis.gap
+    assert gap is not None and (gap.nranks, gap.nodes) == (16, 2)
+    assert gap.size_bytes == 8589934592
+    assert gap.measured_busbw_GBps == 468.46  # the in-place half of the last row is the faster
+    shape = group_shape(two, placement=Placement.contiguous(two, 16, ranks_per_node=8))
+    assert gap.expected_busbw_GBps == pytest.approx(
+        float(predict("all_reduce", shape, [gap.size_bytes]).busbw_GBps[0])
+    )
