@@ -17,10 +17,6 @@ from tierwise.verify.doctor.model import Evidence
 KEEP = 8
 """Evidence lines kept per fact."""
 
-_VIA = re.compile(
-    r"(?:Channel|Ring|Tree)\s+(\d+)(?:/\d+)?\s*:\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[[^\]]*\]"
-    r"(?:\s*\[(send|receive)\])?\s+via\s+(.+?)\s*$"
-)
 _RING = re.compile(r"^Channel\s+\d+/(\d+)\s*:\s+\d")
 _COMM = re.compile(r"\bnRanks\s+(\d+)\s+nNodes\s+(\d+)\s+localRanks\s+(\d+)")
 _INIT = re.compile(r"\brank\s+(\d+)\s+nranks\s+(\d+)\b")
@@ -207,10 +203,10 @@ class Facts:
         self.add_setting(msg, ev)
 
     def add_connection(self, msg: str, ev: Evidence) -> None:
-        match = _VIA.search(msg)
-        if not match:
+        """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms."""
+        if not msg.startswith(("Channel", "Ring", "Tree", "CollNet")) or "->" not in msg:
             return
-        key = transport_of(match.group(5))
+        key = transport_of(msg[msg.rfind(" via ") + 5 :].strip())
         self.transports[key] += 1
         lines = self.transport_lines.setdefault(key, [])
         if len(lines) < KEEP:

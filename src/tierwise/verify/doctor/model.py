@@ -6,7 +6,7 @@ Bandwidths are busbw in GB/s (1e9 B/s) as nccl-tests prints them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
@@ -28,9 +28,9 @@ CATEGORIES = (
 """The fixed list a finding's ``category`` comes from (docs/doctor-rules.md)."""
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """One input line that supports a fact or a finding (``line`` is 1-based)."""
+class Evidence(NamedTuple):
+    """One input line that supports a fact or a finding (``line`` is 1-based); a tuple,
+    because a 50 MB log makes one per line (facts keep the raw line, findings strip it)."""
 
     file: str
     line: int

@@ -29,11 +29,8 @@ from tierwise.formats.ops import op_in_name
 from tierwise.verify.doctor.facts import Facts, Port
 from tierwise.verify.doctor.model import Evidence
 
-_NCCL = re.compile(
-    r"(?:(?P<host>[^\s:\[\]]*):(?P<pid>\d+):(?P<tid>\d+)\s+\[(?P<dev>\d+)\]\s+)?"
-    r"(?:[\d.]+\s+)?(?:(?P<where>[\w./\-]+:\d+)\s+)?"
-    r"NCCL (?P<level>INFO|WARN|TRACE|ERROR)\b ?(?P<msg>.*)$"
-)
+_WHERE = re.compile(r"^[\w./\-]+:\d+$")  # "transport/net_ib.cc:839", "ofi_init:700"
+_LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
 _GPU_RANK = re.compile(r"#\s*Rank\s+\d+\b.*\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
@@ -79,6 +76,9 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("p2p_disabled", "P2P is disabled"),
     ("reg_mr_failed", "ibv_reg_mr"),
 )
+_KEYS = re.compile(
+    "|".join(f"(?P<k{i}>{re.escape(n)})" for i, (_, n) in enumerate(_NCCL_WARN_KEYS))
+)
 _MAX_BINARY_RATIO = 0.1
 """Share of control bytes in the first 64 KiB above which a file is binary."""
 
@@ -103,33 +103,53 @@ class _Scan:
         self.port: Port | None = None  # the ibstat/ibstatus/ibv_devinfo/ethtool block being read
         self.device: str | None = None
         self.width = 1  # ibv_devinfo active_width, for the active_speed line after it
+        self.prefixes: dict[str, tuple[str | None, int | None, str | None]] = {}
 
     def ev(self, lineno: int, line: str) -> Evidence:
         return Evidence(self.source, lineno, line.strip()[:300])
 
     def nccl(self, lineno: int, line: str) -> bool:
-        match = _NCCL.search(line)
-        if not match:
+        """An NCCL debug line (or ``NCCL version``); False if ``line`` is none."""
+        at = line.find("NCCL ")
+        level = line[at + 5 : at + 10].rstrip()
+        if level not in _LEVELS:
             if _VERSION_LINE.search(line):
                 self.facts.add_setting(_VERSION_LINE.search(line).group(0), self.ev(lineno, line))  # type: ignore[union-attr]
                 return True
             return False
-        msg = match.group("msg").strip()
-        ev = self.ev(lineno, line)
-        dev = match.group("dev")
-        host = match.group("host") or None
-        self.facts.add_nccl(match.group("level"), msg, host, None if dev is None else int(dev), ev)
-        for key, needle in _NCCL_WARN_KEYS:
-            if needle in msg:
-                self.facts.mark(key, ev)
-                break
-        if (
-            match.group("where")
-            and "nvls" in match.group("where")
-            and match.group("level") == "WARN"
-        ):
+        msg = line[at + 6 + len(level) :].strip()
+        host, dev, where = self.prefix(line[:at])
+        ev = Evidence(self.source, lineno, line)  # stripped when shown (Evidence.as_dict)
+        self.facts.add_nccl(level, msg, host, dev, ev)
+        if not msg.startswith("Channel"):  # connection and ring lines: most of a big log
+            for key, needle in _NCCL_WARN_KEYS:
+                if needle in msg:
+                    self.facts.mark(key, ev)
+                    break
+        if level == "WARN" and where and "nvls" in where:
             self.facts.mark("nvls_bind", ev)
         return True
+
+    def prefix(self, text: str) -> tuple[str | None, int | None, str | None]:
+        """(host, GPU index, source location) from what precedes ``NCCL LEVEL``: any launcher
+        tag, then ``host:pid:tid [dev]``, then ``file.cc:line`` on WARN lines; cached."""
+        cached = self.prefixes.get(text)
+        if cached is not None:
+            return cached
+        words = text.split()
+        where = words.pop() if words and _WHERE.match(words[-1]) else None
+        if words and words[-1][:1].isdigit() and words[-1].replace(".", "").isdigit():
+            words.pop()  # TRACE time stamp
+        host = dev = None
+        if len(words) >= 2 and words[-1].startswith("[") and words[-1][1:-1].isdigit():
+            dev = int(words[-1][1:-1])
+            parts = words[-2].rsplit(":", 2)
+            if len(parts) == 3:
+                host = parts[0].rsplit("]", 1)[-1].rsplit(":", 1)[-1].rsplit(">", 1)[-1] or None
+        result = (host, dev, where)
+        if len(self.prefixes) < 100_000:
+            self.prefixes[text] = result
+        return result
 
     # -- tool printouts ----------------------------------------------------------------------
 

@@ -49,7 +49,10 @@ class Rule:
         if hit is None:
             return None
         severity, evidence, detail = hit
-        unique = sorted(set(evidence), key=lambda e: (e.file, e.line))[:KEEP]
+        unique = [
+            Evidence(e.file, e.line, e.text.strip()[:300])
+            for e in sorted(set(evidence), key=lambda e: (e.file, e.line))[:KEEP]
+        ]
         return Finding(
             id=self.id,
             category=self.category,
