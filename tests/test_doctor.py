@@ -38,6 +38,9 @@ REAL = {
     "nccl-977-vm-topo.log": ("topology_detection", "topo-sysfs"),
     "nccl-304-acs.txt": ("p2p_disabled_or_acs", "p2p-off"),
     "gpud-482-ib-polling.txt": ("link_degraded", "link-degraded"),
+    "nccl-tests-106-slow-node.txt": ("slow_node", "slow-node"),
+    "nccl-tests-206-memlock.log": ("container_limits", "memlock"),
+    "uccl-205-channels.txt": ("channels", "channels-capped"),
 }
 HEALTHY = sorted((DATA / "healthy").glob("*.log"))
 
@@ -72,6 +75,38 @@ def test_calibration_logs_give_no_finding(calibration_dir: Path) -> None:
         diagnosis = diagnose([log], CLUSTER)
         assert diagnosis.findings == (), log.name
         assert diagnosis.gap is not None
+
+
+def test_slow_node_names_the_host_of_the_slow_pairs() -> None:
+    top = diagnose([DATA / "nccl-tests-106-slow-node.txt"], CLUSTER).findings[0]
+    assert "se02gn644 (2 of 3 slow runs)" in top.title  # the node the maintainer named
+    assert [e.line for e in top.evidence] == [3, 5, 6]
+
+
+def test_slow_node_from_nccl_tests_tables(tmp_path: Path) -> None:
+    """Three 2-node runs of one op; the two that include node c are at half the busbw."""
+    header = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+    paths = []
+    for hosts, busbw in ((("a", "b"), 95.0), (("a", "c"), 47.5), (("b", "c"), 47.5)):
+        ranks = "".join(
+            f"#  Rank {i} Group 0 Pid {i} on {h} device 0 [0x1b] NVIDIA H100 80GB HBM3\n"
+            for i, h in enumerate(hosts)
+        )
+        algbw = busbw  # all_reduce on 2 ranks: busbw = algbw x 2(n-1)/n = algbw
+        time_us = (1 << 30) / (algbw * 1e3)
+        row = f"1073741824 268435456 float sum -1 {time_us:.1f} {algbw:.2f} {busbw:.2f} 0"
+        rows = header + f"{row} {time_us:.1f} {algbw:.2f} {busbw:.2f} 0\n"
+        path = tmp_path / f"all_reduce_{'_'.join(hosts)}.log"
+        path.write_text(ranks + rows)
+        paths.append(path)
+    findings = diagnose(paths, CLUSTER).findings
+    slow = next(f for f in findings if f.id == "slow-node")
+    assert "c (2 of 2 slow runs)" in slow.title
+    assert {Path(e.file).name for e in slow.evidence} == {
+        "all_reduce_a_c.log",
+        "all_reduce_b_c.log",
+    }
+    assert all(e.line == 1 for e in slow.evidence)
 
 
 def test_every_rule_is_documented_with_a_known_category() -> None:

@@ -41,6 +41,7 @@ def read_facts(paths: Sequence[str | Path]) -> tuple[Facts, list[dict[str, objec
 def diagnose(paths: Sequence[str | Path], cluster: ClusterSpec) -> Diagnosis:
     """Read ``paths`` (one run), apply every rule and rank the findings against ``cluster``."""
     facts, files = read_facts(paths)
+    facts.intra_GBps = cluster.intra.bw_GBps
     measured_gap = gap(facts, cluster)
     findings = rank(apply_rules(facts), measured_gap)
     return Diagnosis(findings=findings, gap=measured_gap, facts=facts.as_dict(), files=tuple(files))

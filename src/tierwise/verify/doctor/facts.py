@@ -82,6 +82,17 @@ class Port:
     rate_evidence: Evidence | None = None
 
 
+@dataclass(frozen=True)
+class HostRun:
+    """One measured run over a set of hosts: an nccl-tests table with rank lines, or a line
+    ``hostA,hostB <busbw>`` of a pairwise sweep summary (busbw in GB/s)."""
+
+    hosts: tuple[str, ...]
+    busbw_GBps: float
+    op: str | None
+    evidence: Evidence
+
+
 @dataclass
 class Facts:
     """Everything read from the inputs (see module doc)."""
@@ -127,6 +138,8 @@ class Facts:
     xml_gdr_off: list[Evidence] = field(default_factory=list)
     pcie_links: list[tuple[float, Evidence]] = field(default_factory=list)  # GT/s per GPU
     tables: list[tuple[str, NcclTest]] = field(default_factory=list)
+    runs: list[HostRun] = field(default_factory=list)
+    intra_GBps: float | None = None  # the model cluster's NVLink/PCIe GB/s per GPU
     notes: list[str] = field(default_factory=list)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -322,6 +335,11 @@ class Facts:
             else None,
             "tree_lines": self.trees,
             "pxn": self.pxn,
+            "algorithms": self.env_value("NCCL_ALGO"),
+            "protocols": self.env_value("NCCL_PROTO"),
+            "runs": [
+                {"hosts": list(r.hosts), "busbw_GBps": r.busbw_GBps, "op": r.op} for r in self.runs
+            ],
             "env": {k: v for k, (v, _) in sorted(self.env.items())},
             "gpu_names": sorted(self.gpu_names),
             "ports": [

@@ -26,7 +26,7 @@ from pathlib import Path
 from tierwise.errors import ParseError
 from tierwise.formats import parse_log
 from tierwise.formats.ops import op_in_name
-from tierwise.verify.doctor.facts import Facts, Port
+from tierwise.verify.doctor.facts import Facts, HostRun, Port
 from tierwise.verify.doctor.model import Evidence
 
 _WHERE = re.compile(r"^[\w./\-]+:\d+$")  # "transport/net_ib.cc:839", "ofi_init:700"
@@ -40,6 +40,9 @@ _XML_ATTR = re.compile(r'(\w+)="([^"]*)"')
 _TOPO_ROW = re.compile(r"^\s*GPU\d+\s+(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)\s")
 _NVLINK_CELL = re.compile(r"\bNV\d+\b")
 _IP_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:\s+<[^>]*>\s+mtu\s+(\d+).*?\bstate\s+(\w+)")
+_PAIR_RUN = re.compile(
+    r"^\s*([A-Za-z][\w.\-]*(?:,[A-Za-z][\w.\-]*)+)\s+(\d+(?:\.\d+)?)\s*(?:#.*)?$"
+)
 _IBV_SPEED = re.compile(r"([\d.]+)\s*Gbps")
 _IBV_WIDTH = re.compile(r"(\d+)X")
 _MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -104,6 +107,7 @@ class _Scan:
         self.device: str | None = None
         self.width = 1  # ibv_devinfo active_width, for the active_speed line after it
         self.prefixes: dict[str, tuple[str | None, int | None, str | None]] = {}
+        self.rank_lines: list[int] = []  # nccl-tests "# Rank" lines, to cite a table's hosts
 
     def ev(self, lineno: int, line: str) -> Evidence:
         return Evidence(self.source, lineno, line.strip()[:300])
@@ -279,6 +283,13 @@ class _Scan:
         gpu = _GPU_RANK.search(line)
         if gpu:
             self.facts.gpu_names.add(gpu.group(1))
+            self.rank_lines.append(lineno)
+        pair = _PAIR_RUN.match(line)
+        if pair:
+            hosts = tuple(pair.group(1).split(","))
+            run = HostRun(hosts, float(pair.group(2)), None, self.ev(lineno, line))
+            self.facts.runs.append(run)
+            hit = True
         for key, pattern in _MESSAGES:
             if pattern.search(line):
                 self.facts.mark(key, self.ev(lineno, line))
@@ -325,7 +336,7 @@ def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
     lines = data.decode("utf-8", errors="replace").splitlines()
     scan = _Scan(facts, source)
     table_text = scan.run(lines)
-    tables = _tables("\n".join(table_text), source, path.name, facts)
+    tables = _tables("\n".join(table_text), source, path.name, facts, scan.rank_lines)
     if not scan.recognised and not tables:
         raise ParseError(
             "nothing recognisable: no NCCL_DEBUG lines, nccl-tests table, NCCL_* settings or"
@@ -340,16 +351,25 @@ def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
     }
 
 
-def _tables(text: str, source: str, name: str, facts: Facts) -> int:
-    """nccl-tests tables in ``text``; a table that does not read is a note, not an error."""
+def _tables(text: str, source: str, name: str, facts: Facts, rank_lines: list[int]) -> int:
+    """nccl-tests tables in ``text``; a table that does not read is a note, not an error.
+    A table with rank lines is also a host run (cited at its first rank line)."""
     try:
         tests = parse_log(text, source=source, default_op=op_in_name(name))
     except ParseError as exc:
         if "no nccl-tests results" not in str(exc):
             facts.notes.append(f"nccl-tests table not read: {exc}")
         return 0
+    lines = iter(rank_lines)
     for test in tests:
         facts.tables.append((source, test))
+        first = next(lines, 1)
+        for _ in test.ranks[1:]:
+            next(lines, None)
+        peak = max((r.out_of_place.busbw_GBps or 0.0 for r in test.rows), default=0.0)
+        if test.hosts and peak > 0:
+            text = f"{test.op} on {', '.join(test.hosts)}: peak busbw {peak:g} GB/s"
+            facts.runs.append(HostRun(test.hosts, peak, test.op, Evidence(source, first, text)))
         facts.gpu_names.update(r.device_name for r in test.ranks if r.device_name)
         facts.hosts.update(test.hosts)
     return len(tests)

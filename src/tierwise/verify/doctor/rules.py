@@ -8,11 +8,12 @@ nccl-tests table gives the gap.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tierwise.verify.doctor.facts import KEEP, Facts
+from tierwise.verify.doctor.facts import KEEP, Facts, HostRun
 from tierwise.verify.doctor.model import Evidence, Finding, Severity
 
 Hit = tuple[Severity, Sequence[Evidence], str]
@@ -27,8 +28,11 @@ LOOPBACK_PREFIXES = ("lo", "docker", "virbr", "veth", "cni", "flannel")
 DEGRADED_RATIO = 0.9
 """A port below this fraction of its peers' rate counts as trained down."""
 
+FAST_NVLINK_GBPS = 450.0
+"""Per-GPU NVLink bandwidth (GB/s, NVLink 4 = H100) from which 16 channels are the floor."""
+
 SLOW_NODE_RATIO = 0.75
-"""A run below this fraction of the median busbw of runs of the same op is slow."""
+"""A run below this fraction of the best busbw of runs of the same op is slow."""
 
 
 @dataclass(frozen=True)
@@ -324,43 +328,34 @@ def _channels(f: Facts) -> Hit | None:
 
 
 def channels_needed(f: Facts) -> int:
-    """Channels a run needs: two per NIC a process sees (NCCL's default of 2 channels per
-    net peer), and at least 8 on NVLink (H100 NVLink needs 16-32; NCCL's own minimum on
-    SM90 is 16 or more), so 8 is a conservative floor."""
-    return max(8, 2 * max(f.nics_per_process, 1))
+    """Channels a run needs: two per NIC a process sees (maintainer, NVIDIA/nccl issue 438:
+    two channels per NIC keep it busy), and on H100-class NVLink (NVLink 4+, or such a GPU
+    in the log) at least 16 (NCCL builds 32 coll channels on H100, e.g. NVIDIA/nccl issue
+    1050's log); 8 elsewhere."""
+    fast_nvlink = _is_gpu(f.gpu_names, NVLS_GPUS) or (f.intra_GBps or 0) >= FAST_NVLINK_GBPS
+    return max(16 if fast_nvlink else 8, 2 * max(f.nics_per_process, 1))
 
 
 # --- slow_node ---------------------------------------------------------------------------------
 
 
 def _slow_node(f: Facts) -> Hit | None:
-    runs = [
-        (src, t, max((r.out_of_place.busbw_GBps or 0 for r in t.rows), default=0))
-        for src, t in f.tables
-        if t.op and t.hosts
-    ]
-    by_op: dict[str, list[tuple[str, object, float]]] = {}
-    for src, t, bw in runs:
-        by_op.setdefault(t.op or "", []).append((src, t, bw))
-    for group in by_op.values():
-        if len(group) < 3:
+    groups: dict[str, list[HostRun]] = {}
+    for run in f.runs:
+        groups.setdefault(run.op or "", []).append(run)
+    for runs in groups.values():
+        if len(runs) < 3:
             continue
-        bws = sorted(bw for _, _, bw in group)
-        median = bws[len(bws) // 2]
-        slow = [(s, t) for s, t, bw in group if bw < SLOW_NODE_RATIO * median]
-        fast_hosts = {h for s, t, bw in group if bw >= SLOW_NODE_RATIO * median for h in t.hosts}  # type: ignore[attr-defined]
-        suspects = sorted({h for _, t in slow for h in t.hosts} - fast_hosts)  # type: ignore[attr-defined]
-        if slow and suspects:
-            ev = [
-                Evidence(
-                    s,
-                    1,
-                    f"{t.op} on {', '.join(t.hosts)}: peak busbw below"
-                    f" {SLOW_NODE_RATIO:g} x median {median:g} GB/s",
-                )
-                for s, t in slow[:4]
-            ]  # type: ignore[attr-defined]
-            return "warning", ev, f"runs that include {', '.join(suspects)} are slow"
+        best = max(r.busbw_GBps for r in runs)
+        slow = [r for r in runs if r.busbw_GBps < SLOW_NODE_RATIO * best]
+        fast_hosts = {h for r in runs if r not in slow for h in r.hosts}
+        counts = Counter(h for r in slow for h in r.hosts if h not in fast_hosts)
+        if not counts:
+            continue
+        suspects = sorted(counts, key=lambda h: (-counts[h], h))
+        named = ", ".join(f"{h} ({counts[h]} of {len(slow)} slow runs)" for h in suspects[:4])
+        detail = f"runs below {SLOW_NODE_RATIO:g} x the best ({best:g} GB/s) include {named}"
+        return "warning", [r.evidence for r in slow], detail
     return None
 
 
