@@ -109,6 +109,52 @@ def test_slow_node_from_nccl_tests_tables(tmp_path: Path) -> None:
     assert all(e.line == 1 for e in slow.evidence)
 
 
+def test_sockets_on_a_tcp_only_cluster_are_by_design() -> None:
+    log = DATA / "nccl-398-aws-socket.log"
+    assert diagnose([log], load_cluster("dgx-h100", nic="eth100")).findings == ()
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.log"
+    path.write_text(text)
+    return path
+
+
+def test_gdr_off_only_where_nic_traffic_runs(tmp_path: Path) -> None:
+    # NVIDIA/nccl issue 1537's lines: NCCL prints them at init, whether or not the run is
+    # multi-node; they matter only for traffic that leaves the node.
+    lines = (
+        "hostname1:25668:27396 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE\n"
+        "hostname1:25668:27396 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+    )
+    single = "hostname1:25668:27396 [0] NCCL INFO comm 0x5 rank 0 nranks 8 cudaDev 0 nvmlDev 0\n"
+    multi = "hostname1:25668:27396 [0] NCCL INFO comm 0x5 rank 0 nranks 16 cudaDev 0 nvmlDev 0\n"
+    for dev in range(1, 8):
+        single += f"hostname1:25668:27396 [{dev}] NCCL INFO Setting affinity for GPU {dev}\n"
+        multi += f"hostname1:25668:27396 [{dev}] NCCL INFO Setting affinity for GPU {dev}\n"
+    assert diagnose([_write(tmp_path, lines + single)], CLUSTER).findings == ()
+    ids = [f.id for f in diagnose([_write(tmp_path, lines + multi)], CLUSTER).findings]
+    assert ids == ["gdr-off"]
+
+
+def test_gdr_left_off_by_nccl_for_a_distant_nic_is_no_finding(tmp_path: Path) -> None:
+    text = (
+        "a:1:2 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 1c000 / HCA 0 (distance 5 > 4)\n"
+        "a:1:2 [0] NCCL INFO Channel 00/0 : 0[1c000] -> 1[1c000] [send] via NET/IB/0\n"
+        "b:1:2 [0] NCCL INFO Channel 00/0 : 0[1c000] -> 1[1c000] [receive] via NET/IB/0\n"
+    )
+    assert diagnose([_write(tmp_path, text)], CLUSTER).findings == ()
+
+
+def test_nvls_expected_only_on_nvswitch_baseboards(tmp_path: Path) -> None:
+    for name, expected in (("NVIDIA H100 80GB HBM3", ["nvls-off"]), ("NVIDIA H100 NVL", [])):
+        text = (
+            f"#  Rank  0 Group  0 Pid  1 on a device  0 [0x1b] {name}\n"
+            "a:1:2 [0] NCCL INFO NVLS multicast support is not available on dev 0\n"
+        )
+        assert [f.id for f in diagnose([_write(tmp_path, text)], CLUSTER).findings] == expected
+
+
 def test_every_rule_is_documented_with_a_known_category() -> None:
     doc = (REPO / "docs" / "doctor-rules.md").read_text()
     for rule in RULES:
@@ -149,7 +195,7 @@ def test_settings_and_tool_printouts(tmp_path: Path) -> None:
         "export NCCL_IB_HCA=mlx5_0\n"
         "h1:1:2 [0] NCCL INFO cudaDriverVersion 12040\n"
         "NCCL version 2.21.5+cuda12.4\n"
-        "h1:1:3 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]\n"
+        "h1:1:3 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE\n"
         "h1:1:3 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
         "h1:1:3 [0] NCCL INFO 24 coll channels, 0 collnet channels, 16 nvls channels, 2 p2p\n"
         "h1:1:3 [0] NCCL INFO Connected all rings, use ring PXN 1 GDR 1\n"

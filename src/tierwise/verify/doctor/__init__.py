@@ -42,6 +42,7 @@ def diagnose(paths: Sequence[str | Path], cluster: ClusterSpec) -> Diagnosis:
     """Read ``paths`` (one run), apply every rule and rank the findings against ``cluster``."""
     facts, files = read_facts(paths)
     facts.intra_GBps = cluster.intra.bw_GBps
+    facts.nic_kind = cluster.inter.nic.kind
     measured_gap = gap(facts, cluster)
     findings = rank(apply_rules(facts), measured_gap)
     return Diagnosis(findings=findings, gap=measured_gap, facts=facts.as_dict(), files=tuple(files))

@@ -140,6 +140,7 @@ class Facts:
     tables: list[tuple[str, NcclTest]] = field(default_factory=list)
     runs: list[HostRun] = field(default_factory=list)
     intra_GBps: float | None = None  # the model cluster's NVLink/PCIe GB/s per GPU
+    nic_kind: str | None = None  # the model cluster's NIC kind: ib, roce, eth
     notes: list[str] = field(default_factory=list)
 
     # -- helpers -----------------------------------------------------------------------------

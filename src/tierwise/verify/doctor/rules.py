@@ -74,7 +74,12 @@ def _multi_node(f: Facts) -> bool:
 
 
 def _is_gpu(names: set[str], families: Sequence[str]) -> bool:
-    return any(fam in name and "PCIe" not in name for name in names for fam in families)
+    """A GPU of ``families`` on an NVSwitch baseboard (not a PCIe card, not an NVL pair)."""
+    return any(
+        fam in name and "PCIe" not in name and not name.rstrip().endswith("NVL")
+        for name in names
+        for fam in families
+    )
 
 
 # --- socket_fallback ---------------------------------------------------------------------------
@@ -87,6 +92,8 @@ def _socket(f: Facts) -> Hit | None:
         chose_socket = f.socket_lines
     if not socket_conns and not (chose_socket and _multi_node(f)):
         return None
+    if f.nic_kind == "eth":
+        return None  # a TCP-only fabric (--cluster says so) runs NCCL over sockets by design
     why = [
         e
         for key in ("no_ib_device", "libibverbs", "ofi_efa_only", "no_net_plugin")
@@ -111,9 +118,12 @@ def _no_gdr(f: Facts) -> Hit | None:
     disabled = [e for e in f.gdr_disabled if "NET/IB" in e.text and "distance" not in e.text]
     flag_off = [e for g, e in f.gdr_flag if g == 0]
     flag_on = any(g == 1 for g, _ in f.gdr_flag)
-    uses_ib = bool(f.ib_nics) or bool(plain) or with_gdr > 0
+    uses_ib = bool(plain) or (bool(f.ib_nics) and _multi_node(f))
     if with_gdr or flag_on or not uses_ib:
         return None
+    chosen = [e for e in f.gdr_disabled if "distance" in e.text]
+    if chosen and not disabled:
+        return None  # NCCL chose host staging: the NIC is too far from the GPU for GDR
     ev = [*disabled[:3], *plain[:3], *flag_off[:2], *f.xml_gdr_off[:2]]
     if not (disabled or plain or f.xml_gdr_off):
         return None
