@@ -17,6 +17,10 @@ from tierwise.verify.doctor.model import Evidence
 KEEP = 8
 """Evidence lines kept per fact."""
 
+GPUS_PER_NODE_GUESS = 8
+"""GPUs per node assumed when counting nodes from ranks and GPU indices alone (a lower bound
+on the node count for nodes of up to 8 GPUs)."""
+
 _RING = re.compile(r"^Channel\s+\d+/(\d+)\s*:\s+\d")
 _COMM = re.compile(r"\bnRanks\s+(\d+)\s+nNodes\s+(\d+)\s+localRanks\s+(\d+)")
 _INIT = re.compile(r"\brank\s+(\d+)\s+nranks\s+(\d+)\b")
@@ -172,7 +176,9 @@ class Facts:
         counts = [len(self.hosts)] + [t.nodes or 0 for _, t in self.tables]
         nranks = self.nranks or len(self.ranks)
         if nranks and self.devices:
-            counts.append(-(-nranks // (max(self.devices) + 1)))
+            seen = max(self.devices) + 1  # GPUs per node is at least the highest index seen
+            counts.append(-(-nranks // max(seen, GPUS_PER_NODE_GUESS)))
+            counts.append(2 if nranks > seen else 1)
         return max(counts) or None
 
     def transport_count(self, kind: str, gdr: bool | None = None) -> int:
@@ -218,7 +224,9 @@ class Facts:
 
     def add_connection(self, msg: str, ev: Evidence) -> None:
         """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms."""
-        if not msg.startswith(("Channel", "Ring", "Tree", "CollNet")) or "->" not in msg:
+        if not msg.startswith(("Channel", "Ring", "Tree", "CollNet")):
+            return
+        if "->" not in msg and not msg.startswith("CollNet"):
             return
         key = transport_of(msg[msg.rfind(" via ") + 5 :].strip())
         self.transports[key] += 1
