@@ -181,6 +181,27 @@ def test_launcher_prefixes_do_not_change_the_facts(prefix: str, tmp_path: Path) 
     assert facts.node_count == 2  # 16 ranks, GPUs 0..7 on the host shown
 
 
+def test_collective_trace_lines_behind_a_ray_prefix(tmp_path: Path) -> None:
+    # NVIDIA/nccl issue 1193 (NCCL_DEBUG_SUBSYS=COLL under Ray): one line per call
+    log = tmp_path / "ray.log"
+    log.write_text(
+        "(RayTrainWorker pid=615, ip=10.72.7.6) r24-02-22-23-29-0066-raycluster-lv52c-worker-"
+        "l4-8-fqztx:615:18953 [2] NCCL INFO AllReduce: opCount 139d sendbuff 0x78d056200000"
+        " recvbuff 0x78d056200000 count 7382228 datatype 7 op 0 root 0 comm 0x78cfda045840"
+        " [nranks=128] stream 0x78d07125e5e0\n"
+        "(RayTrainWorker pid=22754, ip=10.72.12.6) r24-02-22-23-29-0066-raycluster-lv52c-"
+        "worker-l4-8-srrss:22754:41192 [5] NCCL INFO AllReduce: opCount 139d sendbuff"
+        " 0x7fb52c200000 recvbuff 0x7fb52c200000 count 7382228 datatype 7 op 0 root 0 comm"
+        " 0x7fb4b3e6ee80 [nranks=128] stream 0x7fb54524a0f0\n"
+        "h:1:2 [1] 12.345678 ncclProxyProgress:790 NCCL TRACE Received data from rank 2\n"
+    )
+    facts, _ = read_facts([log])
+    assert facts.collectives == {"AllReduce": 2}
+    assert len(facts.hosts) == 3 and facts.devices == {1, 2, 5}
+    assert facts.env == {}
+    assert diagnose([log], CLUSTER).findings == ()
+
+
 def test_connection_lines_give_transport_and_gdr() -> None:
     facts, _ = read_facts([DATA / "healthy" / "nccl-tests-133-nvlink-ib.log"])
     assert facts.transport_count("NET/IB", gdr=True) == 2
@@ -227,6 +248,23 @@ def test_settings_and_tool_printouts(tmp_path: Path) -> None:
         "eth0": ("active", 100.0, "Ethernet"),
         "eth1": ("down", None, "Ethernet"),
     }
+
+
+def test_topology_dump(tmp_path: Path) -> None:
+    xml = REPO / "tests" / "data" / "ingest" / "nccl_topo_dgx_h100.xml"
+    assert diagnose([xml], CLUSTER).findings == ()  # a healthy DGX H100 dump
+    text = xml.read_text()
+    slow = text.replace('speed="400000" port="1"', 'speed="200000" port="1"', 1)
+    gpu = 'class="0x030200" vendor="0x10de" device="0x2330" subsystem_vendor="0x10de"'
+    slow = slow.replace(f'{gpu} subsystem_device="0x16c1" link_speed="32.0', "X", 0)
+    head, tail = slow.split(gpu, 1)
+    tail = tail.replace('link_speed="32.0 GT/s PCIe"', 'link_speed="2.5 GT/s PCIe"', 1)
+    dump = tmp_path / "topo.xml"
+    dump.write_text(head + gpu + tail)
+    (finding,) = diagnose([dump], CLUSTER).findings
+    assert finding.id == "link-degraded"
+    assert "mlx5_0 at 200 Gb/s (peers 400)" in finding.title
+    assert "a GPU PCIe link at 2.5 GT/s (others 32)" in finding.title
 
 
 def test_several_files_of_one_run_read_together(tmp_path: Path) -> None:

@@ -77,6 +77,7 @@ class Port:
 
     device: str
     kind: str = "rdma"
+    model: str | None = None  # CA type, vendor part id, or PCI class/device in a topology dump
     port: str = "1"
     state: str | None = None  # normalised: active, down, init, polling, ...
     rate_Gbps: float | None = None
@@ -113,6 +114,7 @@ class Facts:
     local_ranks: int | None = None
     transports: Counter[tuple[str, bool]] = field(default_factory=Counter)
     transport_lines: dict[tuple[str, bool], list[Evidence]] = field(default_factory=dict)
+    collectives: Counter[str] = field(default_factory=Counter)  # NCCL_DEBUG_SUBSYS=COLL calls
     ring_channels: int | None = None
     coll_channels: list[tuple[int, Evidence]] = field(default_factory=list)
     collnet_channels: int | None = None
@@ -220,6 +222,9 @@ class Facts:
         if msg.startswith("Trees"):
             self.trees += 1
             return
+        if " opCount " in msg:  # "AllReduce: opCount 1a sendbuff ... [nranks=128] stream ..."
+            self.collectives[msg.split(":", 1)[0]] += 1
+            return
         self.add_setting(msg, ev)
 
     def add_connection(self, msg: str, ev: Evidence) -> None:
@@ -304,7 +309,7 @@ class Facts:
             if init:
                 self.ranks.add(int(init.group(1)))
                 self.nranks = max(self.nranks or 0, int(init.group(2)))
-        else:
+        elif "lugin" in msg:
             plugin = _PLUGIN.search(msg)
             if plugin:
                 name = next(g for g in plugin.groups() if g)
@@ -343,6 +348,7 @@ class Facts:
             if (self.nvls_available or self.nvls_unavailable)
             else None,
             "tree_lines": self.trees,
+            "collective_calls": dict(sorted(self.collectives.items())),
             "pxn": self.pxn,
             "algorithms": self.env_value("NCCL_ALGO"),
             "protocols": self.env_value("NCCL_PROTO"),

@@ -106,6 +106,7 @@ class _Scan:
         self.port: Port | None = None  # the ibstat/ibstatus/ibv_devinfo/ethtool block being read
         self.device: str | None = None
         self.width = 1  # ibv_devinfo active_width, for the active_speed line after it
+        self.model: str | None = None  # NIC model of the ports that follow
         self.prefixes: dict[str, tuple[str | None, int | None, str | None]] = {}
         self.rank_lines: list[int] = []  # nccl-tests "# Rank" lines, to cite a table's hosts
 
@@ -158,14 +159,19 @@ class _Scan:
     # -- tool printouts ----------------------------------------------------------------------
 
     def new_port(self, device: str, port: str, lineno: int, line: str, kind: str = "rdma") -> None:
-        self.port = Port(device=device, kind=kind, port=port, evidence=self.ev(lineno, line))
+        self.port = Port(
+            device=device, kind=kind, model=self.model, port=port, evidence=self.ev(lineno, line)
+        )
         self.facts.ports.append(self.port)
 
     def tools(self, lineno: int, line: str) -> bool:
         s = line.strip()
         low = s.lower()
         if s.startswith("CA '"):  # ibstat
-            self.device = s[4:].rstrip("':")
+            self.device, self.model = s[4:].rstrip("':"), None
+            return True
+        if s.startswith(("CA type:", "vendor_part_id:")):  # ibstat, ibv_devinfo
+            self.model = s.split(":", 1)[1].strip()
             return True
         if s.startswith("Port ") and s.endswith(":") and self.device:  # ibstat
             self.new_port(self.device, s[5:-1], lineno, line)
@@ -176,7 +182,7 @@ class _Scan:
             self.new_port(parts[1], port, lineno, line)
             return True
         if s.startswith("hca_id:"):  # ibv_devinfo
-            self.device = s.split(":", 1)[1].strip()
+            self.device, self.model = s.split(":", 1)[1].strip(), None
             return True
         if s.startswith("port:") and self.device:  # ibv_devinfo
             self.new_port(self.device, s.split(":", 1)[1].strip(), lineno, line)
@@ -256,6 +262,8 @@ class _Scan:
             attrs = dict(_XML_ATTR.findall(net.group(1)))
             p = Port(
                 device=attrs.get("name", "?"),
+                kind="xml",
+                model=self.model,
                 port=attrs.get("port", "1"),
                 evidence=self.ev(lineno, line),
             )
@@ -267,6 +275,7 @@ class _Scan:
         pci = _XML_PCI.search(line)
         if pci:
             attrs = dict(_XML_ATTR.findall(pci.group(1)))
+            self.model = f"{attrs.get('class')}/{attrs.get('device')}"  # the NIC's own <pci>
             speed = attrs.get("link_speed", "")
             if (
                 attrs.get("class", "").startswith("0x03")
@@ -303,7 +312,7 @@ class _Scan:
         for lineno, line in enumerate(lines, start=1):
             if "NCCL" in line and self.nccl(lineno, line):
                 self.recognised += 1
-                if "=" in line:
+                if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
                     self.other(lineno, line)
                 table.append("")
                 continue

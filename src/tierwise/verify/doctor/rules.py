@@ -237,11 +237,11 @@ def _link(f: Facts) -> Hit | None:
     if down:
         ev += [e for p in down for e in (p.evidence, p.state_evidence) if e]
         details.append(", ".join(f"{p.device} port {p.port} {p.state}" for p in down[:4]))
-    for layer in {p.link_layer for p in ports}:
+    for group in {(p.link_layer, p.model) for p in ports}:  # same link layer, same NIC model
         peers = [
             p
             for p in ports
-            if p.link_layer == layer and p.rate_Gbps and p.state in (None, "active")
+            if (p.link_layer, p.model) == group and p.rate_Gbps and p.state in (None, "active")
         ]
         top = max((p.rate_Gbps or 0 for p in peers), default=0)
         slow = [p for p in peers if (p.rate_Gbps or 0) < DEGRADED_RATIO * top]
