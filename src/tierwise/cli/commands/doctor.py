@@ -27,9 +27,27 @@ FilesArg = Annotated[
 _SEVERITY_STYLE = {"error": "[bold red]error[/]", "warning": "[yellow]warning[/]", "info": "info"}
 
 
+def _facts_line(facts: dict) -> str:
+    """One line of what the logs say: NCCL version, hosts, ranks, transports."""
+    parts = [f"NCCL {facts['nccl_version']}"] if facts["nccl_version"] else []
+    if facts["nodes"]:
+        parts.append(f"{facts['nodes']} node(s), {len(facts['hosts'])} host(s) named")
+    if facts["nranks"]:
+        parts.append(f"{facts['nranks']} ranks")
+    links = [
+        f"{kind} x{t['connections']}"
+        + (f" ({t['gdrdma']} GDRDMA)" if kind.startswith("NET") else "")
+        for kind, t in facts["transports"].items()
+    ]
+    if links:
+        parts.append("connections: " + ", ".join(links))
+    return "read: " + ("; ".join(parts) if parts else "no NCCL setup lines")
+
+
 def _print(diagnosis: Diagnosis) -> None:
     from tierwise.cli.output import console, fmt
 
+    console.print(_facts_line(diagnosis.facts), markup=False, highlight=False)
     gap = diagnosis.gap
     if gap is not None:
         console.print(
