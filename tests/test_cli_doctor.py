@@ -75,3 +75,39 @@ def test_report_gets_a_doctor_section(tmp_path: Path) -> None:
     )
     html = out.read_text()
     assert 'id="doctor"' in html and "collnet_sharp" in html and "sharp_plugin.c:320" in html
+
+
+def test_a_table_beside_the_log_gives_the_gap_each_finding_explains(tmp_path: Path) -> None:
+    """The nccl-tests table of the run (rows made here at issue 1412's 33 GB/s) next to its
+    NCCL lines: the one finding explains the whole gap to the model."""
+    ranks = "".join(
+        f"#  Rank {r:2d} Group  0 Pid {r} on {'swat1-04' if r < 8 else 'swat1-05'} device"
+        f"  {r % 8} [0x1b] NVIDIA A100-SXM4-80GB\n"
+        for r in range(16)
+    )
+    header = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+    time_us = (1 << 30) / (33.32 / 1.875 * 1e3)  # busbw = algbw x 2(16-1)/16
+    row = f"1073741824 268435456 float sum -1 {time_us:.1f} 17.77 33.32 0"
+    table = tmp_path / "all_reduce_perf.log"
+    table.write_text(ranks + header + f"{row} {time_us:.1f} 17.77 33.32 0\n")
+    out = json.loads(
+        run_cli(
+            "doctor",
+            str(DATA / "nccl-1412-no-gdrdma.log"),
+            str(table),
+            "--nodes",
+            "2",
+            "--json",
+            check=False,
+        ).stdout
+    )
+    bandwidth = out["bandwidth"]
+    assert (bandwidth["nranks"], bandwidth["nodes"], bandwidth["measured_busbw_GBps"]) == (
+        16,
+        2,
+        33.32,
+    )
+    assert bandwidth["gap_GBps"] > 0
+    (finding,) = out["findings"]
+    assert finding["id"] == "gdr-off"
+    assert finding["explains_GBps"] == round(bandwidth["gap_GBps"], 1)
