@@ -208,6 +208,7 @@ def test_connection_lines_give_transport_and_gdr() -> None:
     assert facts.transport_count("NET/IB", gdr=False) == 0
     assert facts.transport_count("P2P/direct pointer") == 10
     assert facts.hosts == {"nodea", "nodeb"}
+    assert facts.gpu_nets == {("nodeb", 5): {"0"}, ("nodeb", 4): {"0"}}  # NET/IB/0 per GPU
 
 
 def test_settings_and_tool_printouts(tmp_path: Path) -> None:

@@ -128,6 +128,8 @@ class Facts:
     gdr_enabled: list[Evidence] = field(default_factory=list)
     ib_nics: dict[str, str] = field(default_factory=dict)  # name -> IB|RoCE
     ib_nic_lines: list[Evidence] = field(default_factory=list)
+    ib_nic_order: dict[str, str] = field(default_factory=dict)  # NCCL's NET/IB index -> name
+    gpu_nets: dict[tuple[str, int], set[str]] = field(default_factory=dict)  # NET/IB/<i> used
     nics_per_process: int = 0
     socket_ifaces: set[str] = field(default_factory=set)
     socket_lines: list[Evidence] = field(default_factory=list)
@@ -212,7 +214,7 @@ class Facts:
             if len(self.warnings) < 4 * KEEP:
                 self.warnings.append(ev)
         if " via " in msg:
-            self.add_connection(msg, ev)
+            self.add_connection(msg, ev, host, device)
             return
         if msg.startswith("Channel "):
             ring = _RING.match(msg)
@@ -227,13 +229,19 @@ class Facts:
             return
         self.add_setting(msg, ev)
 
-    def add_connection(self, msg: str, ev: Evidence) -> None:
+    def add_connection(
+        self, msg: str, ev: Evidence, host: str | None = None, device: int | None = None
+    ) -> None:
         """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms."""
         if not msg.startswith(("Channel", "Ring", "Tree", "CollNet")):
             return
         if "->" not in msg and not msg.startswith("CollNet"):
             return
-        key = transport_of(msg[msg.rfind(" via ") + 5 :].strip())
+        via = msg[msg.rfind(" via ") + 5 :].strip()
+        key = transport_of(via)
+        if key[0].startswith("NET/") and device is not None and len(self.gpu_nets) < 4096:
+            net = via.split("/")[2] if via.count("/") >= 2 else "?"
+            self.gpu_nets.setdefault((host or "?", device), set()).add(net)
         self.transports[key] += 1
         lines = self.transport_lines.setdefault(key, [])
         if len(lines) < KEEP:
@@ -252,8 +260,9 @@ class Facts:
             self.cuda_driver = self.cuda_driver or (found.group(1) if found else None)
         elif msg.startswith("NET/IB") and " Using " in msg:
             nics = _NET_IB.findall(msg)
-            for _, name, _port, kind in nics:
+            for index, name, _port, kind in nics:
                 self.ib_nics[name] = kind
+                self.ib_nic_order.setdefault(index, name)
             self.nics_per_process = max(self.nics_per_process, len(nics))
             if len(self.ib_nic_lines) < KEEP:
                 self.ib_nic_lines.append(ev)
@@ -337,6 +346,10 @@ class Facts:
             "transports": transports,
             "ib_nics": dict(sorted(self.ib_nics.items())),
             "nics_per_process": self.nics_per_process,
+            "nics_per_gpu": {
+                f"{host}:{dev}": sorted(self.ib_nic_order.get(n, f"NET/{n}") for n in nets)
+                for (host, dev), nets in sorted(self.gpu_nets.items())
+            },
             "socket_interfaces": sorted(self.socket_ifaces),
             "bootstrap_interfaces": sorted(self.bootstrap_ifaces),
             "gdr_disabled_lines": len(self.gdr_disabled),
