@@ -41,6 +41,7 @@ REAL = {
     "nccl-tests-106-slow-node.txt": ("slow_node", "slow-node"),
     "nccl-tests-206-memlock.log": ("container_limits", "memlock"),
     "uccl-205-channels.txt": ("channels", "channels-capped"),
+    "nccl-928-ib-error-4-acs.log": ("p2p_disabled_or_acs", "acs-blocks-gdr"),
 }
 HEALTHY = sorted((DATA / "healthy").glob("*.log"))
 

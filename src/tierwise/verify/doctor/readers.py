@@ -64,9 +64,13 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("libibverbs", "Failed to open libibverbs"),
     ("ofi_efa_only", "NET/OFI Only EFA provider is supported"),
     ("no_net_plugin", "Failed to initialize any NET plugin"),
-    ("ib_completion_timeout", "Got completion from peer"),
-    ("ib_completion_timeout", "Got completion with error 12"),
-    ("ib_completion_error", "Got completion with error"),
+    ("ib_error_4", "with error 4,"),  # IBV_WC_LOC_PROT_ERR: GPUDirect RDMA blocked (ACS)
+    ("ib_error_4", "status=4 "),
+    ("ib_error_4", "IBV_WC_LOC_PROT_ERR"),
+    ("ib_error_12", "with error 12,"),  # IBV_WC_RETRY_EXC_ERR: the peer NIC never answered
+    ("ib_error_12", "status=12 "),
+    ("ib_error_12", "IBV_WC_RETRY_EXC_ERR"),
+    ("ib_completion_error", "Got completion "),
     ("modify_qp_failed", "ibv_modify_qp failed"),
     ("no_interface", "no socket interface found"),
     ("no_interface", "No interface found in the same subnet"),

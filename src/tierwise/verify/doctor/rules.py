@@ -70,7 +70,8 @@ class Rule:
 
 
 def _multi_node(f: Facts) -> bool:
-    return (f.node_count or 1) > 1
+    """More than one node, or connections over the network (which only leave a node)."""
+    return (f.node_count or 1) > 1 or any(kind.startswith("NET/") for kind, _ in f.transports)
 
 
 def _is_gpu(names: set[str], families: Sequence[str]) -> bool:
@@ -203,6 +204,13 @@ def _p2p(f: Facts) -> Hit | None:
     return "warning", ev, "; ".join(details)
 
 
+def _ib_protection(f: Facts) -> Hit | None:
+    ev = f.seen("ib_error_4")
+    if not ev:
+        return None
+    return "error", ev[:4], "NIC writes into GPU memory fail (IB error 4: local protection)"
+
+
 # --- nvls_unavailable --------------------------------------------------------------------------
 
 
@@ -261,7 +269,7 @@ def _link(f: Facts) -> Hit | None:
 
 
 def _roce(f: Facts) -> Hit | None:
-    ev = f.seen("ib_completion_timeout") + f.seen("modify_qp_failed")
+    ev = f.seen("ib_error_12") + f.seen("modify_qp_failed")
     if not ev:
         return None
     gid = f.env.get("NCCL_IB_GID_INDEX")
@@ -426,6 +434,18 @@ RULES: tuple[Rule, ...] = (
         " ECAP_ACS+6.w=0000`, kernel `pci=noacs`), set the IOMMU to passthrough (`iommu=pt`);"
         " in a VM enable ATS; check `nvidia-smi topo -p2p r`.",
         _p2p,
+    ),
+    Rule(
+        "acs-blocks-gdr",
+        "p2p_disabled_or_acs",
+        "inter",
+        1.0,
+        "PCIe ACS or the IOMMU blocks GPUDirect RDMA between NIC and GPU",
+        "Disable ACS on the PCIe switches/root ports (BIOS, or `setpci -s BDF"
+        " ECAP_ACS+6.w=0000`, kernel `pci=noacs`) and set the IOMMU to passthrough"
+        " (`iommu=pt`); in a VM enable ATS on the NIC. NCCL_NET_GDR_LEVEL=0 confirms it (the"
+        " error goes away) but costs bandwidth.",
+        _ib_protection,
     ),
     Rule(
         "nvls-off",
