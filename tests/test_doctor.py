@@ -156,6 +156,32 @@ def test_nvls_expected_only_on_nvswitch_baseboards(tmp_path: Path) -> None:
         assert [f.id for f in diagnose([_write(tmp_path, text)], CLUSTER).findings] == expected
 
 
+@pytest.mark.parametrize(
+    ("setting", "rule_id"),
+    [
+        ("NCCL_P2P_LEVEL=LOC", "p2p-off"),
+        ("NCCL_NET_GDR_LEVEL=LOC", "gdr-off"),
+        ("NCCL_ALGO=Ring,Tree", "nvls-off"),
+        ("NCCL_ALGO=^NVLS", "nvls-off"),
+        ("NCCL_ALGO=Ring,NVLS", None),
+        ("NCCL_NET_GDR_LEVEL=SYS", None),
+    ],
+)
+def test_settings_that_switch_a_path_off(setting: str, rule_id: str | None, tmp_path: Path) -> None:
+    """An 8x H100 SXM node pair on IB (rank lines, NET/IB NICs) with one NCCL_* setting."""
+    text = (
+        "".join(
+            f"#  Rank {r} Group 0 Pid {r} on {'a' if r < 8 else 'b'} device {r % 8} [0x1b]"
+            " NVIDIA H100 80GB HBM3\n"
+            for r in range(16)
+        )
+        + "a:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB\n"
+        + f"export {setting}\n"
+    )
+    ids = [f.id for f in diagnose([_write(tmp_path, text)], CLUSTER).findings]
+    assert ids == ([rule_id] if rule_id else [])
+
+
 def test_every_rule_is_documented_with_a_known_category() -> None:
     doc = (REPO / "docs" / "doctor-rules.md").read_text()
     for rule in RULES:

@@ -381,6 +381,7 @@ class Facts:
                 for p in self.ports
             ],
             "warnings": self.warning_count,
+            "warning_lines": [f"{e.file}:{e.line}: {e.text.strip()[:300]}" for e in self.warnings],
             "tables": len(self.tables),
             "notes": self.notes,
         }

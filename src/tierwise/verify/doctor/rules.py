@@ -126,6 +126,9 @@ def _no_gdr(f: Facts) -> Hit | None:
     if chosen and not disabled:
         return None  # NCCL chose host staging: the NIC is too far from the GPU for GDR
     ev = [*disabled[:3], *plain[:3], *flag_off[:2], *f.xml_gdr_off[:2]]
+    level = f.env.get("NCCL_NET_GDR_LEVEL")
+    if level and level[0].upper() in ("LOC", "0"):
+        return "warning", [level[1], *ev], f"NCCL_NET_GDR_LEVEL={level[0]} turns it off"
     if not (disabled or plain or f.xml_gdr_off):
         return None
     detail = "the GPU memory is not registered with the NIC"
@@ -189,6 +192,10 @@ def _p2p(f: Facts) -> Hit | None:
     if disabled and disabled[0] == "1":
         ev.append(disabled[1])
         details.append("NCCL_P2P_DISABLE=1")
+    level = f.env.get("NCCL_P2P_LEVEL")
+    if level and level[0].upper() in ("LOC", "0"):
+        ev.append(level[1])
+        details.append(f"NCCL_P2P_LEVEL={level[0]} allows no GPU peer path")
     if f.seen("p2p_disabled"):
         ev += f.seen("p2p_disabled")[:2]
         details.append("NCCL reports P2P disabled")
@@ -224,6 +231,9 @@ def _nvls(f: Facts) -> Hit | None:
     env = f.env.get("NCCL_NVLS_ENABLE")
     if env and env[0] == "0":
         return "warning", [env[1]], "NCCL_NVLS_ENABLE=0 turns NVLink SHARP off"
+    algo = f.env.get("NCCL_ALGO")
+    if algo and _leaves_out_nvls(algo[0]):
+        return "warning", [algo[1]], f"NCCL_ALGO={algo[0]} leaves NVLS out"
     if f.nvls_unavailable:
         return (
             "warning",
@@ -231,6 +241,12 @@ def _nvls(f: Facts) -> Hit | None:
             "NCCL sees no NVLink SHARP multicast on these GPUs",
         )
     return None
+
+
+def _leaves_out_nvls(value: str) -> bool:
+    """Whether an NCCL_ALGO value (``Ring,Tree``, ``^NVLS``, ``allreduce:ring``) excludes NVLS."""
+    names = value.lower()
+    return "nvls" in names if names.startswith("^") else "nvls" not in names
 
 
 # --- link_degraded -----------------------------------------------------------------------------
