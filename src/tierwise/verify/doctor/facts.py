@@ -240,7 +240,7 @@ class Facts:
         via = msg[msg.rfind(" via ") + 5 :].strip()
         key = transport_of(via)
         if key[0].startswith("NET/") and device is not None and len(self.gpu_nets) < 4096:
-            net = via.split("/")[2] if via.count("/") >= 2 else "?"
+            net = via.split("/")[2].split("(")[0] if via.count("/") >= 2 else "?"  # 0(4): PXN
             self.gpu_nets.setdefault((host or "?", device), set()).add(net)
         self.transports[key] += 1
         lines = self.transport_lines.setdefault(key, [])
