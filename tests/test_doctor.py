@@ -42,6 +42,7 @@ REAL = {
     "nccl-tests-206-memlock.log": ("container_limits", "memlock"),
     "uccl-205-channels.txt": ("channels", "channels-capped"),
     "nccl-928-ib-error-4-acs.log": ("p2p_disabled_or_acs", "acs-blocks-gdr"),
+    "nccl-451-container-ib.log": ("socket_fallback", "net-socket"),
 }
 HEALTHY = sorted((DATA / "healthy").glob("*.log"))
 

@@ -34,6 +34,10 @@ def _facts_line(facts: dict) -> str:
         parts.append(f"{facts['nodes']} node(s), {len(facts['hosts'])} host(s) named")
     if facts["nranks"]:
         parts.append(f"{facts['nranks']} ranks")
+    if facts["network"]:
+        parts.append(f"network {facts['network']}")
+    if facts["ib_nics"]:
+        parts.append("NICs " + ", ".join(f"{n} ({k})" for n, k in facts["ib_nics"].items()))
     links = [
         f"{kind} x{t['connections']}"
         + (f" ({t['gdrdma']} GDRDMA)" if kind.startswith("NET") else "")

@@ -62,6 +62,8 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("shm_create", "failed to extend /dev/shm"),
     ("no_ib_device", "NET/IB : No device found"),
     ("libibverbs", "Failed to open libibverbs"),
+    ("ib_open_failed", "Unable to open device"),
+    ("ib_open_failed", "ibv_open_device failed"),
     ("ofi_efa_only", "NET/OFI Only EFA provider is supported"),
     ("no_net_plugin", "Failed to initialize any NET plugin"),
     ("ib_error_4", "with error 4,"),  # IBV_WC_LOC_PROT_ERR: GPUDirect RDMA blocked (ACS)

@@ -91,13 +91,14 @@ def _socket(f: Facts) -> Hit | None:
     chose_socket = f.seen("using_network_socket")
     if not chose_socket and f.socket_lines and f.seen("no_ib_device"):  # NCCL < 2.5 says no more
         chose_socket = f.socket_lines
-    if not socket_conns and not (chose_socket and _multi_node(f)):
+    unusable = f.seen("ib_open_failed")  # an RDMA device is there but cannot be opened
+    if not socket_conns and not (chose_socket and (_multi_node(f) or unusable)):
         return None
     if f.nic_kind == "eth":
         return None  # a TCP-only fabric (--cluster says so) runs NCCL over sockets by design
     why = [
         e
-        for key in ("no_ib_device", "libibverbs", "ofi_efa_only", "no_net_plugin")
+        for key in ("ib_open_failed", "no_ib_device", "libibverbs", "ofi_efa_only", "no_net_plugin")
         for e in f.seen(key)[:2]
     ]
     disabled = f.env.get("NCCL_IB_DISABLE")
@@ -105,6 +106,8 @@ def _socket(f: Facts) -> Hit | None:
     if disabled and disabled[0] == "1":
         ev.append(disabled[1])
         return "warning", ev, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off"
+    if unusable:
+        return "error", ev, "the RDMA device cannot be opened (container without its devices?)"
     if f.seen("ofi_efa_only"):
         return "error", ev, "no EFA device for the OFI plugin, traffic goes over TCP"
     return "error", ev, "NCCL found no RDMA device and fell back to TCP sockets"
