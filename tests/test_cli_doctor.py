@@ -110,4 +110,5 @@ def test_a_table_beside_the_log_gives_the_gap_each_finding_explains(tmp_path: Pa
     assert bandwidth["gap_GBps"] > 0
     (finding,) = out["findings"]
     assert finding["id"] == "gdr-off"
+    assert any("A100" in n and "pass --cluster" in n for n in out["facts"]["notes"])
     assert finding["explains_GBps"] == round(bandwidth["gap_GBps"], 1)

@@ -59,6 +59,8 @@ def _print(diagnosis: Diagnosis) -> None:
             f" measured busbw {fmt(gap.measured_busbw_GBps)} GB/s, model"
             f" {fmt(gap.expected_busbw_GBps)} GB/s, gap {fmt(gap.gap_GBps)} GB/s"
         )
+    for note in diagnosis.facts["notes"]:
+        console.print(f"note: {note}", markup=False, highlight=False)
     if not diagnosis.findings:
         console.print("[green]no finding[/]: nothing in these files points at a known cause")
         return

@@ -43,6 +43,12 @@ def diagnose(paths: Sequence[str | Path], cluster: ClusterSpec) -> Diagnosis:
     facts, files = read_facts(paths)
     facts.intra_GBps = cluster.intra.bw_GBps
     facts.nic_kind = cluster.inter.nic.kind
+    family = cluster.gpu.key.split("-")[0].lower()  # h100-sxm -> h100
+    if facts.gpu_names and not any(family in n.lower() for n in facts.gpu_names):
+        facts.notes.append(
+            f"the logs ran on {', '.join(sorted(facts.gpu_names))} but the model cluster"
+            f" {cluster.name!r} has {cluster.gpu.key}: pass --cluster for the right expected busbw"
+        )
     measured_gap = gap(facts, cluster)
     findings = rank(apply_rules(facts), measured_gap)
     return Diagnosis(findings=findings, gap=measured_gap, facts=facts.as_dict(), files=tuple(files))
