@@ -183,6 +183,12 @@ def test_settings_that_switch_a_path_off(setting: str, rule_id: str | None, tmp_
     assert ids == ([rule_id] if rule_id else [])
 
 
+def test_peer_access_errors_mean_p2p_is_blocked(tmp_path: Path) -> None:
+    # the line NVIDIA/nccl issue 258 showed when P2P was not used (and bandwidth was low)
+    text = "Cuda API error detected: cudaDeviceEnablePeerAccess returned (0x2c0)\n"
+    assert [f.id for f in diagnose([_write(tmp_path, text)], CLUSTER).findings] == ["p2p-off"]
+
+
 def test_every_rule_is_documented_with_a_known_category() -> None:
     doc = (REPO / "docs" / "doctor-rules.md").read_text()
     for rule in RULES:

@@ -52,6 +52,10 @@ _MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"Error while creating shared memory segment|posix_fallocate failed"),
     ),
     (
+        "p2p_disabled",
+        re.compile(r"cudaDeviceEnablePeerAccess returned|peer access is not supported"),
+    ),
+    (
         "nvls_bind",
         re.compile(r"Failed to bind NVLink SHARP|transport/nvls\.cc:\d+ NCCL WARN Cuda failure"),
     ),
