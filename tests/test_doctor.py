@@ -183,6 +183,20 @@ def test_settings_that_switch_a_path_off(setting: str, rule_id: str | None, tmp_
     assert ids == ([rule_id] if rule_id else [])
 
 
+def test_printouts_concatenated_in_one_file(tmp_path: Path) -> None:
+    """ibstat straight into lspci: the ACSCtl line is not read as a port field."""
+    text = (
+        "CA 'mlx5_0'\n\tCA type: MT4129\n\tPort 1:\n\t\tState: Active\n\t\tRate: 400\n"
+        "\t\tLink layer: InfiniBand\n"
+        "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl-\n"
+    )
+    facts, _ = read_facts([_write(tmp_path, text)])
+    assert [(p.device, p.state, p.rate_Gbps, p.model) for p in facts.ports] == [
+        ("mlx5_0", "active", 400.0, "MT4129")
+    ]
+    assert [f.id for f in diagnose([_write(tmp_path, text)], CLUSTER).findings] == ["p2p-off"]
+
+
 def test_peer_access_errors_mean_p2p_is_blocked(tmp_path: Path) -> None:
     # the line NVIDIA/nccl issue 258 showed when P2P was not used (and bandwidth was low)
     text = "Cuda API error detected: cudaDeviceEnablePeerAccess returned (0x2c0)\n"

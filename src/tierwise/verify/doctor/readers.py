@@ -89,9 +89,6 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("p2p_disabled", "P2P is disabled"),
     ("reg_mr_failed", "ibv_reg_mr"),
 )
-_KEYS = re.compile(
-    "|".join(f"(?P<k{i}>{re.escape(n)})" for i, (_, n) in enumerate(_NCCL_WARN_KEYS))
-)
 _MAX_BINARY_RATIO = 0.1
 """Share of control bytes in the first 64 KiB above which a file is binary."""
 
@@ -176,7 +173,6 @@ class _Scan:
 
     def tools(self, lineno: int, line: str) -> bool:
         s = line.strip()
-        low = s.lower()
         if s.startswith("CA '"):  # ibstat
             self.device, self.model = s[4:].rstrip("':"), None
             return True
@@ -214,10 +210,7 @@ class _Scan:
         key, value = (x.strip() for x in s.split(":", 1))
         key = key.lower()
         ev = self.ev(lineno, line)
-        if key in (
-            "state",
-            "port_state",
-        ):  # ibstat "Active", ibstatus "4: ACTIVE", ibv "PORT_ACTIVE (4)"
+        if key in ("state", "port_state"):  # "Active", "4: ACTIVE", "PORT_ACTIVE (4)"
             word = value.split(":")[-1].split("(")[0].strip().lower().removeprefix("port_")
             port.state, port.state_evidence = word, ev
         elif key == "rate":  # ibstat "400", ibstatus "200 Gb/sec (4X HDR)"
@@ -231,10 +224,7 @@ class _Scan:
         elif key == "active_speed":
             speed = _IBV_SPEED.search(value)
             if speed:
-                port.rate_Gbps, port.evidence = (
-                    float(speed.group(1)) * self.width,
-                    ev,
-                )
+                port.rate_Gbps, port.rate_evidence = float(speed.group(1)) * self.width, ev
         elif key in ("link layer", "link_layer"):
             port.link_layer = value
         elif key == "speed" and value.endswith("Mb/s"):  # ethtool
@@ -244,8 +234,6 @@ class _Scan:
                 return False
         elif key == "link detected":
             port.state, port.state_evidence = ("active" if value == "yes" else "down"), ev
-        elif low.startswith("acsctl"):
-            pass
         else:
             return False
         return True
@@ -317,7 +305,7 @@ class _Scan:
 
     def run(self, lines: list[str]) -> list[str]:
         """Scan every line; returns the text the nccl-tests reader sees (NCCL lines blanked)."""
-        readers: tuple[Callable[[int, str], bool], ...] = (self.tools, self.topology, self.other)
+        readers: tuple[Callable[[int, str], bool], ...] = (self.topology, self.tools, self.other)
         table: list[str] = []
         for lineno, line in enumerate(lines, start=1):
             if "NCCL" in line and self.nccl(lineno, line):
@@ -328,6 +316,7 @@ class _Scan:
                 continue
             table.append(line)
             if not line.strip():
+                self.port = None  # a port block (ibstat, ethtool, ...) has no blank line
                 continue
             if any(reader(lineno, line) for reader in readers):
                 self.recognised += 1
