@@ -106,6 +106,9 @@ def _socket(f: Facts) -> Hit | None:
     if disabled and disabled[0] == "1":
         ev.append(disabled[1])
         return "warning", ev, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off"
+    forced = f.env.get("NCCL_NET")
+    if forced and forced[0].lower() == "socket":
+        return "warning", [forced[1], *ev], "NCCL_NET=Socket forces TCP"
     if unusable:
         return "error", ev, "the RDMA device cannot be opened (container without its devices?)"
     if f.seen("ofi_efa_only"):
