@@ -43,6 +43,7 @@ REAL = {
     "uccl-205-channels.txt": ("channels", "channels-capped"),
     "nccl-928-ib-error-4-acs.log": ("p2p_disabled_or_acs", "acs-blocks-gdr"),
     "nccl-451-container-ib.log": ("socket_fallback", "net-socket"),
+    "nccl-tests-14-no-ip-interface.log": ("nic_selection", "nic-loopback"),
 }
 HEALTHY = sorted((DATA / "healthy").glob("*.log"))
 

@@ -5,7 +5,8 @@ Every line is offered to each reader in turn, so a file may hold several kinds o
 
 * NCCL_DEBUG=INFO/TRACE lines ``host:pid:tid [dev] [file:line] NCCL INFO|WARN|TRACE msg``,
   after any launcher prefix (``[1,0]<stdout>:``, ``0:``, ``[rank0]:``, ``[default0]:``,
-  timestamps) and with ranks interleaved; ``NCCL version`` lines.
+  timestamps) and with ranks interleaved; ``NCCL version`` lines; NCCL before 2.3 wrote
+  ``host:pid:tid [dev] [file:line] INFO|WARN msg`` without ``NCCL``.
 * nccl-tests tables: the existing reader (``tierwise.formats``) on the same text with the
   NCCL lines blanked (line numbers kept).
 * ``ibstat``, ``ibstatus``, ``ibv_devinfo``, ``ethtool``, ``ip link`` printouts (NIC ports:
@@ -31,6 +32,7 @@ from tierwise.verify.doctor.model import Evidence
 
 _WHERE = re.compile(r"^[\w./\-]+:\d+$")  # "transport/net_ib.cc:839", "ofi_init:700"
 _LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
+_OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
 _GPU_RANK = re.compile(r"#\s*Rank\s+\d+\b.*\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
@@ -80,6 +82,7 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("modify_qp_failed", "ibv_modify_qp failed"),
     ("no_interface", "no socket interface found"),
     ("no_interface", "No interface found in the same subnet"),
+    ("no_interface", "Socket creation failed"),
     ("topo_real_path", "Could not find real path"),
     ("topo_affinity", "unable to find GPU/CPU"),
     ("topo_not_pci", "is not a PCI device"),
@@ -123,15 +126,19 @@ class _Scan:
     def nccl(self, lineno: int, line: str) -> bool:
         """An NCCL debug line (or ``NCCL version``); False if ``line`` is none."""
         at = line.find("NCCL ")
-        level = line[at + 5 : at + 10].rstrip()
+        level = line[at + 5 : at + 10].rstrip() if at >= 0 else ""
         if level not in _LEVELS:
             if _VERSION_LINE.search(line):
                 self.facts.add_setting(_VERSION_LINE.search(line).group(0), self.ev(lineno, line))  # type: ignore[union-attr]
                 return True
             return False
-        msg = line[at + 6 + len(level) :].strip()
-        host, dev, where = self.prefix(line[:at])
-        ev = Evidence(self.source, lineno, line)  # stripped when shown (Evidence.as_dict)
+        self.record(lineno, line, level, line[at + 6 + len(level) :].strip(), line[:at])
+        return True
+
+    def record(self, lineno: int, line: str, level: str, msg: str, before: str) -> None:
+        """Add one NCCL message; ``before``: what precedes the level (host, GPU, location)."""
+        host, dev, where = self.prefix(before)
+        ev = Evidence(self.source, lineno, line)  # stripped when a finding cites it
         self.facts.add_nccl(level, msg, host, dev, ev)
         if not msg.startswith("Channel"):  # connection and ring lines: most of a big log
             for key, needle in _NCCL_WARN_KEYS:
@@ -140,6 +147,14 @@ class _Scan:
                     break
         if level == "WARN" and where and "nvls" in where:
             self.facts.mark("nvls_bind", ev)
+
+    def old_nccl(self, lineno: int, line: str) -> bool:
+        """A line of NCCL before 2.3: ``host:pid:tid [dev] [file:line] INFO|WARN msg``."""
+        match = _OLD_LEVEL.search(line)
+        if not match or self.prefix(line[: match.start()])[1] is None:
+            return False
+        level = match.group(0).strip()
+        self.record(lineno, line, level, line[match.end() :].strip(), line[: match.start()])
         return True
 
     def prefix(self, text: str) -> tuple[str | None, int | None, str | None]:
@@ -308,7 +323,9 @@ class _Scan:
         readers: tuple[Callable[[int, str], bool], ...] = (self.topology, self.tools, self.other)
         table: list[str] = []
         for lineno, line in enumerate(lines, start=1):
-            if "NCCL" in line and self.nccl(lineno, line):
+            if ("NCCL" in line and self.nccl(lineno, line)) or (
+                ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line)
+            ):
                 self.recognised += 1
                 if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
                     self.other(lineno, line)
