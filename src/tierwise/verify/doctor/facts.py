@@ -183,6 +183,8 @@ class Facts:
             seen = max(self.devices) + 1  # GPUs per node is at least the highest index seen
             counts.append(-(-nranks // max(seen, GPUS_PER_NODE_GUESS)))
             counts.append(2 if nranks > seen else 1)
+        if any(kind.startswith("NET/") for kind, _ in self.transports):
+            counts.append(2)  # network connections only ever leave a node
         return max(counts) or None
 
     def transport_count(self, kind: str, gdr: bool | None = None) -> int:

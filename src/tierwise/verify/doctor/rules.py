@@ -70,8 +70,8 @@ class Rule:
 
 
 def _multi_node(f: Facts) -> bool:
-    """More than one node, or connections over the network (which only leave a node)."""
-    return (f.node_count or 1) > 1 or any(kind.startswith("NET/") for kind, _ in f.transports)
+    """More than one node (network connections count as proof, see ``Facts.node_count``)."""
+    return (f.node_count or 1) > 1
 
 
 def _is_gpu(names: set[str], families: Sequence[str]) -> bool:
