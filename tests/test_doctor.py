@@ -198,6 +198,17 @@ def test_printouts_concatenated_in_one_file(tmp_path: Path) -> None:
     assert [f.id for f in diagnose([_write(tmp_path, text)], CLUSTER).findings] == ["p2p-off"]
 
 
+def test_ethernet_ports_count_only_when_nccl_uses_them(tmp_path: Path) -> None:
+    ethtool = "".join(
+        f"Settings for {name}:\n\tSpeed: {mbps}Mb/s\n\tLink detected: yes\n\n"
+        for name, mbps in (("eno1", 1000), ("ens5", 100000), ("ens6", 25000))
+    )
+    assert diagnose([_write(tmp_path, ethtool)], CLUSTER).findings == ()  # a 1G management port
+    used = "a:1:2 [0] NCCL INFO NET/Socket : Using [0]ens5:10.0.0.1<0> [1]ens6:10.0.1.1<0>\n"
+    (finding,) = diagnose([_write(tmp_path, ethtool + used)], CLUSTER).findings
+    assert finding.id == "link-degraded" and "ens6 at 25 Gb/s (peers 100)" in finding.title
+
+
 def test_peer_access_errors_mean_p2p_is_blocked(tmp_path: Path) -> None:
     # the line NVIDIA/nccl issue 258 showed when P2P was not used (and bandwidth was low)
     text = "Cuda API error detected: cudaDeviceEnablePeerAccess returned (0x2c0)\n"

@@ -260,7 +260,12 @@ def _leaves_out_nvls(value: str) -> bool:
 
 def _link(f: Facts) -> Hit | None:
     used = set(f.ib_nics)
-    ports = [p for p in f.ports if not used or p.device in used]
+    sockets = f.socket_ifaces | f.bootstrap_ifaces  # Ethernet ports count when NCCL uses them
+    ports = [
+        p
+        for p in f.ports
+        if (p.device in sockets if p.kind == "eth" else not used or p.device in used)
+    ]
     ev: list[Evidence] = []
     details: list[str] = []
     down = [p for p in ports if p.state not in (None, "active", "up") and p.kind == "rdma"]
