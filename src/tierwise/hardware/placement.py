@@ -1,14 +1,17 @@
 """Where ranks sit: rank -> (node, local GPU), and what a group of ranks spans.
 
 A `Placement` maps global ranks to nodes (indices into the cluster) and local GPU slots.
-`span()` answers, for one group of ranks, which tiers it crosses, how many ranks share a
-node, how many rails (NICs) it can use, and how often its ring order crosses each boundary.
+`span()` answers, for one group of ranks, which tiers it crosses, how many ranks share an
+NVLink domain, how many NICs its traffic leaves a domain through, and how often its ring order
+crosses each boundary. `hierarchy()` maps nodes to their domain, leaf and pod (leaves may differ
+in size; the last leaf, domain and pod may be partly filled).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -76,7 +79,7 @@ class GroupSpan:
     leaves: int
     pods: int
     ranks_per_domain: int
-    rails: int
+    rails: int  # NICs the group's GPUs use in its least-connected NVLink domain
     domain_crossings: int
     leaf_crossings: int
     pod_crossings: int
@@ -87,10 +90,7 @@ class GroupSpan:
     def of(cls, placement: Placement, ranks: np.ndarray) -> GroupSpan:
         c = placement.cluster
         node = placement.node_of[ranks]
-        domain = node // c.nodes_per_domain
-        leaf = node // c.nodes_per_leaf
-        pod_nodes = c.nodes_per_leaf * (c.topology.leaves_per_pod or max(c.nodes, 1))
-        pod = node // pod_nodes
+        domain, leaf, pod = hierarchy(c, node)
         n_domains = len(np.unique(domain))
         n_leaves = len(np.unique(leaf))
         n_pods = len(np.unique(pod))
@@ -111,7 +111,7 @@ class GroupSpan:
             leaves=n_leaves,
             pods=n_pods,
             ranks_per_domain=int(per_domain.max()),
-            rails=_rails(placement, ranks, node),
+            rails=_rails(placement, ranks, node, domain),
             domain_crossings=_crossings(domain),
             leaf_crossings=_crossings(leaf),
             pod_crossings=_crossings(pod),
@@ -136,17 +136,41 @@ def _crossings(label: np.ndarray) -> int:
     return int(np.count_nonzero(label != np.roll(label, -1)))
 
 
-def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
-    """Distinct NICs the group's GPUs use in its least-connected node."""
-    pairs = np.unique(node * (placement.cluster.inter.nics_per_node + 1) + placement.nic_of(ranks))
-    _, per_node = np.unique(
-        pairs // (placement.cluster.inter.nics_per_node + 1), return_counts=True
-    )
-    return max(1, int(per_node.min()))
+def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray, domain: np.ndarray) -> int:
+    """Distinct NICs the group's GPUs use in its least-connected NVLink domain: traffic that
+    leaves a domain spreads over every NIC of it (one node's NICs, or a whole NVL72 rack's)."""
+    nics = placement.cluster.inter.nics_per_node + 1
+    _, first = np.unique(node * nics + placement.nic_of(ranks), return_index=True)
+    _, per_domain = np.unique(domain[first], return_counts=True)
+    return max(1, int(per_domain.min()))
+
+
+def hierarchy(cluster: ClusterSpec, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(NVLink domain, leaf, pod) index of each node in `node`."""
+    domain = node // cluster.nodes_per_domain
+    leaf = _leaf_index(cluster.leaf_sizes, node)
+    return domain, leaf, leaf // cluster.leaves_per_pod
+
+
+def _leaf_index(sizes: tuple[int, ...], node: np.ndarray) -> np.ndarray:
+    """Leaf of each node for leaves of `sizes` nodes in node order."""
+    uniform, starts = _leaf_plan(sizes)
+    if uniform:
+        return node // uniform
+    return np.searchsorted(starts, node, side="right") - 1
+
+
+@lru_cache(maxsize=256)
+def _leaf_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
+    """(common leaf size when all leaves but a partly filled last one share it, else 0;
+    first node of each leaf)."""
+    uniform = sizes[0] if all(s == sizes[0] for s in sizes[:-1]) and sizes[-1] <= sizes[0] else 0
+    return uniform, np.cumsum((0, *sizes[:-1]))
 
 
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
-    """Most groups that cross nodes and use one same NIC when all `groups` run at once."""
+    """Most groups that leave their NVLink domain through one same NIC when all `groups` run
+    at once."""
     if not groups:
         return 1
     c = placement.cluster

@@ -127,13 +127,6 @@ class SwitchTree:
         """Partial cluster spec (`nodes`, `topology`) and what had to be assumed to get it."""
         notes: list[str] = []
         sizes = self.leaf_sizes
-        npl = min(sizes)
-        nodes = len(sizes) * npl
-        if len(set(sizes)) > 1:
-            notes.append(
-                f"topology: leaves hold {min(sizes)}-{max(sizes)} nodes; the spec models "
-                f"{len(sizes)} leaves of {npl} ({nodes} of {len(self.nodes)} nodes)"
-            )
         if len(self.roots) > 1:
             notes.append(
                 f"topology: {len(self.roots)} separate trees {list(self.roots)}; "
@@ -141,11 +134,18 @@ class SwitchTree:
             )
         topo: dict[str, Any] = {
             "kind": "single-switch" if len(sizes) == 1 else "fat-tree",
-            "nodes_per_leaf": npl,
+            "nodes_per_leaf": max(sizes),
         }
+        if any(n != sizes[0] for n in sizes[:-1]) or sizes[-1] > sizes[0]:
+            topo["leaf_sizes"] = list(sizes)  # else equal leaves, the last one partly filled
         if self.levels >= MAX_MODELLED_LEVELS:
             per_pod = [sum(self.switches[c].is_leaf for c in p.switches) for p in self.pods]
             topo["leaves_per_pod"] = min(per_pod)
+            if len(set(per_pod)) > 1:
+                notes.append(
+                    f"topology: pods hold {min(per_pod)}-{max(per_pod)} leaves; the spec models "
+                    f"pods of {min(per_pod)} leaves"
+                )
         if self.levels > MAX_MODELLED_LEVELS:
             notes.append(f"topology: {self.levels} switch levels; those above 3 count as core")
         if len(sizes) > 1:
@@ -153,7 +153,7 @@ class SwitchTree:
                 "topology: kind fat-tree and oversubscription 1.0 assumed "
                 "(topology.conf gives neither); use --oversubscription"
             )
-        return {"nodes": nodes, "topology": topo}, notes
+        return {"nodes": len(self.nodes), "topology": topo}, notes
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view of the tree."""
@@ -311,7 +311,7 @@ def _numbered(prefix: str, count: int) -> list[str]:
 def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
     """The switch tree of a cluster spec, hostnames in rank order.
 
-    Leaves of nodes_per_leaf (`leaf1`...), and above them one root `spine`; with
+    Leaves of the cluster's leaf sizes (`leaf1`...), and above them one root `spine`; with
     leaves_per_pod and more than one pod, pods (`pod1`...) under a root `core`.
     """
     if len(hostnames) != cluster.nodes:
@@ -320,8 +320,10 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
         )
     if len(set(hostnames)) != len(hostnames):
         raise SpecError("hostnames: a hostname is listed twice")
-    npl = cluster.nodes_per_leaf
-    blocks = [tuple(hostnames[j : j + npl]) for j in range(0, len(hostnames), npl)]
+    blocks = [
+        tuple(hostnames[j : j + n])
+        for j, n in zip(cluster.leaf_starts, cluster.leaf_sizes, strict=True)
+    ]
     leaves = [Switch(n, 0, b) for n, b in zip(_numbered("leaf", len(blocks)), blocks, strict=True)]
     switches = {s.name: s for s in leaves}
     per_pod = cluster.topology.leaves_per_pod
@@ -344,7 +346,7 @@ def emit_topology_conf(cluster: ClusterSpec, hostnames: Sequence[str]) -> str:
     tree = tree_for(cluster, hostnames)
     header = (
         f"topology.conf for {cluster.name}: {cluster.nodes} nodes, "
-        f"{cluster.nodes_per_leaf} per leaf, {tree.levels} switch level(s), "
+        f"up to {cluster.nodes_per_leaf} per leaf, {tree.levels} switch level(s), "
         f"oversubscription {cluster.topology.oversubscription:g}:1 (tierwise)",
         "slurm.conf needs TopologyPlugin=topology/tree",
     )
