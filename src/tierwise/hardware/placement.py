@@ -174,12 +174,15 @@ def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
     if not groups:
         return 1
     c = placement.cluster
-    use: dict[tuple[int, int], int] = {}
+    nics = c.inter.nics_per_node + 1
+    used = []  # per group crossing domains: the distinct (node, NIC) it sends through
     for g in groups:
         ranks = np.asarray(g, dtype=np.int64)
         node = placement.node_of[ranks]
-        if len(np.unique(node // c.nodes_per_domain)) < 2:
+        domain = node // c.nodes_per_domain
+        if np.all(domain == domain[0]):
             continue
-        for key in set(zip(node.tolist(), placement.nic_of(ranks).tolist(), strict=True)):
-            use[key] = use.get(key, 0) + 1
-    return max(use.values(), default=1)
+        used.append(np.unique(node * nics + placement.nic_of(ranks)))
+    if not used:
+        return 1
+    return int(np.unique(np.concatenate(used), return_counts=True)[1].max())

@@ -1,0 +1,213 @@
+"""Cluster shapes as they are built: any node count, unequal leaves, pods, NVLink domains larger
+than a node (GB200 NVL72), zero NICs, the size limit, and every command on every preset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.cli.main import app
+from tierwise.collectives.predict import group_shape, predict
+from tierwise.errors import SpecError, TierwiseError
+from tierwise.hardware.cluster import MAX_NODES, ClusterSpec, load_cluster, presets
+from tierwise.hardware.placement import Placement, hierarchy
+from tierwise.hardware.tiers import tiers
+from tierwise.perf.groups import scattered_nodes
+from tierwise.plan.sweep import with_params
+from tierwise.schedule.state import ClusterState
+from tierwise.specio import build
+
+DATA = Path(__file__).parent / "data" / "ingest"
+GiB8 = 8 << 30
+
+
+def _spec(**topology: object) -> dict[str, object]:
+    return {
+        "gpu": "h100-sxm",
+        "gpus_per_node": 8,
+        "nodes": 20,
+        "intra": "nvlink4",
+        "inter": {"nic": "ndr400", "nics_per_node": 8},
+        "topology": {"kind": "rail-optimized", **topology},
+    }
+
+
+# --- any node count, unequal leaves, pods -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nodes", "sizes"),
+    [(48, (32, 16)), (100, (32, 32, 32, 4)), (248, (32,) * 7 + (24,)), (32, (32,)), (1, (1,))],
+)
+def test_last_leaf_is_partly_filled(nodes: int, sizes: tuple[int, ...]) -> None:
+    c = load_cluster("dgx-h100", nodes=nodes)
+    assert c.leaf_sizes == sizes and c.nodes_per_leaf == sizes[0]
+    names = [t.name for t in tiers(c)]
+    assert names == (["intra"] if nodes == 1 else ["intra", "leaf", "spine"][: 2 + (nodes > 32)])
+    _, leaf, _ = hierarchy(c, np.arange(nodes))
+    assert np.bincount(leaf).tolist() == list(sizes)
+
+
+def test_listed_leaf_sizes_map_nodes_and_cut_at_nodes() -> None:
+    c = build(ClusterSpec, _spec(leaf_sizes=[4, 8, 8]), "test")
+    assert c.leaf_sizes == (4, 8, 8) and c.leaf_starts == (0, 4, 12) and c.nodes_per_leaf == 8
+    _, leaf, _ = hierarchy(c, np.array([0, 3, 4, 11, 12, 19]))
+    assert leaf.tolist() == [0, 0, 1, 1, 2, 2]
+    fewer = build(ClusterSpec, {**_spec(leaf_sizes=[4, 8, 8]), "nodes": 10}, "test")
+    assert fewer.leaf_sizes == (4, 6)
+    # 16 nodes over leaves of 4, 8 and 8 nodes span 3 leaves, not 2 as 8-node leaves would.
+    span = Placement.contiguous(c).span(range(0, 16 * 8, 8))
+    assert (span.leaves, span.leaf_crossings) == (3, 3)
+    assert Placement.contiguous(c).span(range(0, 20 * 8, 8)).leaves == 3
+
+
+def test_pods_of_leaves_with_a_partial_last_pod() -> None:
+    c = build(ClusterSpec, {**_spec(nodes_per_leaf=16, leaves_per_pod=2), "nodes": 100}, "test")
+    assert (c.leaves, c.pods) == (7, 4)  # 6 x 16 + 4 nodes; pods of 2 leaves, the last of 1
+    assert [t.name for t in tiers(c)] == ["intra", "leaf", "spine", "core"]
+    _, leaf, pod = hierarchy(c, np.array([0, 31, 32, 99]))
+    assert (leaf.tolist(), pod.tolist()) == ([0, 1, 2, 6], [0, 0, 1, 3])
+    assert {t.name: t.gpus_in_scope for t in tiers(c)}["spine"] == 32 * 8
+
+
+def test_schedule_and_scattered_order_follow_unequal_leaves() -> None:
+    c = build(ClusterSpec, _spec(leaf_sizes=[4, 8, 8]), "test")
+    state = ClusterState(c)
+    assert state.leaf_size.tolist() == [4, 8, 8]
+    assert state.free_nodes(1).tolist() == list(range(4, 12))
+    order = scattered_nodes(c)
+    assert sorted(order) == list(range(20)) and order[:3] == [0, 4, 12]
+
+
+def test_nodes_per_leaf_override_on_the_cli() -> None:
+    out = cli_json("show", "cluster", "-c", "dgx-h100", "--nodes", "100", "--nodes-per-leaf", "16")
+    assert out["nodes"] == 100 and out["nodes_per_leaf"] == 16
+    assert [t["name"] for t in out["tiers"]] == ["intra", "leaf", "spine"]
+    assert with_params(load_cluster("dgx-h100"), {"nodes_per_leaf": 8}).leaves == 4
+
+
+def test_slurm_topology_of_248_nodes_ingests_as_248(tmp_path: Path) -> None:
+    out = tmp_path / "c.yaml"
+    cli_json("ingest", "slurm-topology", str(DATA / "slurm_topology_248.conf"), "--out", str(out))
+    c = load_cluster(out)
+    assert c.nodes == 248 and c.leaf_sizes == (32,) * 7 + (24,)
+    # Leaves of different sizes in the middle of the file keep their sizes.
+    conf = tmp_path / "mixed.conf"
+    conf.write_text(
+        "SwitchName=a Nodes=n[1-16]\nSwitchName=b Nodes=n[17-48]\n"
+        "SwitchName=c Nodes=n[49-56]\nSwitchName=s Switches=a,b,c\n"
+    )
+    mixed = tmp_path / "mixed.yaml"
+    cli_json("ingest", "slurm-topology", str(conf), "--out", str(mixed))
+    assert load_cluster(mixed).leaf_sizes == (16, 32, 8)
+
+
+# --- NVLink domains larger than a node ----------------------------------------------------------
+
+
+def test_two_nvl72_racks_ring_and_alltoall() -> None:
+    """Two GB200 NVL72 racks (144 GPUs, 36 trays of 4 GPUs, one 400G NIC per GPU).
+
+    What the model predicts for 8 GiB, and why:
+    - ring all_reduce ~ 707 GB/s busbw, bound by NVLink: each rack's 72 NICs carry the ring's
+      crossings out of the rack (NCCL's multi-node-NVLink rings use all of them), 72 x ~46 GB/s
+      = 3.3 TB/s per crossing, far above one GPU's NVLink, so 2 racks run as fast as 1 (the
+      earlier model counted one tray's 4 NICs: 187 GB/s; CoreWeave's nccl-tests show ~810).
+    - alltoall ~ 93 GB/s busbw, bound by each GPU's own NIC: half of every GPU's bytes go to the
+      other rack over its NIC (~46 GB/s effective), the other half over NVLink at the same time,
+      so algbw = 2 x 46 GB/s (the earlier model shared 4 NICs among 72 GPUs: 5 GB/s).
+    """
+    one, two = (load_cluster("gb200-nvl72", nodes=n) for n in (18, 36))
+    s1, s2 = group_shape(one), group_shape(two)
+    assert (s2.p, s2.k, s2.n_dom, s2.rails) == (144, 72, 2, 72)
+    ring1 = predict("all_reduce", s1, [GiB8], algo="ring").busbw_GBps[0]
+    ring2 = predict("all_reduce", s2, [GiB8], algo="ring").busbw_GBps[0]
+    nic_bound = s2.n_dom * s2.rails * s2.port_GBps / s2.dom_crossings
+    assert nic_bound > 3000 and ring2 == pytest.approx(ring1, rel=0.05)  # NVLink-bound
+    assert 600 < ring2 < 900
+    a2a = predict("alltoall", s2, [GiB8])
+    assert a2a.algbw_GBps[0] == pytest.approx(2 * s2.port_GBps, rel=0.03)  # own NIC, half the bytes
+    assert 80 < a2a.busbw_GBps[0] < 100
+
+
+def test_domain_traffic_spreads_over_the_domain_nics() -> None:
+    c = load_cluster("gb200-nvl72", nodes=36)
+    p = Placement.contiguous(c)
+    assert p.span(range(144)).rails == 72
+    assert p.span([0, 72]).rails == 1  # one GPU per rack: its own NIC
+    assert p.span([0, 4, 72, 76]).rails == 2  # two trays per rack: two NICs
+    partial = load_cluster("gb200-nvl72", nodes=19)  # a full rack and one tray
+    assert Placement.contiguous(partial).span(range(76)).rails == 4  # the tray's 4 NICs bound it
+    dgx = Placement.contiguous(load_cluster("dgx-h100", nodes=4))
+    assert dgx.span(range(32)).rails == 8 and dgx.span(range(0, 32, 8)).rails == 1
+
+
+def test_nvl72_leaves_must_hold_whole_racks() -> None:
+    with pytest.raises(SpecError, match="multiples of 18"):
+        load_cluster("gb200-nvl72", nodes=72, nodes_per_leaf=20)
+    assert load_cluster("gb200-nvl72", nodes=72, nodes_per_leaf=36).leaves == 2
+
+
+# --- impossible requests are one line ---------------------------------------------------------
+
+
+def test_zero_nics_across_domains_is_a_user_error() -> None:
+    assert_user_error(
+        run_cli("collective", "--nodes", "2", "--nics-per-node", "0", check=False),
+        "nics_per_node=0",
+        "nodes=2",
+    )
+    with pytest.raises(SpecError, match="nics_per_node=0"):
+        with_params(load_cluster("dgx-h100", nodes=4), {"nics_per_node": 0})
+    # One NVLink domain needs no NICs: a single node, or up to 18 NVL72 trays.
+    assert [t.name for t in tiers(load_cluster("gb200-nvl72", nodes=18, nics_per_node=0))] == [
+        "intra"
+    ]
+
+
+def test_cluster_size_limit_is_one_line() -> None:
+    assert_user_error(
+        run_cli("plan", "-m", "llama3-8b", "--nodes", "10000000", check=False),
+        "nodes",
+        str(MAX_NODES),
+    )
+    assert load_cluster("dgx-h100", nodes=MAX_NODES).leaves == -(-MAX_NODES // 32)
+
+
+# --- every command on every preset at every node count ---------------------------------------
+
+RUNNER = CliRunner()
+COMMANDS = (
+    ("show", "cluster"),
+    ("collective", "--op", "all_reduce"),
+    ("collective", "--op", "alltoall"),
+    ("estimate", "-m", "llama3-8b"),
+    ("plan", "-m", "llama3-8b", "--top", "1"),
+)
+
+
+def _invoke(args: list[str]) -> tuple[int, str]:
+    """Run the CLI in this process: (exit code, output); a user error is exit 2 and its line."""
+    res = RUNNER.invoke(app, args)
+    if isinstance(res.exception, TierwiseError):
+        return 2, str(res.exception)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res.exit_code, res.output
+
+
+@settings(max_examples=10, deadline=None)
+@given(preset=st.sampled_from(sorted(presets())), nodes=st.integers(1, 512))
+@example(preset="dgx-h100", nodes=248)
+@example(preset="gb200-nvl72", nodes=37)
+@example(preset="dgx-a100", nodes=512)
+def test_every_command_works_at_every_node_count(preset: str, nodes: int) -> None:
+    for command in COMMANDS:
+        code, out = _invoke([*command, "-c", preset, "--nodes", str(nodes), "--json"])
+        assert code == 0, (command, preset, nodes, out)
