@@ -51,7 +51,7 @@ def subset(cluster: ClusterSpec) -> Subset:
     leaves = min(leaves_total, 2)
     per_leaf = min(npl, MAX_NODES_DRAWN // leaves)
     nics = min(cluster.inter.nics_per_node, MAX_GPUS_DRAWN)
-    rails = cluster.topology.kind == "rail-optimized" and nics > 1
+    rails = cluster.topology.kind in {"rail-optimized", "rail-only"} and nics > 1
     return Subset(
         leaves,
         leaves_total,
