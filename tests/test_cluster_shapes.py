@@ -88,6 +88,7 @@ def test_schedule_and_scattered_order_follow_unequal_leaves() -> None:
 def test_nodes_per_leaf_override_on_the_cli() -> None:
     out = cli_json("show", "cluster", "-c", "dgx-h100", "--nodes", "100", "--nodes-per-leaf", "16")
     assert out["nodes"] == 100 and out["nodes_per_leaf"] == 16
+    assert (out["leaves"], out["smallest_leaf_nodes"], out["pods"]) == (7, 4, 1)
     assert [t["name"] for t in out["tiers"]] == ["intra", "leaf", "spine"]
     assert with_params(load_cluster("dgx-h100"), {"nodes_per_leaf": 8}).leaves == 4
 
@@ -138,6 +139,8 @@ def test_two_nvl72_racks_ring_and_alltoall() -> None:
 
 def test_domain_traffic_spreads_over_the_domain_nics() -> None:
     c = load_cluster("gb200-nvl72", nodes=36)
+    out = cli_json("show", "cluster", "-c", "gb200-nvl72", "--nodes", "36")
+    assert (out["nvlink_domains"], out["nics_per_nvlink_domain"]) == (2, 72)
     p = Placement.contiguous(c)
     assert p.span(range(144)).rails == 72
     assert p.span([0, 72]).rails == 1  # one GPU per rack: its own NIC
