@@ -151,6 +151,15 @@ def test_domain_traffic_spreads_over_the_domain_nics() -> None:
     assert dgx.span(range(32)).rails == 8 and dgx.span(range(0, 32, 8)).rails == 1
 
 
+def test_larger_domains_use_the_same_fields() -> None:
+    """A 144-GPU NVLink domain (36 trays of 4, as a rack pair joined by NVLink cables)."""
+    c = load_cluster("gb200-nvl72", nodes=72, nvlink_domain_gpus=144, nodes_per_leaf=72)
+    assert (c.domains, c.nics_per_domain) == (2, 144)
+    span = Placement.contiguous(c).span(range(288))
+    assert (span.domains, span.ranks_per_domain, span.rails, span.top.name) == (2, 144, 144, "leaf")
+    assert Placement.contiguous(c).span(range(144)).tiers_spanned == ["intra"]
+
+
 def test_nvl72_leaves_must_hold_whole_racks() -> None:
     with pytest.raises(SpecError, match="multiples of 18"):
         load_cluster("gb200-nvl72", nodes=72, nodes_per_leaf=20)
