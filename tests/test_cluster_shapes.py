@@ -67,6 +67,29 @@ def test_listed_leaf_sizes_map_nodes_and_cut_at_nodes() -> None:
     assert Placement.contiguous(c).span(range(0, 20 * 8, 8)).leaves == 3
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=12),
+    cut=st.integers(0, 20),
+    per_pod=st.none() | st.integers(1, 4),
+)
+def test_hierarchy_matches_the_leaves_written_out(
+    sizes: list[int], cut: int, per_pod: int | None
+) -> None:
+    nodes = max(1, sum(sizes) - cut)
+    topo = {"leaf_sizes": sizes, "leaves_per_pod": per_pod}
+    c = build(ClusterSpec, {**_spec(**topo), "nodes": nodes}, "test")
+    written = [leaf for leaf, n in enumerate(sizes) for _ in range(n)][:nodes]
+    domain, leaf, pod = hierarchy(c, np.arange(nodes))
+    assert leaf.tolist() == written and domain.tolist() == list(range(nodes))
+    assert pod.tolist() == [x // (per_pod or len(sizes)) for x in written]
+    assert sum(c.leaf_sizes) == nodes and c.leaves == written[-1] + 1
+    span = Placement.contiguous(c).span(range(0, nodes * 8, 8))
+    assert (span.leaves, span.pods) == (c.leaves, c.pods)
+    names = [t.name for t in tiers(c)]
+    assert ("spine" in names) == (c.leaves > 1) and ("core" in names) == (c.pods > 1)
+
+
 def test_pods_of_leaves_with_a_partial_last_pod() -> None:
     c = build(ClusterSpec, {**_spec(nodes_per_leaf=16, leaves_per_pod=2), "nodes": 100}, "test")
     assert (c.leaves, c.pods) == (7, 4)  # 6 x 16 + 4 nodes; pods of 2 leaves, the last of 1
