@@ -132,6 +132,21 @@ def test_slurm_topology_of_248_nodes_ingests_as_248(tmp_path: Path) -> None:
     assert load_cluster(mixed).leaf_sizes == (16, 32, 8)
 
 
+def test_slurm_three_levels_with_a_partial_last_pod(tmp_path: Path) -> None:
+    leaves = [f"SwitchName=l{i} Nodes=n[{4 * i + 1}-{4 * i + 4}]" for i in range(10)]
+    pods = ["SwitchName=p0 Switches=l[0-3]", "SwitchName=p1 Switches=l[4-7]"]
+    conf = tmp_path / "pods.conf"
+    conf.write_text(
+        "\n".join(
+            [*leaves, *pods, "SwitchName=p2 Switches=l[8-9]", "SwitchName=top Switches=p[0-2]"]
+        )
+    )
+    out = tmp_path / "pods.yaml"
+    cli_json("ingest", "slurm-topology", str(conf), "--out", str(out))
+    c = load_cluster(out)
+    assert (c.nodes, c.leaves, c.leaves_per_pod, c.pods) == (40, 10, 4, 3)
+
+
 # --- NVLink domains larger than a node ----------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ objects at validation time, so a loaded spec is self-contained and dumps reprodu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache, lru_cache
 from importlib import resources
 from itertools import accumulate
@@ -200,6 +201,14 @@ class ClusterSpec(_Spec):
     def sharp(self) -> bool:
         """SHARP reduction in the IB switches is enabled and supported by the NIC/switch."""
         return "sharp" in self.in_network_reduction and self.inter.nic.sharp
+
+
+def uniform_size(counts: Sequence[int]) -> int:
+    """The common count when every count but a smaller last one (a partly built leaf or pod)
+    equals the first, else 0."""
+    if all(n == counts[0] for n in counts[:-1]) and counts[-1] <= counts[0]:
+        return counts[0]
+    return 0
 
 
 @lru_cache(maxsize=256)

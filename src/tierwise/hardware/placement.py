@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, uniform_size
 from tierwise.hardware.tiers import Tier, tier
 
 
@@ -164,8 +164,7 @@ def _leaf_index(sizes: tuple[int, ...], node: np.ndarray) -> np.ndarray:
 def _leaf_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
     """(common leaf size when all leaves but a partly filled last one share it, else 0;
     first node of each leaf)."""
-    uniform = sizes[0] if all(s == sizes[0] for s in sizes[:-1]) and sizes[-1] <= sizes[0] else 0
-    return uniform, np.cumsum((0, *sizes[:-1]))
+    return uniform_size(sizes), np.cumsum((0, *sizes[:-1]))
 
 
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:

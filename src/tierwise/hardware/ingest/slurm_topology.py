@@ -24,7 +24,7 @@ import hostlist
 import networkx as nx
 
 from tierwise.errors import ParseError, SpecError
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, uniform_size
 
 PARAMETERS = {
     "switchname": "SwitchName",
@@ -136,12 +136,14 @@ class SwitchTree:
             "kind": "single-switch" if len(sizes) == 1 else "fat-tree",
             "nodes_per_leaf": max(sizes),
         }
-        if any(n != sizes[0] for n in sizes[:-1]) or sizes[-1] > sizes[0]:
-            topo["leaf_sizes"] = list(sizes)  # else equal leaves, the last one partly filled
+        if not uniform_size(sizes):
+            topo["leaf_sizes"] = list(sizes)
         if self.levels >= MAX_MODELLED_LEVELS:
             per_pod = [sum(self.switches[c].is_leaf for c in p.switches) for p in self.pods]
-            topo["leaves_per_pod"] = min(per_pod)
-            if len(set(per_pod)) > 1:
+            if uniform_size(per_pod):
+                topo["leaves_per_pod"] = per_pod[0]  # the last pod may be partly filled
+            else:
+                topo["leaves_per_pod"] = min(per_pod)
                 notes.append(
                     f"topology: pods hold {min(per_pod)}-{max(per_pod)} leaves; the spec models "
                     f"pods of {min(per_pod)} leaves"
