@@ -91,7 +91,8 @@ class GroupSpan:
         c = placement.cluster
         node = placement.node_of[ranks]
         domain, leaf, pod = hierarchy(c, node)
-        n_domains = len(np.unique(domain))
+        _, per_domain = np.unique(domain, return_counts=True)
+        n_domains = len(per_domain)
         n_leaves = len(np.unique(leaf))
         n_pods = len(np.unique(pod))
         top_name = (
@@ -103,7 +104,6 @@ class GroupSpan:
             if n_pods == 1
             else "core"
         )
-        _, per_domain = np.unique(domain, return_counts=True)
         return cls(
             size=len(ranks),
             nodes=len(np.unique(node)),
@@ -111,7 +111,7 @@ class GroupSpan:
             leaves=n_leaves,
             pods=n_pods,
             ranks_per_domain=int(per_domain.max()),
-            rails=_rails(placement, ranks, node, domain),
+            rails=_rails(placement, ranks, node),
             domain_crossings=_crossings(domain),
             leaf_crossings=_crossings(leaf),
             pod_crossings=_crossings(pod),
@@ -136,12 +136,13 @@ def _crossings(label: np.ndarray) -> int:
     return int(np.count_nonzero(label != np.roll(label, -1)))
 
 
-def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray, domain: np.ndarray) -> int:
+def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
     """Distinct NICs the group's GPUs use in its least-connected NVLink domain: traffic that
     leaves a domain spreads over every NIC of it (one node's NICs, or a whole NVL72 rack's)."""
-    nics = placement.cluster.inter.nics_per_node + 1
-    _, first = np.unique(node * nics + placement.nic_of(ranks), return_index=True)
-    _, per_domain = np.unique(domain[first], return_counts=True)
+    c = placement.cluster
+    nics = c.inter.nics_per_node + 1
+    pairs = np.unique(node * nics + placement.nic_of(ranks))
+    _, per_domain = np.unique(pairs // nics // c.nodes_per_domain, return_counts=True)
     return max(1, int(per_domain.min()))
 
 
