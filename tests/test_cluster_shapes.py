@@ -16,6 +16,7 @@ from tierwise.cli.main import app
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.errors import SpecError, TierwiseError
 from tierwise.hardware.cluster import MAX_NODES, ClusterSpec, load_cluster, presets
+from tierwise.hardware.ingest.slurm_topology import emit_topology_conf, parse_topology_conf
 from tierwise.hardware.placement import Placement, hierarchy
 from tierwise.hardware.tiers import tiers
 from tierwise.perf.groups import scattered_nodes
@@ -71,23 +72,33 @@ def test_listed_leaf_sizes_map_nodes_and_cut_at_nodes() -> None:
 @given(
     sizes=st.lists(st.integers(1, 9), min_size=1, max_size=12),
     cut=st.integers(0, 20),
-    per_pod=st.none() | st.integers(1, 4),
+    pods=st.none() | st.integers(1, 4) | st.lists(st.integers(1, 4), min_size=1, max_size=5),
 )
-def test_hierarchy_matches_the_leaves_written_out(
-    sizes: list[int], cut: int, per_pod: int | None
+def test_hierarchy_matches_the_tree_written_out(
+    sizes: list[int], cut: int, pods: int | list[int] | None
 ) -> None:
     nodes = max(1, sum(sizes) - cut)
-    topo = {"leaf_sizes": sizes, "leaves_per_pod": per_pod}
+    if isinstance(pods, list):
+        pods = [*pods, len(sizes)]  # cover every leaf
+        topo = {"leaf_sizes": sizes, "pod_sizes": pods}
+        pod_list = pods
+    else:
+        topo = {"leaf_sizes": sizes, "leaves_per_pod": pods}
+        pod_list = [pods or len(sizes)] * len(sizes)
     c = build(ClusterSpec, {**_spec(**topo), "nodes": nodes}, "test")
-    written = [leaf for leaf, n in enumerate(sizes) for _ in range(n)][:nodes]
+    leaf_of = [leaf for leaf, n in enumerate(sizes) for _ in range(n)][:nodes]
+    pod_of = [pod for pod, n in enumerate(pod_list) for _ in range(n)]
     domain, leaf, pod = hierarchy(c, np.arange(nodes))
-    assert leaf.tolist() == written and domain.tolist() == list(range(nodes))
-    assert pod.tolist() == [x // (per_pod or len(sizes)) for x in written]
-    assert sum(c.leaf_sizes) == nodes and c.leaves == written[-1] + 1
+    assert leaf.tolist() == leaf_of and domain.tolist() == list(range(nodes))
+    assert pod.tolist() == [pod_of[x] for x in leaf_of]
+    assert sum(c.leaf_sizes) == nodes and c.leaves == leaf_of[-1] + 1
+    assert sum(c.pod_sizes) == c.leaves and c.pods == pod_of[leaf_of[-1]] + 1
     span = Placement.contiguous(c).span(range(0, nodes * 8, 8))
     assert (span.leaves, span.pods) == (c.leaves, c.pods)
     names = [t.name for t in tiers(c)]
     assert ("spine" in names) == (c.leaves > 1) and ("core" in names) == (c.pods > 1)
+    state = ClusterState(c)
+    assert state.pod_of_leaf.tolist() == [pod_of[x] for x in range(c.leaves)]
 
 
 def test_pods_of_leaves_with_a_partial_last_pod() -> None:
@@ -132,19 +143,36 @@ def test_slurm_topology_of_248_nodes_ingests_as_248(tmp_path: Path) -> None:
     assert load_cluster(mixed).leaf_sizes == (16, 32, 8)
 
 
-def test_slurm_three_levels_with_a_partial_last_pod(tmp_path: Path) -> None:
-    leaves = [f"SwitchName=l{i} Nodes=n[{4 * i + 1}-{4 * i + 4}]" for i in range(10)]
+def test_slurm_three_levels_with_partial_and_unequal_pods(tmp_path: Path) -> None:
+    leaves = [f"SwitchName=l{i} Nodes=n[{4 * i + 1}-{4 * i + 4}]" for i in range(9)]
+    leaves.append("SwitchName=l9 Nodes=n[37-38]")  # a leaf of 2
     pods = ["SwitchName=p0 Switches=l[0-3]", "SwitchName=p1 Switches=l[4-7]"]
     conf = tmp_path / "pods.conf"
-    conf.write_text(
-        "\n".join(
-            [*leaves, *pods, "SwitchName=p2 Switches=l[8-9]", "SwitchName=top Switches=p[0-2]"]
-        )
-    )
+    top = "SwitchName=top Switches=p[0-2]"
+    conf.write_text("\n".join([*leaves, *pods, "SwitchName=p2 Switches=l[8-9]", top]))
     out = tmp_path / "pods.yaml"
     cli_json("ingest", "slurm-topology", str(conf), "--out", str(out))
     c = load_cluster(out)
-    assert (c.nodes, c.leaves, c.leaves_per_pod, c.pods) == (40, 10, 4, 3)
+    assert (c.nodes, c.leaves, c.pod_sizes) == (38, 10, (4, 4, 2))
+    assert c.topology.pod_sizes is None and c.topology.leaf_sizes is None  # partly built last
+    # Unequal pods, and leaves listed out of pod order: nodes follow the pods.
+    pods = ["SwitchName=p0 Switches=l[0-1],l9", "SwitchName=p1 Switches=l[2-8]"]
+    conf.write_text("\n".join([*leaves, *pods, "SwitchName=top Switches=p[0-1]"]))
+    cli_json("ingest", "slurm-topology", str(conf), "--out", str(out))
+    c = load_cluster(out)
+    assert (c.nodes, c.pod_sizes, c.leaves_per_pod) == (38, (3, 7), 7)
+    assert c.leaf_sizes == (4, 4, 2, *(4,) * 7)
+    assert [t.name for t in tiers(c)] == ["intra", "leaf", "spine", "core"]
+
+
+def test_emitted_topology_conf_keeps_unequal_leaves_and_pods() -> None:
+    topo = {"leaf_sizes": [4, 8, 2, 8], "pod_sizes": [1, 3]}
+    c = build(ClusterSpec, {**_spec(**topo), "nodes": 22}, "test")
+    hosts = [f"gpu{i:02d}" for i in range(22)]
+    fields, _ = parse_topology_conf(emit_topology_conf(c, hosts)).cluster_fields()
+    assert fields["nodes"] == 22
+    assert fields["topology"]["leaf_sizes"] == [4, 8, 2, 8]
+    assert fields["topology"]["pod_sizes"] == [1, 3]
 
 
 # --- NVLink domains larger than a node ----------------------------------------------------------

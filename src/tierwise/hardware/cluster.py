@@ -49,8 +49,9 @@ class TopologySpec(_Spec):
     """The switch tree: leaves of nodes, optional pods of leaves above them.
 
     Leaves hold `nodes_per_leaf` nodes each (the last one may be partly filled), or the sizes
-    listed in `leaf_sizes` in node order (a Slurm topology.conf's leaves). oversubscription is
-    the leaf downlink:uplink ratio (2.0 = 2:1); pod_oversubscription the same one level up.
+    listed in `leaf_sizes` in node order (a Slurm topology.conf's leaves); pods likewise hold
+    `leaves_per_pod` leaves or the counts in `pod_sizes`. oversubscription is the leaf
+    downlink:uplink ratio (2.0 = 2:1); pod_oversubscription the same one level up.
     rail-optimized: each rail (NIC index) has its own leaf per group of nodes, joined by a
     spine; rail-only: the same rail switches with no spine between rails, so traffic between
     different rails of two nodes hops over NVLink first (NCCL's PXN) and the per-rail tiers are
@@ -66,6 +67,9 @@ class TopologySpec(_Spec):
     )
     oversubscription: float = Field(default=1.0, ge=1.0)
     leaves_per_pod: int | None = Field(default=None, gt=0)
+    pod_sizes: tuple[Annotated[int, Field(gt=0)], ...] | None = Field(
+        default=None, min_length=1, max_length=MAX_NODES
+    )
     pod_oversubscription: float = Field(default=1.0, ge=1.0)
 
 
@@ -120,6 +124,12 @@ class ClusterSpec(_Spec):
             raise ValueError(
                 f"nodes={self.nodes} exceed the {sum(listed)} nodes under topology.leaf_sizes; "
                 "list every leaf or lower nodes"
+            )
+        pods = self.topology.pod_sizes
+        if pods and self.leaves > sum(pods):
+            raise ValueError(
+                f"{self.leaves} leaves exceed the {sum(pods)} leaves under topology.pod_sizes; "
+                "list every pod or lower nodes"
             )
         if self.inter.nics_per_node == 0 and self.nodes > npd:
             raise ValueError(
@@ -178,14 +188,21 @@ class ClusterSpec(_Spec):
         return max(self.leaf_sizes)
 
     @property
+    def pod_sizes(self) -> tuple[int, ...]:
+        """Leaves under each pod, in leaf order, covering every leaf (one pod when the tree has
+        two levels; else as `leaf_sizes`, from pod_sizes or leaves_per_pod)."""
+        topo = self.topology
+        return _blocks(self.leaves, topo.pod_sizes, topo.leaves_per_pod or self.leaves)
+
+    @property
     def leaves_per_pod(self) -> int:
-        """Leaves under one pod (all leaves when the tree has two levels)."""
-        return self.topology.leaves_per_pod or self.leaves
+        """Leaves under the largest pod (all leaves when the tree has two levels)."""
+        return max(self.pod_sizes)
 
     @property
     def pods(self) -> int:
-        """Pods holding at least one leaf (the last one may be partly filled)."""
-        return -(-self.leaves // self.leaves_per_pod)
+        """Pods holding at least one leaf."""
+        return len(self.pod_sizes)
 
     @property
     def world(self) -> int:
@@ -215,22 +232,29 @@ def uniform_size(counts: Sequence[int]) -> int:
 def _leaf_sizes(nodes: int, gpus_per_node: int, topo: TopologySpec) -> tuple[int, ...]:
     if topo.kind == "single-switch":
         return (nodes,)
-    if topo.leaf_sizes:
-        out, left = [], nodes
-        for size in topo.leaf_sizes:
-            if left <= 0:
-                break
-            out.append(min(size, left))
-            left -= size
-        return tuple(out)
     if topo.nodes_per_leaf:
         npl = topo.nodes_per_leaf
     elif topo.gpus_per_leaf:
         npl = max(1, topo.gpus_per_leaf // gpus_per_node)
     else:
         npl = nodes
-    full, rest = divmod(nodes, npl)
-    return (npl,) * full + ((rest,) if rest else ())
+    return _blocks(nodes, topo.leaf_sizes, npl)
+
+
+@lru_cache(maxsize=256)
+def _blocks(items: int, listed: tuple[int, ...] | None, size: int) -> tuple[int, ...]:
+    """Sizes of consecutive blocks holding `items`: the `listed` sizes cut at `items`, else
+    blocks of `size` with a partly filled last one."""
+    if not listed:
+        full, rest = divmod(items, size)
+        return (size,) * full + ((rest,) if rest else ())
+    out, left = [], items
+    for n in listed:
+        if left <= 0:
+            break
+        out.append(min(n, left))
+        left -= n
+    return tuple(out)
 
 
 @lru_cache(maxsize=256)

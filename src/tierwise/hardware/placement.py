@@ -149,22 +149,23 @@ def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
 def hierarchy(cluster: ClusterSpec, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(NVLink domain, leaf, pod) index of each node in `node`."""
     domain = node // cluster.nodes_per_domain
-    leaf = _leaf_index(cluster.leaf_sizes, node)
-    return domain, leaf, leaf // cluster.leaves_per_pod
+    leaf = block_of(cluster.leaf_sizes, node)
+    return domain, leaf, block_of(cluster.pod_sizes, leaf)
 
 
-def _leaf_index(sizes: tuple[int, ...], node: np.ndarray) -> np.ndarray:
-    """Leaf of each node for leaves of `sizes` nodes in node order."""
-    uniform, starts = _leaf_plan(sizes)
+def block_of(sizes: tuple[int, ...], item: np.ndarray) -> np.ndarray:
+    """Block of each item for consecutive blocks of `sizes` items (leaves of nodes, pods of
+    leaves)."""
+    uniform, starts = _block_plan(sizes)
     if uniform:
-        return node // uniform
-    return np.searchsorted(starts, node, side="right") - 1
+        return item // uniform
+    return np.searchsorted(starts, item, side="right") - 1
 
 
 @lru_cache(maxsize=256)
-def _leaf_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
-    """(common leaf size when all leaves but a partly filled last one share it, else 0;
-    first node of each leaf)."""
+def _block_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
+    """(common block size when all blocks but a partly filled last one share it, else 0;
+    first item of each block)."""
     return uniform_size(sizes), np.cumsum((0, *sizes[:-1]))
 
 

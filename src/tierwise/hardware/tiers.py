@@ -9,6 +9,7 @@ Bandwidths are GB/s per GPU per direction; `*_eff_GBps` is what a ring reaches
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import accumulate, pairwise
 
 from tierwise.hardware.cluster import ClusterSpec
 
@@ -90,8 +91,8 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
 
 def _nodes_per_pod(cluster: ClusterSpec) -> int:
     """Nodes under the largest pod (all nodes when the tree has two levels)."""
-    sizes, per_pod = cluster.leaf_sizes, cluster.leaves_per_pod
-    return max(sum(sizes[i : i + per_pod]) for i in range(0, len(sizes), per_pod))
+    bounds = accumulate(cluster.pod_sizes, initial=0)
+    return max(sum(cluster.leaf_sizes[a:b]) for a, b in pairwise(bounds))
 
 
 def _above(

@@ -119,7 +119,7 @@ def _tier_nodes(cluster: ClusterSpec) -> dict[str, list[int]]:
     sets = {"intra": list(range(npd)), "leaf": pair}
     if len(sizes) > 1 and sizes[1] >= 2 * npd:
         sets["spine"] = pair + [starts[1] + n for n in pair]
-    pod = cluster.leaves_per_pod
+    pod = cluster.pod_sizes[0]  # the first leaf of the second pod
     if cluster.pods > 1 and sizes[pod] >= 2 * npd:
         sets["core"] = pair + [starts[pod] + n for n in pair]
     present = {t.name for t in tiers(cluster)}

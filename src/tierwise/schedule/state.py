@@ -1,9 +1,9 @@
 """Cluster state on the switch tree: which nodes are free, down or drained, per leaf and pod.
 
 Leaves hold consecutive nodes (`ClusterSpec.leaf_sizes`: equal leaves, the last one perhaps
-partly filled, or the sizes a topology.conf lists); leaf l sits under pod `l // leaves_per_pod` (a
-2-level tree has one pod). Allocation is node-exclusive. Counts per leaf are kept incrementally so
-policies read them in O(leaves).
+partly filled, or the sizes a topology.conf lists), and pods hold consecutive leaves the same
+way (a 2-level tree has one pod). Allocation is node-exclusive. Counts per leaf are kept
+incrementally so policies read them in O(leaves).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import hierarchy
+from tierwise.hardware.placement import block_of, hierarchy
 
 FREE = -1
 """`owner` value of an idle, schedulable node."""
@@ -48,7 +48,7 @@ class ClusterState:
         self.pods = cluster.pods
         self.leaf_of = hierarchy(cluster, np.arange(self.nodes))[1]
         self.leaf_start = np.asarray(cluster.leaf_starts, dtype=np.int64)
-        self.pod_of_leaf = np.arange(self.leaves) // self.leaves_per_pod
+        self.pod_of_leaf = block_of(cluster.pod_sizes, np.arange(self.leaves))
         self.leaf_size = np.bincount(self.leaf_of, minlength=self.leaves)
         self.down = frozenset(_checked(down, self.nodes, "down"))
         self.drained = frozenset(_checked(drained, self.nodes, "drained"))

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate, pairwise
 from typing import Any
 
 import hostlist
@@ -126,7 +127,8 @@ class SwitchTree:
     def cluster_fields(self) -> tuple[dict[str, Any], list[str]]:
         """Partial cluster spec (`nodes`, `topology`) and what had to be assumed to get it."""
         notes: list[str] = []
-        sizes = self.leaf_sizes
+        pods = self._pods_of_leaves()
+        sizes = [len(leaf.nodes) for pod in pods for leaf in pod]
         if len(self.roots) > 1:
             notes.append(
                 f"topology: {len(self.roots)} separate trees {list(self.roots)}; "
@@ -138,16 +140,11 @@ class SwitchTree:
         }
         if not uniform_size(sizes):
             topo["leaf_sizes"] = list(sizes)
-        if self.levels >= MAX_MODELLED_LEVELS:
-            per_pod = [sum(self.switches[c].is_leaf for c in p.switches) for p in self.pods]
-            if uniform_size(per_pod):
-                topo["leaves_per_pod"] = per_pod[0]  # the last pod may be partly filled
-            else:
-                topo["leaves_per_pod"] = min(per_pod)
-                notes.append(
-                    f"topology: pods hold {min(per_pod)}-{max(per_pod)} leaves; the spec models "
-                    f"pods of {min(per_pod)} leaves"
-                )
+        if len(pods) > 1:
+            per_pod = [len(pod) for pod in pods]
+            topo["leaves_per_pod"] = max(per_pod)
+            if not uniform_size(per_pod):
+                topo["pod_sizes"] = per_pod
         if self.levels > MAX_MODELLED_LEVELS:
             notes.append(f"topology: {self.levels} switch levels; those above 3 count as core")
         if len(sizes) > 1:
@@ -156,6 +153,17 @@ class SwitchTree:
                 "(topology.conf gives neither); use --oversubscription"
             )
         return {"nodes": len(self.nodes), "topology": topo}, notes
+
+    def _pods_of_leaves(self) -> list[list[Switch]]:
+        """Leaves grouped by pod, in file order (one group on a 1- or 2-level tree); a leaf no
+        pod lists is a pod of its own."""
+        if self.levels < MAX_MODELLED_LEVELS:
+            return [list(self.leaves)]
+        pods = [
+            [self.switches[c] for c in p.switches if self.switches[c].is_leaf] for p in self.pods
+        ]
+        placed = {leaf.name for pod in pods for leaf in pod}
+        return [pod for pod in pods if pod] + [[s] for s in self.leaves if s.name not in placed]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view of the tree."""
@@ -314,7 +322,7 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
     """The switch tree of a cluster spec, hostnames in rank order.
 
     Leaves of the cluster's leaf sizes (`leaf1`...), and above them one root `spine`; with
-    leaves_per_pod and more than one pod, pods (`pod1`...) under a root `core`.
+    more than one pod, pods (`pod1`...) of its pod sizes under a root `core`.
     """
     if len(hostnames) != cluster.nodes:
         raise SpecError(
@@ -328,9 +336,9 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
     ]
     leaves = [Switch(n, 0, b) for n, b in zip(_numbered("leaf", len(blocks)), blocks, strict=True)]
     switches = {s.name: s for s in leaves}
-    per_pod = cluster.topology.leaves_per_pod
-    if per_pod and len(leaves) > per_pod:
-        groups = [leaves[j : j + per_pod] for j in range(0, len(leaves), per_pod)]
+    if cluster.pods > 1:
+        bounds = accumulate(cluster.pod_sizes, initial=0)
+        groups = [leaves[a:b] for a, b in pairwise(bounds)]
         pods = [
             Switch(n, 0, switches=tuple(s.name for s in g))
             for n, g in zip(_numbered("pod", len(groups)), groups, strict=True)
