@@ -273,7 +273,7 @@ def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
     """A cluster from a preset name or a YAML file, with shape overrides applied.
 
     Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription,
-    nodes_per_leaf (replaces leaf_sizes / gpus_per_leaf), nvlink_domain_gpus.
+    nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus.
     """
     data, source = _raw_cluster(str(arg))
     data = apply_overrides(data, **overrides)
@@ -313,7 +313,8 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         elif key == "oversubscription":
             topo["oversubscription"] = value
         elif key == "nodes_per_leaf":
-            topo = {k: v for k, v in topo.items() if k not in {"leaf_sizes", "gpus_per_leaf"}}
+            listed = {"leaf_sizes", "gpus_per_leaf", "pod_sizes"}  # they count the old leaves
+            topo = {k: v for k, v in topo.items() if k not in listed}
             topo["nodes_per_leaf"] = value
         else:
             raise SpecError(f"unknown cluster override {key!r}")
