@@ -3,7 +3,9 @@ than a node (GB200 NVL72), zero NICs, the size limit, and every command on every
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests.conftest import assert_user_error, cli_json, run_cli
+from tests.conftest import assert_user_error, run_cli
 from tierwise.cli.main import app
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.errors import SpecError, TierwiseError
@@ -26,6 +28,26 @@ from tierwise.specio import build
 
 DATA = Path(__file__).parent / "data" / "ingest"
 GiB8 = 8 << 30
+
+
+RUNNER = CliRunner()
+
+
+def _invoke(args: list[str]) -> tuple[int, str]:
+    """Run the CLI in this process: (exit code, output); a user error is exit 2 and its line."""
+    res = RUNNER.invoke(app, args)
+    if isinstance(res.exception, TierwiseError):
+        return 2, str(res.exception)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res.exit_code, res.output
+
+
+def _json(args: list[str]) -> Any:
+    """`tierwise ARGS --json` in this process, parsed."""
+    code, out = _invoke([*args, "--json"])
+    assert code == 0, out
+    return json.loads(out)
 
 
 def _spec(**topology: object) -> dict[str, object]:
@@ -120,7 +142,7 @@ def test_schedule_and_scattered_order_follow_unequal_leaves() -> None:
 
 
 def test_nodes_per_leaf_override_on_the_cli() -> None:
-    out = cli_json("show", "cluster", "-c", "dgx-h100", "--nodes", "100", "--nodes-per-leaf", "16")
+    out = _json(["show", "cluster", "-c", "dgx-h100", "--nodes", "100", "--nodes-per-leaf", "16"])
     assert out["nodes"] == 100 and out["nodes_per_leaf"] == 16
     assert (out["leaves"], out["smallest_leaf_nodes"], out["pods"]) == (7, 4, 1)
     assert [t["name"] for t in out["tiers"]] == ["intra", "leaf", "spine"]
@@ -129,7 +151,12 @@ def test_nodes_per_leaf_override_on_the_cli() -> None:
 
 def test_slurm_topology_of_248_nodes_ingests_as_248(tmp_path: Path) -> None:
     out = tmp_path / "c.yaml"
-    cli_json("ingest", "slurm-topology", str(DATA / "slurm_topology_248.conf"), "--out", str(out))
+    assert (
+        _invoke(
+            ["ingest", "slurm-topology", str(DATA / "slurm_topology_248.conf"), "-o", str(out)]
+        )[0]
+        == 0
+    )
     c = load_cluster(out)
     assert c.nodes == 248 and c.leaf_sizes == (32,) * 7 + (24,)
     # Leaves of different sizes in the middle of the file keep their sizes.
@@ -139,7 +166,7 @@ def test_slurm_topology_of_248_nodes_ingests_as_248(tmp_path: Path) -> None:
         "SwitchName=c Nodes=n[49-56]\nSwitchName=s Switches=a,b,c\n"
     )
     mixed = tmp_path / "mixed.yaml"
-    cli_json("ingest", "slurm-topology", str(conf), "--out", str(mixed))
+    assert _invoke(["ingest", "slurm-topology", str(conf), "--out", str(mixed)])[0] == 0
     assert load_cluster(mixed).leaf_sizes == (16, 32, 8)
 
 
@@ -151,14 +178,14 @@ def test_slurm_three_levels_with_partial_and_unequal_pods(tmp_path: Path) -> Non
     top = "SwitchName=top Switches=p[0-2]"
     conf.write_text("\n".join([*leaves, *pods, "SwitchName=p2 Switches=l[8-9]", top]))
     out = tmp_path / "pods.yaml"
-    cli_json("ingest", "slurm-topology", str(conf), "--out", str(out))
+    assert _invoke(["ingest", "slurm-topology", str(conf), "--out", str(out)])[0] == 0
     c = load_cluster(out)
     assert (c.nodes, c.leaves, c.pod_sizes) == (38, 10, (4, 4, 2))
     assert c.topology.pod_sizes is None and c.topology.leaf_sizes is None  # partly built last
     # Unequal pods, and leaves listed out of pod order: nodes follow the pods.
     pods = ["SwitchName=p0 Switches=l[0-1],l9", "SwitchName=p1 Switches=l[2-8]"]
     conf.write_text("\n".join([*leaves, *pods, "SwitchName=top Switches=p[0-1]"]))
-    cli_json("ingest", "slurm-topology", str(conf), "--out", str(out))
+    assert _invoke(["ingest", "slurm-topology", str(conf), "--out", str(out)])[0] == 0
     c = load_cluster(out)
     assert (c.nodes, c.pod_sizes, c.leaves_per_pod) == (38, (3, 7), 7)
     assert c.leaf_sizes == (4, 4, 2, *(4,) * 7)
@@ -205,7 +232,7 @@ def test_two_nvl72_racks_ring_and_alltoall() -> None:
 
 def test_domain_traffic_spreads_over_the_domain_nics() -> None:
     c = load_cluster("gb200-nvl72", nodes=36)
-    out = cli_json("show", "cluster", "-c", "gb200-nvl72", "--nodes", "36")
+    out = _json(["show", "cluster", "-c", "gb200-nvl72", "--nodes", "36"])
     assert (out["nvlink_domains"], out["nics_per_nvlink_domain"]) == (2, 72)
     p = Placement.contiguous(c)
     assert p.span(range(144)).rails == 72
@@ -260,7 +287,6 @@ def test_cluster_size_limit_is_one_line() -> None:
 
 # --- every command on every preset at every node count ---------------------------------------
 
-RUNNER = CliRunner()
 COMMANDS = (
     ("show", "cluster"),
     ("collective", "--op", "all_reduce"),
@@ -268,16 +294,6 @@ COMMANDS = (
     ("estimate", "-m", "llama3-8b"),
     ("plan", "-m", "llama3-8b", "--top", "1"),
 )
-
-
-def _invoke(args: list[str]) -> tuple[int, str]:
-    """Run the CLI in this process: (exit code, output); a user error is exit 2 and its line."""
-    res = RUNNER.invoke(app, args)
-    if isinstance(res.exception, TierwiseError):
-        return 2, str(res.exception)
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res.exit_code, res.output
 
 
 @settings(max_examples=10, deadline=None)
