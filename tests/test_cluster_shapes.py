@@ -189,6 +189,11 @@ def test_slurm_three_levels_with_partial_and_unequal_pods(tmp_path: Path) -> Non
     c = load_cluster(out)
     assert (c.nodes, c.pod_sizes, c.leaves_per_pod) == (38, (3, 7), 7)
     assert c.leaf_sizes == (4, 4, 2, *(4,) * 7)
+    # A leaf two pods list counts once, in the first.
+    pods = ["SwitchName=p0 Switches=l[0-5]", "SwitchName=p1 Switches=l[5-9]"]
+    conf.write_text("\n".join([*leaves, *pods, "SwitchName=top Switches=p[0-1]"]))
+    assert _invoke(["ingest", "slurm-topology", str(conf), "--out", str(out)])[0] == 0
+    assert load_cluster(out).pod_sizes == (6, 4)
     assert [t.name for t in tiers(c)] == ["intra", "leaf", "spine", "core"]
 
 

@@ -155,14 +155,16 @@ class SwitchTree:
         return {"nodes": len(self.nodes), "topology": topo}, notes
 
     def _pods_of_leaves(self) -> list[list[Switch]]:
-        """Leaves grouped by pod, in file order (one group on a 1- or 2-level tree); a leaf no
-        pod lists is a pod of its own."""
+        """Leaves grouped by pod, in file order (one group on a 1- or 2-level tree); a leaf two
+        pods list counts in the first, a leaf no pod lists is a pod of its own."""
         if self.levels < MAX_MODELLED_LEVELS:
             return [list(self.leaves)]
-        pods = [
-            [self.switches[c] for c in p.switches if self.switches[c].is_leaf] for p in self.pods
-        ]
-        placed = {leaf.name for pod in pods for leaf in pod}
+        placed: set[str] = set()
+        pods = []
+        for p in self.pods:
+            pod = [c for c in p.switches if self.switches[c].is_leaf and c not in placed]
+            placed |= set(pod)
+            pods.append([self.switches[c] for c in pod])
         return [pod for pod in pods if pod] + [[s] for s in self.leaves if s.name not in placed]
 
     def as_dict(self) -> dict[str, Any]:
