@@ -63,12 +63,18 @@ class TopologySpec(_Spec):
     nodes_per_leaf: int | None = Field(default=None, gt=0)
     gpus_per_leaf: int | None = Field(default=None, gt=0)
     leaf_sizes: tuple[Annotated[int, Field(gt=0)], ...] | None = Field(
-        default=None, min_length=1, max_length=MAX_NODES
+        default=None,
+        min_length=1,
+        max_length=MAX_NODES,
+        description="Nodes under each leaf in node order (instead of nodes_per_leaf).",
     )
     oversubscription: float = Field(default=1.0, ge=1.0)
     leaves_per_pod: int | None = Field(default=None, gt=0)
     pod_sizes: tuple[Annotated[int, Field(gt=0)], ...] | None = Field(
-        default=None, min_length=1, max_length=MAX_NODES
+        default=None,
+        min_length=1,
+        max_length=MAX_NODES,
+        description="Leaves under each pod in leaf order (instead of leaves_per_pod).",
     )
     pod_oversubscription: float = Field(default=1.0, ge=1.0)
 
