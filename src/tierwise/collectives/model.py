@@ -113,7 +113,7 @@ def ring_busbw(s: Shape) -> float:
     """Bus bandwidth a ring reaches in the group's rank order, GB/s (Simple protocol).
 
     Intra: each GPU's link. Inter: the ring steps between domains `dom_crossings` times; per
-    node those crossings spread over its `rails` NICs (one channel per rail), shared with
+    domain those crossings spread over its `rails` NICs (one channel per rail), shared with
     `nic_share` concurrent groups: n_dom * rails * port / (crossings * share). Spine: the
     leaf-crossing steps share each leaf's uplinks.
     """
@@ -121,11 +121,7 @@ def ring_busbw(s: Shape) -> float:
     if s.crosses_domains:
         bw = min(bw, s.n_dom * s.rails * s.port_GBps / (s.dom_crossings * s.nic_share))
     if s.leaf_crossings:
-        nodes_per_leaf = s.n_dom / s.n_leaf
-        bw = min(
-            bw,
-            s.n_leaf * nodes_per_leaf * s.uplink_GBps_per_node / (s.leaf_crossings * s.nic_share),
-        )
+        bw = min(bw, s.n_dom * s.uplink_GBps_per_domain / (s.leaf_crossings * s.nic_share))
     return bw
 
 
@@ -161,7 +157,7 @@ def _tree(s: Shape) -> list[Candidate]:
     if s.crosses_domains:
         bw = min(bw, s.rails * s.port_GBps / s.nic_share)
         if s.n_leaf > 1:
-            bw = min(bw, s.uplink_GBps_per_node / s.nic_share)
+            bw = min(bw, s.uplink_GBps_per_domain / s.nic_share)
     busbw = T.TREE_BW_FACTOR * bw
     depth = math.ceil(math.log2(s.n_dom)) if s.crosses_domains else 0
     out = []
@@ -275,7 +271,7 @@ def _sharp(s: Shape) -> list[Candidate]:
     intra = s.intra_group()
     rail_bw = s.port_GBps / s.rail_contention * T.SHARP_ALGBW_EFFICIENCY
     if s.n_leaf > 1:
-        rail_bw = min(rail_bw, s.uplink_GBps_per_node / (s.rails * s.rail_contention))
+        rail_bw = min(rail_bw, s.uplink_GBps_per_domain / (s.rails * s.rail_contention))
     switch = Candidate("sharp", "Simple", T.SHARP_LAT_US + s.net_overhead_us, rail_bw)
     if s.k == 1:
         return [switch]
@@ -295,7 +291,7 @@ def _alltoall_bytes_time_per_byte(s: Shape) -> float:
         t = max(t, (s.p - s.k) / s.p / per_gpu_net)
     if s.n_leaf > 1:
         cross_leaf = (s.p - s.ranks_per_leaf) / s.p
-        t = max(t, cross_leaf / (s.uplink_GBps_per_node / (s.k * s.nic_share)))
+        t = max(t, cross_leaf / (s.uplink_GBps_per_domain / (s.k * s.nic_share)))
     return t / 1e3
 
 
@@ -333,7 +329,7 @@ def _sendrecv(s: Shape) -> list[Candidate]:
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
     if s.leaf_crossings:  # sends that leave the leaf share its (oversubscribed) uplinks
         per_node = -(-s.leaf_crossings // s.n_dom)
-        bw = min(bw, s.uplink_GBps_per_node / (per_node * s.nic_share))
+        bw = min(bw, s.uplink_GBps_per_domain / (per_node * s.nic_share))
     net = s.crosses_domains
     return [
         Candidate(

@@ -19,7 +19,7 @@ from tierwise.collectives.model import Candidate, candidates
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import Placement, nic_sharing
+from tierwise.hardware.placement import Placement, hierarchy, nic_sharing
 
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
 ORDERS = {
@@ -96,10 +96,10 @@ def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[l
 def scattered_nodes(cluster: ClusterSpec) -> list[int]:
     """Node order of a topology-unaware scheduler: consecutive ranks' nodes on different
     leaves (round-robin over leaves)."""
-    npl = cluster.nodes_per_leaf
-    leaves = -(-cluster.nodes // npl)
-    order = [leaf * npl + i for i in range(npl) for leaf in range(leaves)]
-    return [n for n in order if n < cluster.nodes]
+    node = np.arange(cluster.nodes)
+    leaf = hierarchy(cluster, node)[1]
+    slot = node - np.asarray(cluster.leaf_starts)[leaf]
+    return np.lexsort((leaf, slot)).tolist()
 
 
 def placement_for(cluster: ClusterSpec, scatter: bool = False) -> Placement:
