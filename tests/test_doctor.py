@@ -262,6 +262,20 @@ def test_collective_trace_lines_behind_a_ray_prefix(tmp_path: Path) -> None:
     assert diagnose([log], CLUSTER).findings == ()
 
 
+def test_tuning_lines_give_the_algorithm_chosen(tmp_path: Path) -> None:
+    log = tmp_path / "tuning.log"
+    log.write_text(
+        "2: node-0:309:309 [0] NCCL INFO AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.2\n"
+        "h:1:2 [0] NCCL INFO AllReduce: 4096 Bytes -> Algo Tree proto LL channel{Lo..Hi}={0..1}\n"
+        "h:1:2 [0] NCCL INFO AllReduce: 268435456 Bytes -> Algo NVLS proto Simple channel{Lo..Hi}\n"
+    )
+    facts, _ = read_facts([log])
+    assert facts.tuned == {
+        "AllGather": {"Ring/Simple": 37756928},  # ids 1 and 2: NCCL_ALGO_RING, NCCL_PROTO_SIMPLE
+        "AllReduce": {"Tree/LL": 4096, "NVLS/Simple": 268435456},
+    }
+
+
 def test_connection_lines_give_transport_and_gdr() -> None:
     facts, _ = read_facts([DATA / "healthy" / "nccl-tests-133-nvlink-ib.log"])
     assert facts.transport_count("NET/IB", gdr=True) == 2

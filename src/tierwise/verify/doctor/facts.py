@@ -40,6 +40,11 @@ _PLUGIN = re.compile(
 )
 _NETWORK = re.compile(r"^Using network (.+?)\s*$")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
+_TUNED = re.compile(r"^(\w+):\s+(\d+) Bytes -> Algo (\S+) proto (\S+)")
+ALGO_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+"""NCCL's algorithm ids as older versions print them (NCCL_ALGO_* in NCCL's tuner.h)."""
+PROTO_NAMES = ("LL", "LL128", "Simple")
+"""NCCL's protocol ids (NCCL_PROTO_* in NCCL's tuner.h)."""
 
 
 def transport_of(via: str) -> tuple[str, bool]:
@@ -115,6 +120,7 @@ class Facts:
     transports: Counter[tuple[str, bool]] = field(default_factory=Counter)
     transport_lines: dict[tuple[str, bool], list[Evidence]] = field(default_factory=dict)
     collectives: Counter[str] = field(default_factory=Counter)  # NCCL_DEBUG_SUBSYS=COLL calls
+    tuned: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> algo/proto -> bytes
     ring_channels: int | None = None
     coll_channels: list[tuple[int, Evidence]] = field(default_factory=list)
     collnet_channels: int | None = None
@@ -229,7 +235,25 @@ class Facts:
         if " opCount " in msg:  # "AllReduce: opCount 1a sendbuff ... [nranks=128] stream ..."
             self.collectives[msg.split(":", 1)[0]] += 1
             return
+        if " Bytes -> Algo " in msg:  # NCCL_DEBUG_SUBSYS=TUNING: the choice for one call
+            self.add_choice(msg)
+            return
         self.add_setting(msg, ev)
+
+    def add_choice(self, msg: str) -> None:
+        """``AllReduce: 4096 Bytes -> Algo Tree proto LL ...`` (or ids: ``Algo 1 proto 2``):
+        keeps the largest size each algorithm/protocol was chosen for, per op."""
+        tuned = _TUNED.match(msg)
+        if not tuned:
+            return
+        op, size, algo, proto = tuned.groups()
+        if algo.isdigit() and int(algo) < len(ALGO_NAMES):
+            algo = ALGO_NAMES[int(algo)]
+        if proto.isdigit() and int(proto) < len(PROTO_NAMES):
+            proto = PROTO_NAMES[int(proto)]
+        choices = self.tuned.setdefault(op, {})
+        key = f"{algo}/{proto}"
+        choices[key] = max(choices.get(key, 0), int(size))
 
     def add_connection(
         self, msg: str, ev: Evidence, host: str | None = None, device: int | None = None
@@ -367,6 +391,9 @@ class Facts:
             "pxn": self.pxn,
             "algorithms": self.env_value("NCCL_ALGO"),
             "protocols": self.env_value("NCCL_PROTO"),
+            "algorithm_choices": {  # op -> algo/proto -> the largest size (B) it was chosen for
+                op: dict(sorted(c.items())) for op, c in sorted(self.tuned.items())
+            },
             "runs": [
                 {"hosts": list(r.hosts), "busbw_GBps": r.busbw_GBps, "op": r.op} for r in self.runs
             ],
