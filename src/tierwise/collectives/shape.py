@@ -19,6 +19,15 @@ def intra_class(kind: str) -> str:
     return "nvlink" if kind == "nvlink" else "pcie"
 
 
+def gpu_arch(cluster: ClusterSpec) -> str:
+    """NCCL's architecture row for the cluster's GPU (sm80/86/89 ampere, sm90 hopper, sm100
+    blackwell); a GPU outside the table is placed by its NVLink generation."""
+    by_key = T.GPU_ARCH.get(cluster.gpu.key)
+    if by_key is not None:
+        return by_key
+    return T.LINK_ARCH.get(cluster.intra.key, "ampere")
+
+
 def step_extra_us(t: Tier, cls: str) -> float:
     """Per-step latency a tier adds to NCCL's table value, us.
 
@@ -39,7 +48,8 @@ class Shape:
     bandwidth; `intra_calibration_scale` the fitted/catalog ratio of the intra bandwidth (it
     scales NVLS too); `rails` the NICs the group's GPUs use per node; `nic_share` how many groups
     running at once use one NIC; `uplink_GBps_per_node` the bandwidth one node has through the
-    leaf uplinks (port x rails / oversubscription x the share of the uplink this job gets).
+    leaf uplinks (port x rails / oversubscription x the share of the uplink this job gets);
+    `arch` NCCL's GPU architecture row of the tuning tables.
     """
 
     p: int
@@ -63,6 +73,7 @@ class Shape:
     nvls: bool
     sharp: bool
     ranks_per_leaf: int
+    arch: str = "hopper"
 
     @property
     def crosses_domains(self) -> bool:
@@ -176,4 +187,5 @@ def shape_of(
         nvls=cluster.nvls,
         sharp=cluster.sharp,
         ranks_per_leaf=max(1, span.size // span.leaves),
+        arch=gpu_arch(cluster),
     )
