@@ -68,6 +68,24 @@ class Candidate:
         bw = self.algbw_GBps * (tree_correction(self.proto, n) if self.corrected else 1.0)
         return self.lat_us + n / (1e3 * bw)
 
+    def time_scalar_us(self, size_bytes: float) -> float:
+        """`time_us` of one size in plain Python (the planner's hot path)."""
+        bw = self.algbw_GBps * (_correction_scalar(self.proto, size_bytes) if self.corrected else 1)
+        return self.lat_us + size_bytes / (1e3 * bw)
+
+
+def _correction_scalar(proto: str, size_bytes: float) -> float:
+    """`tree_correction` of one size without numpy."""
+    x = math.log2(max(size_bytes, 1.0) / T.TREE_CORRECTION_MIN_BYTES)
+    if x <= 0:
+        return T.TREE_CORRECTION[proto][0]
+    i = int(x)
+    if i >= T.TREE_CORRECTION_LAST_INDEX + 1:
+        return 1.0
+    table = T.TREE_CORRECTION[proto]
+    hi = table[i + 1] if i < T.TREE_CORRECTION_LAST_INDEX else 1.0
+    return table[i] + (x - i) * (hi - table[i])
+
 
 def tree_correction(proto: str, size_bytes: np.ndarray | float) -> np.ndarray:
     """NCCL's tree bandwidth correction at each size, interpolated in log2(size)."""
@@ -101,6 +119,15 @@ def candidates(op: str, s: Shape) -> tuple[Candidate, ...]:
 
     Cached per (op, shape): like NCCL's per-communicator tables, built once, read often."""
     return tuple(c for c in _candidates(op, s) if c.algbw_GBps > 0)
+
+
+@lru_cache(maxsize=65536)
+def auto_candidates(op: str, s: Shape) -> tuple[Candidate, ...]:
+    """The candidates NCCL's tuner chooses among. tierwise's own hierarchical algorithm only
+    stands in for NCCL's ring when the rank order leaves a domain more than once per domain
+    (NCCL orders each ring by topology, not by rank)."""
+    scattered = s.crosses_domains and s.dom_crossings > s.n_dom
+    return tuple(c for c in candidates(op, s) if c.algo != "hierarchical" or scattered)
 
 
 def _candidates(op: str, s: Shape) -> list[Candidate]:

@@ -11,6 +11,7 @@ from tierwise.collectives.model import (
     ALGO_ALIASES,
     ALGOS,
     Candidate,
+    auto_candidates,
     bus_factor,
     candidates,
     times_us,
@@ -75,9 +76,9 @@ def pick(op: str, shape: Shape, algo: str = "auto") -> tuple[Candidate, ...]:
     if algo != "auto" and algo not in ALGOS and algo not in ALGO_ALIASES:
         allowed = ", ".join(["auto", *ALGOS, *ALGO_ALIASES])
         raise SpecError(f"--algo: unknown algorithm {algo!r}; allowed: {allowed}")
-    cands = candidates(op, shape)
     if algo == "auto":
-        return cands
+        return auto_candidates(op, shape)
+    cands = candidates(op, shape)
     names = ALGO_ALIASES.get(algo, (algo,))
     chosen = tuple(c for c in cands if c.algo in names)
     if not chosen and shape.p > 1:
@@ -118,3 +119,34 @@ def time_us(op: str, shape: Shape, size_bytes: float, algo: str = "auto") -> flo
     """One size, fastest candidate: the planner's and step-time model's hot path."""
     cands = pick(op, shape, algo)
     return min((float(c.time_us(size_bytes)) for c in cands), default=0.0)
+
+
+def expected(
+    cluster: ClusterSpec,
+    op: str,
+    sizes: Sequence[int] | np.ndarray,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    algo: str = "auto",
+) -> Prediction:
+    """What nccl-tests should show for `op` on `nodes` nodes (default all) of `cluster` with
+    `ranks_per_node` ranks each (default every GPU), placed in block order: the model's
+    prediction per size (time us, algbw and busbw GB/s, the algorithm NCCL would pick)."""
+    nodes = nodes or cluster.nodes
+    if nodes > cluster.nodes:
+        cluster = cluster.model_copy(update={"nodes": nodes})
+    k = ranks_per_node or cluster.gpus_per_node
+    placement = Placement.contiguous(cluster, nodes * k, ranks_per_node=k)
+    return predict(op, group_shape(cluster, placement=placement), sizes, algo)
+
+
+def predicted_busbw(
+    cluster: ClusterSpec,
+    op: str,
+    size_bytes: int,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    algo: str = "auto",
+) -> float:
+    """Expected nccl-tests busbw (GB/s) of one size; see `expected`."""
+    return float(expected(cluster, op, [size_bytes], nodes, ranks_per_node, algo).busbw_GBps[0])

@@ -39,7 +39,12 @@ def collective(
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e")] = "8G",
     factor: Annotated[int, typer.Option("--factor", "-f")] = 2,
     algo: Annotated[
-        str, typer.Option("--algo", help="auto|ring|tree|hierarchical|nvls|sharp|pairwise")
+        str,
+        typer.Option(
+            "--algo",
+            help="auto (NCCL's choice), ring, tree, nvls, nvls_tree, collnet_direct, "
+            "collnet_chain (sharp = either), pat, hierarchical (tierwise runtime), pairwise",
+        ),
     ] = "auto",
     explain: Annotated[
         bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
