@@ -118,7 +118,7 @@ def predict(
 def time_us(op: str, shape: Shape, size_bytes: float, algo: str = "auto") -> float:
     """One size, fastest candidate: the planner's and step-time model's hot path."""
     cands = pick(op, shape, algo)
-    return min((float(c.time_us(size_bytes)) for c in cands), default=0.0)
+    return min((c.time_scalar_us(size_bytes) for c in cands), default=0.0)
 
 
 def expected(
