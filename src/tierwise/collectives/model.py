@@ -370,7 +370,8 @@ def _nvls(s: Shape) -> list[Candidate]:
 def _nvls_tree(s: Shape) -> list[Candidate]:
     """NVLS inside each domain, NCCL's tree between domains: the 2-node tree sends n per node,
     a deeper one 2n, so the 2-node gain does not carry to 4+ nodes; capped per NVLS channel
-    by node count (NCCL's busBw, i.e. nccl-tests busbw)."""
+    by node count (NCCL's busBw, i.e. nccl-tests busbw). NCCL also applies its tree
+    correction here on Blackwell x86 hosts; the host CPU is not in the spec, so it is left out."""
     nvls_ch = T.NVLS_CHANNELS.get(s.arch)
     if nvls_ch is None:
         return []

@@ -15,9 +15,8 @@ from __future__ import annotations
 PROTOCOLS = ("LL", "LL128", "Simple")
 NCCL_VERSION = "2.30.7"
 
-# NCCL algorithm names as tierwise spells them (NCCL_ALGO: Tree, Ring, CollNetDirect,
-# CollNetChain, NVLS, NVLSTree, PAT).
-NCCL_ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+# NCCL algorithms as tierwise spells them (NCCL_ALGO Tree, Ring, CollNetDirect, CollNetChain,
+# NVLS, NVLSTree, PAT): tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat.
 
 # Fixed cost of launching one collective, us (baseLatencies).
 BASE_LAT_US: dict[str, dict[str, float]] = {
@@ -73,7 +72,7 @@ NET_REFERENCE_LATENCY_US = 1.2
 INTRA_REFERENCE_LATENCY_US = {"nvlink": 0.6, "pcie": 1.0}
 
 # --- bandwidth caps, [architecture][1 node, 2 nodes, >= 4 nodes] ------------------------------
-ARCHS = ("volta", "ampere", "hopper", "blackwell")
+# Architectures (NCCL compCapIndex): volta, ampere, hopper, blackwell.
 
 # LL protocol ceiling of the whole communicator (llMaxBws): one node by GPU architecture; more
 # nodes by host CPU (Intel row; AMD hosts: 22.5 and 19.0). GB/s of NCCL "busBw".
