@@ -71,8 +71,13 @@ def test_two_node_fit_reports_every_size_and_what_it_could_not_pin(calibration_d
     for r in rows:
         assert r["error_before"] == pytest.approx(r["before_us"] / r["measured_us"] - 1)
         assert r["error_after"] == pytest.approx(r["after_us"] / r["measured_us"] - 1)
-    mid = next(r for r in rows if r["size_bytes"] == 2 << 20)
-    assert abs(mid["error_after"]) > 0.1  # not hidden: the mid-size error stays in the report
+    # nothing hidden: every size still more than 15% off is named
+    off = [r["size_bytes"] for r in rows if abs(r["error_after"]) > 0.15]
+    assert off and fit["sizes_off_by_more_than_15pct"] == off
+    mid = next(r for r in rows if r["size_bytes"] == 2 << 20)  # was -28% (busbw +39%)
+    assert abs(mid["error_after"]) < 0.5 * abs(mid["error_before"])
+    big = next(r for r in rows if r["size_bytes"] == 8 << 30)
+    assert abs(big["error_after"]) < 0.02
 
 
 def test_calibrated_cluster_reproduces_the_fitted_log(

@@ -192,14 +192,15 @@ def _hw_lat(s: Shape, algo: str, proto: str, net: bool) -> float:
 def _inter_lat(s: Shape, algo: str, proto: str) -> float:
     """Latency of one network step: one rank per node exposes the tree's network latency;
     Simple adds the flush (NCCL adds graph latencyInter once more)."""
-    row = "tree" if s.k == 1 and algo == "ring" else algo
+    row = "tree" if s.k == 1 else algo
     lat = _hw_lat(s, row, proto, net=True)
     return lat + (max(0.0, s.net_step_extra_us) if proto == "Simple" else 0.0)
 
 
 def _overhead(s: Shape, proto: str) -> float:
-    """Calibrated fixed cost of a bandwidth-protocol collective (0 uncalibrated), us."""
-    return s.overhead_us if proto == "Simple" else 0.0
+    """Calibrated fixed cost of a bandwidth-protocol (LL128, Simple) collective (0
+    uncalibrated), us."""
+    return s.overhead_us if proto != "LL" else 0.0
 
 
 def node_net_GBps(s: Shape) -> float:

@@ -1,10 +1,10 @@
 """Fit per-tier alpha (us), beta (GB/s) and overhead (us) from nccl-tests logs, honestly.
 
 For each log, the tier its group tops out on (intra for one NVLink domain, leaf/spine across
-domains) is fitted by least squares on relative time residuals: beta and the
-bandwidth-protocol overhead on sizes >= LARGE_MIN_BYTES, alpha (one LL step) on sizes <=
-SMALL_MAX_BYTES, alternating a few times. Single-domain logs are fitted first so multi-domain
-fits see a calibrated intra tier.
+domains) is fitted by least squares on relative time residuals: beta on the bandwidth-bound
+sizes (>= BULK_MIN_BYTES where the log has them), the bandwidth-protocol overhead on sizes >=
+LARGE_MIN_BYTES, alpha (one LL step) on sizes <= SMALL_MAX_BYTES, alternating a few times.
+Single-domain logs are fitted first so multi-domain fits see a calibrated intra tier.
 
 A parameter is fitted only where the log pins it: beta needs large messages whose predicted
 time moves with the tier's bandwidth (a two-node all_reduce bound by NVLS inside the node says
@@ -30,12 +30,15 @@ from tierwise.verify.measured import Measured, measured_shape
 
 SMALL_MAX_BYTES = 64 << 10
 LARGE_MIN_BYTES = 1 << 20
+BULK_MIN_BYTES = 256 << 20
 # Search ranges: beta as a multiple of the catalog's effective bandwidth, alpha as a multiple
 # of NCCL's LL step latency for the link class, overhead in us.
 BETA_SCALES = np.linspace(0.3, 1.5, 121)
 ALPHA_SCALES = np.linspace(0.0, 8.0, 161)
 OVERHEADS_US = np.concatenate([np.linspace(0, 50, 26), np.linspace(55, 500, 90)])
 ROUNDS = 3
+# Sizes still off by more than this after the fit are listed (relative time error).
+WARN_ERROR = 0.15
 # A parameter is pinned when scaling it by PROBE moves some predicted time in its size range
 # by at least PINNED of what a fully bound time would move (|1/PROBE - 1| for beta).
 PROBE = 0.8
@@ -95,6 +98,12 @@ class TierFit:
             )
         ]
 
+    def sizes_off(self, limit: float = WARN_ERROR) -> list[int]:
+        """Sizes whose predicted time is still more than `limit` off after the fit."""
+        return [
+            int(n) for n, r in zip(self.size_bytes, self.residual, strict=True) if abs(r) > limit
+        ]
+
     @property
     def max_error_after(self) -> float:
         """Largest |predicted/measured time - 1| after the fit, over every size."""
@@ -122,8 +131,18 @@ def _large(m: Measured) -> np.ndarray:
     return m.size_bytes >= LARGE_MIN_BYTES
 
 
+def _bulk(m: Measured) -> np.ndarray:
+    """Bandwidth-bound sizes: >= BULK_MIN_BYTES where the log has them, else the large ones."""
+    bulk = m.size_bytes >= BULK_MIN_BYTES
+    return bulk if bulk.any() else _large(m)
+
+
 def _small(m: Measured) -> np.ndarray:
     return m.size_bytes <= SMALL_MAX_BYTES
+
+
+RANGES = {"small": _small, "large": _large, "bulk": _bulk}
+SIZES_TEXT = {"small": "<= 64 KiB", "large": ">= 1 MiB", "bulk": ">= 1 MiB"}
 
 
 def _sensitivity(
@@ -132,13 +151,13 @@ def _sensitivity(
     name: str,
     cal: TierCalibration,
     probe: TierCalibration,
-    small: bool,
+    rng: str,
 ) -> float:
     """Largest relative change of predicted time in the size range when `cal` -> `probe`."""
     base, moved = _with(cluster, name, cal), _with(cluster, name, probe)
     best = 0.0
     for m in points:
-        mask = _small(m) if small else _large(m)
+        mask = RANGES[rng](m)
         if mask.any():
             change = np.abs(_times(m, moved)[mask] / _times(m, base)[mask] - 1)
             best = max(best, float(change.max()))
@@ -162,20 +181,18 @@ def fit_tier(points: Sequence[Measured], cluster: ClusterSpec, source: str = "lo
         overhead_us=0.0,
     )
     grids = {
-        "beta_GBps": (BETA_SCALES * ref_eff, False, PROBE * ref_eff, 1 / PROBE - 1),
-        "overhead_us": (OVERHEADS_US, False, PROBE_OVERHEAD_US, PINNED_OVERHEAD),
-        "alpha_us": (ALPHA_SCALES * ll_step, True, 2 * cal.alpha_us, PINNED_ALPHA),
+        "beta_GBps": (BETA_SCALES * ref_eff, "bulk", PROBE * ref_eff, 1 / PROBE - 1),
+        "overhead_us": (OVERHEADS_US, "large", PROBE_OVERHEAD_US, PINNED_OVERHEAD),
+        "alpha_us": (ALPHA_SCALES * ll_step, "small", 2 * cal.alpha_us, PINNED_ALPHA),
     }
     fitted, notes = [], []
-    for param, (_, small, probe, full) in grids.items():
-        move = _sensitivity(
-            points, cluster, name, cal, cal.model_copy(update={param: probe}), small
-        )
+    for param, (_, rng, probe, full) in grids.items():
+        move = _sensitivity(points, cluster, name, cal, cal.model_copy(update={param: probe}), rng)
         if move >= PINNED * full:
             fitted.append(param)
             continue
-        sizes = "<= 64 KiB" if small else ">= 1 MiB"
-        has = any((_small(m) if small else _large(m)).any() for m in points)
+        sizes = SIZES_TEXT[rng]
+        has = any(RANGES[rng](m).any() for m in points)
         notes.append(
             f"{param} not fitted: "
             + (
@@ -193,16 +210,14 @@ def fit_tier(points: Sequence[Measured], cluster: ClusterSpec, source: str = "lo
             " (e.g. NCCL_ALGO=Ring across >= 4 nodes, sizes from 8 B)"
         )
 
-    def total(c: TierCalibration, small: bool) -> float:
+    def total(c: TierCalibration, rng: str) -> float:
         trial = _with(cluster, name, c)
-        return sum(
-            _loss(_times(m, trial), m.time_us, _small(m) if small else _large(m)) for m in points
-        )
+        return sum(_loss(_times(m, trial), m.time_us, RANGES[rng](m)) for m in points)
 
     for _ in range(ROUNDS):
         for param in fitted:
-            grid, small = grids[param][0], grids[param][1]
-            best = min(grid, key=lambda v: total(cal.model_copy(update={param: v}), small))
+            grid, rng = grids[param][0], grids[param][1]
+            best = min(grid, key=lambda v: total(cal.model_copy(update={param: v}), rng))
             cal = cal.model_copy(update={param: float(best)})
     after = _with(cluster, name, cal)
     return TierFit(

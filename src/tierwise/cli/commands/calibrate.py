@@ -42,6 +42,7 @@ def calibrate_command(
                         "fitted": list(f.fitted),
                         "not_fitted": list(f.notes),
                         "max_error_after": f.max_error_after,
+                        "sizes_off_by_more_than_15pct": f.sizes_off(),
                         "rows": f.rows(),
                     }
                     for f in fits
@@ -77,6 +78,11 @@ def calibrate_command(
             )
         )
         console.print(f"largest error after the fit: {f.max_error_after * 100:.1f}%")
+        if f.sizes_off():
+            console.print(
+                f"[yellow]still off by more than 15% at {len(f.sizes_off())} sizes:[/] "
+                + ", ".join(str(n) for n in f.sizes_off())
+            )
     if out is not None:
         console.print(f"wrote {out}")
 
