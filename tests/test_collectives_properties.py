@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +102,14 @@ def test_candidates_have_positive_finite_costs(group: tuple[ClusterSpec, Shape],
     for x in candidates(op, s):
         assert math.isfinite(x.lat_us) and x.lat_us > 0, x
         assert math.isfinite(x.algbw_GBps) and x.algbw_GBps > 0, x
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups(), st.sampled_from(OPS), st.integers(1, 1 << 36))
+def test_scalar_time_is_the_vector_time(
+    group: tuple[ClusterSpec, Shape], op: str, size: int
+) -> None:
+    """The planner's scalar path and `predict` agree for every candidate."""
+    _, s = group
+    for x in candidates(op, s):
+        assert x.time_scalar_us(float(size)) == pytest.approx(float(x.time_us(size)), rel=1e-12)
