@@ -164,8 +164,10 @@ def node_index(s: Shape) -> int:
 
 
 def channels(s: Shape) -> int:
-    """Ring/tree channels NCCL opens: 2 per rail across nodes, 32 inside one node."""
-    return T.CHANNELS_PER_RAIL * s.rails if s.crosses_domains else T.ONE_NODE_CHANNELS
+    """Ring/tree channels NCCL opens: 2 per rail across nodes (at most 64), 32 inside one."""
+    if not s.crosses_domains:
+        return T.ONE_NODE_CHANNELS
+    return min(T.CHANNELS_PER_RAIL * s.rails, T.MAX_CHANNELS)
 
 
 def _ll_max(s: Shape) -> float:

@@ -115,6 +115,7 @@ NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}  # (one domain, seve
 # MAXCHANNELS / 2 = 32 (device.h MAXCHANNELS 64).
 CHANNELS_PER_RAIL = 2
 ONE_NODE_CHANNELS = 32
+MAX_CHANNELS = 64
 
 # --- protocol and algorithm refinements (ncclTopoTuneModel "model refinements") -----------
 LL_BW_FACTOR = 0.5  # ring LL: half the Simple busBw (capped by the LL ceiling)
