@@ -2,9 +2,9 @@
 
 Each (algorithm, protocol) reduces to a fixed latency `lat_us` and an algorithm bandwidth
 `algbw_GBps`: time(n bytes) = lat_us + n / (1e3 * algbw_GBps) in us, the form of NCCL's tuner
-(src/graph/tuning.cc; tables in `tables.py`). The tree algorithms also take NCCL's per-size
-tree correction. Candidates are built once per group shape; any number of sizes is one numpy
-expression. `auto` picks the fastest candidate per size, as NCCL does.
+(src/graph/tuning.cc; tables in `tables.py`). The tree and NVLS algorithms also take NCCL's
+per-size tree correction. Candidates are built once per group shape; any number of sizes is
+one numpy expression. `auto` picks the fastest candidate per size, as NCCL does.
 
 Bandwidths are physical first: what each algorithm moves over each tier the group crosses
 (NVLink per GPU, the NICs of each NVLink domain, leaf uplinks), at each tier's effective rate.
@@ -361,20 +361,25 @@ def _tree(s: Shape) -> list[Candidate]:
 
 def _nvls(s: Shape) -> list[Candidate]:
     """NVLS: the NVSwitch reduces; across domains (NCCL: only with CollNet/SHARP) each domain's
-    NICs carry n once up and once down through the SHARP switches."""
+    NICs carry n once up and once down through the SHARP switches.
+
+    NVLS and NVLS-tree take NCCL's per-size tree correction (NCCL itself applies it to NVLS-tree
+    on Blackwell x86 hosts): the NVLS logs in ../shared/calibration/nccl fall short of the
+    uncorrected line by the same 10-40% from 1 MiB to 256 MiB (docs/validation-collectives.md).
+    """
     lat = _hw_lat(s, "nvls", "Simple", net=False) + s.intra_overhead_us
     bw = _nvls_GBps(s)
     if s.crosses_domains:
         lat += _inter_lat(s, "nvls", "Simple") + s.net_overhead_us
         bw = min(bw * T.NVLS_TREE_INTRA_SHARE, node_net_GBps(s) * T.SHARP_ALGBW_EFFICIENCY)
-    return [Candidate("nvls", "Simple", lat, bw)]
+    return [Candidate("nvls", "Simple", lat, bw, corrected=True)]
 
 
 def _nvls_tree(s: Shape) -> list[Candidate]:
     """NVLS inside each domain, NCCL's tree between domains: the 2-node tree sends n per node,
     a deeper one 2n, so the 2-node gain does not carry to 4+ nodes; capped per NVLS channel
-    by node count (NCCL's busBw, i.e. nccl-tests busbw). NCCL also applies its tree
-    correction here on Blackwell x86 hosts; the host CPU is not in the spec, so it is left out."""
+    by node count (NCCL's busBw, i.e. nccl-tests busbw). Takes NCCL's per-size tree correction
+    (see `_nvls`)."""
     nvls_ch = T.NVLS_CHANNELS.get(s.arch)
     if nvls_ch is None:
         return []
@@ -389,7 +394,7 @@ def _nvls_tree(s: Shape) -> list[Candidate]:
         + s.net_overhead_us
         + 2 * _log2i(s.n_dom) * _inter_lat(s, "nvls_tree", "Simple")
     )
-    return [Candidate("nvls_tree", "Simple", lat, algbw)]
+    return [Candidate("nvls_tree", "Simple", lat, algbw, corrected=True)]
 
 
 def _collnet(s: Shape) -> list[Candidate]:
