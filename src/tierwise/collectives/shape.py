@@ -19,6 +19,15 @@ def intra_class(kind: str) -> str:
     return "nvlink" if kind == "nvlink" else "pcie"
 
 
+def gpu_arch(cluster: ClusterSpec) -> str:
+    """NCCL's architecture row for the cluster's GPU (sm80/86/89 ampere, sm90 hopper, sm100
+    blackwell); a GPU outside the table is placed by its NVLink generation."""
+    by_key = T.GPU_ARCH.get(cluster.gpu.key)
+    if by_key is not None:
+        return by_key
+    return T.LINK_ARCH.get(cluster.intra.key, "ampere")
+
+
 def step_extra_us(t: Tier, cls: str) -> float:
     """Per-step latency a tier adds to NCCL's table value, us.
 
@@ -43,7 +52,7 @@ class Shape:
     `rails x port_GBps` is what its traffic can leave one domain at; `nic_share` how many groups
     running at once use one NIC; `uplink_GBps_per_domain` what one domain's share of the group
     has through the leaf uplinks (port x rails / oversubscription x the share of the uplinks
-    this job gets).
+    this job gets); `arch` NCCL's GPU architecture row of the tuning tables.
     """
 
     p: int
@@ -67,6 +76,7 @@ class Shape:
     nvls: bool
     sharp: bool
     ranks_per_leaf: int
+    arch: str = "hopper"
 
     @property
     def crosses_domains(self) -> bool:
@@ -181,4 +191,5 @@ def shape_of(
         nvls=cluster.nvls,
         sharp=cluster.sharp,
         ranks_per_leaf=max(1, span.size // span.leaves),
+        arch=gpu_arch(cluster),
     )

@@ -84,7 +84,7 @@ class TierCalibration(_Spec):
 
     alpha_us: latency of one LL-protocol ring step on this tier (NCCL's software + wire), us;
     beta_GBps: effective bandwidth per GPU per direction, GB/s; overhead_us: fixed extra time of
-    one bandwidth-protocol (Simple/NVLS) collective on this tier, us.
+    one bandwidth-protocol (LL128/Simple/NVLS) collective on this tier, us.
     """
 
     alpha_us: float = Field(ge=0)

@@ -29,7 +29,10 @@ ALGO_COLORS = {
     "tree": "#a61e4d",
     "hierarchical": "#0c8599",
     "nvls": "#f59f00",
-    "sharp": "#d6336c",
+    "nvls_tree": "#e67700",
+    "collnet_direct": "#d6336c",
+    "collnet_chain": "#9c36b5",
+    "pat": "#5c940d",
     "pairwise": "#868e96",
 }
 """One colour per algorithm (the requested group's per-algorithm curves, dashed)."""
@@ -38,7 +41,10 @@ ALGO_DASHES = {
     "tree": "-.",
     "hierarchical": "--",
     "nvls": (0, (1, 1)),
-    "sharp": (0, (3, 1, 1, 1)),
+    "nvls_tree": (0, (2, 1)),
+    "collnet_direct": (0, (3, 1, 1, 1)),
+    "collnet_chain": (0, (3, 1, 1, 1, 1, 1)),
+    "pat": (0, (4, 2)),
     "pairwise": (0, (6, 2, 1, 2)),
 }
 
