@@ -94,7 +94,9 @@ def test_ep64_inside_an_nvl72_rack_beats_ep64_across_racks() -> None:
     inside = estimate(model, racks, layout)  # EP ranks 0..63: one rack
     across = estimate(model, racks, layout, Flags(order=("tp", "pp", "cp", "dp")))  # 0, 2, ..
     assert inside["comm_tiers"]["ep"] == "intra" and across["comm_tiers"]["ep"] != "intra"
-    assert across["breakdown"]["ep_comm_s"] > 10 * inside["breakdown"]["ep_comm_s"]
+    # Across: half of each GPU's all-to-all leaves the rack on its 50 GB/s NIC instead of
+    # 900 GB/s NVLink 5, ~9x the time.
+    assert across["breakdown"]["ep_comm_s"] > 5 * inside["breakdown"]["ep_comm_s"]
     assert across["step_time_s"] > 2 * inside["step_time_s"]
 
 
