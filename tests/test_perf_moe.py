@@ -150,3 +150,11 @@ def test_megatron_emitter_states_the_moe_choices() -> None:
     ):
         assert arg in args
     assert "--moe-token-dispatcher-type alltoall" in megatron_args(MIXTRAL, layout)
+
+
+def test_plan_takes_the_moe_flags() -> None:
+    base = ["plan", "-m", "mixtral-8x7b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64"]
+    base += ["--seq", "4096", "--top", "1"]
+    dropless = cli_json(*base)["plans"][0]
+    balanced = cli_json(*base, "--moe-router-force-load-balancing")["plans"][0]
+    assert balanced["step_time_s"] < dropless["step_time_s"]

@@ -111,6 +111,10 @@ def plan_command(
     ] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
+    attention_backend: L.AttentionBackendOpt = "flash",
+    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -129,6 +133,10 @@ def plan_command(
         tp_comm_overlap=tp_comm_overlap,
         cp_comm=cp_comm,
         framework=None if framework == "any" else framework,
+        attention_backend=attention_backend,
+        moe_token_dispatcher_type=moe_token_dispatcher_type,
+        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
     )
     gbs = cluster_spec.world if gbs is None else gbs
     result = search(
