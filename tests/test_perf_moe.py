@@ -7,13 +7,16 @@ import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.efficiency import elementwise_seconds
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
+from tierwise.perf.terms.compute import compute, permute_bytes
 from tierwise.perf.terms.ep import (
     EP_OVERLAP_EFFICIENCY,
     MOE_DROPLESS_IMBALANCE,
     domain_share,
     ep_comm,
+    permute_scale,
 )
 from tierwise.perf.terms.stage import Stage, stage_of
 from tierwise.plan.emit import megatron_args
@@ -158,3 +161,19 @@ def test_plan_takes_the_moe_flags() -> None:
     dropless = cli_json(*base)["plans"][0]
     balanced = cli_json(*base, "--moe-router-force-load-balancing")["plans"][0]
     assert balanced["step_time_s"] < dropless["step_time_s"]
+
+
+def test_permute_traffic_per_dispatcher() -> None:
+    s = stage(pp=1, dp=8)  # all 32 layers, 4096 tokens, top 2
+    # 2 copies (permute, unpermute) x read + write x 8192 routed tokens x 4096 x bf16, forward
+    # plus twice that backward.
+    assert permute_bytes(s) == pytest.approx(32 * 2 * 2 * 8192 * 4096 * 2 * 3)
+    base = compute(s)
+    flex = compute(s, permute_scale=permute_scale("flex", 8, 2))
+    gather = compute(s, permute_scale=permute_scale("allgather", 8, 2))
+    assert base.elementwise_s - flex.elementwise_s == pytest.approx(
+        elementwise_seconds(H100, permute_bytes(s))
+    )
+    assert gather.elementwise_s - base.elementwise_s == pytest.approx(
+        3 * elementwise_seconds(H100, permute_bytes(s))  # ep / top_k = 4 x the traffic
+    )

@@ -20,7 +20,7 @@ from tierwise.perf.pipeline import bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import dp_comm
-from tierwise.perf.terms.ep import ep_comm, routing
+from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import pos, stage_of
 from tierwise.perf.terms.tp import tp_comm
@@ -61,13 +61,19 @@ def step_terms(
     s = stage_of(m, gpu, f, middle_layers)
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
-    work = compute(s, flags.flash_attention, 1.0 if route == "capacity" else load)
+    dispatcher = flags.moe_token_dispatcher_type
+    work = compute(
+        s,
+        flags.flash_attention,
+        1.0 if route == "capacity" else load,
+        permute_scale(dispatcher, f["ep"], m.moe.top_k) if m.moe is not None else 1.0,
+    )
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(
         s,
         comm,
-        flags.moe_token_dispatcher_type,
+        dispatcher,
         flags.moe_router_force_load_balancing,
         flags.overlap_moe_expert_parallel_comm,
         work.layers_s / s.layers,

@@ -23,7 +23,14 @@ from tierwise.perf.efficiency import (
     hbm_bytes_per_s,
 )
 from tierwise.perf.terms.stage import Stage
-from tierwise.workload.flops import Array, LayerFlops
+from tierwise.workload.flops import (
+    ACT_BYTES,
+    ELEMENTWISE_BACKWARD_FACTOR,
+    PERMUTES_PER_MOE_LAYER,
+    RECOMPUTE_FULL,
+    Array,
+    LayerFlops,
+)
 from tierwise.workload.spec import ModelSpec
 
 # Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
@@ -85,9 +92,24 @@ def layer_gemm_seconds(
     return gemm_seconds(gpu, parts, fp8) / flops
 
 
-def compute(s: Stage, flash_attention: bool = True, expert_load: Array = 1.0) -> Compute:
+def permute_bytes(s: Stage) -> Array:
+    """HBM bytes the workload counts for copying routed tokens into expert order and back
+    (Megatron's permute / unpermute) on the stage, all passes: what a dispatcher changes."""
+    m, f = s.model, s.f
+    if m.moe is None:
+        return 0.0
+    routed = s.tokens / (1 + f["sp"] * (f["tp"] - 1)) * m.moe.top_k
+    per_layer = ACT_BYTES * routed * PERMUTES_PER_MOE_LAYER * 2 * m.hidden
+    passes = 1 + ELEMENTWISE_BACKWARD_FACTOR + (f["recompute"] == RECOMPUTE_FULL)
+    return s.layers * (m.moe_layers / m.layers) * per_layer * passes
+
+
+def compute(
+    s: Stage, flash_attention: bool = True, expert_load: Array = 1.0, permute_scale: Array = 1.0
+) -> Compute:
     """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding;
-    `expert_load`: the busiest expert rank's routed tokens over the mean."""
+    `expert_load`: the busiest expert rank's routed tokens over the mean; `permute_scale`:
+    the dispatcher's permute traffic over the workload's (`permute_bytes`)."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
     per_flop = layer_gemm_seconds(
@@ -97,7 +119,9 @@ def compute(s: Stage, flash_attention: bool = True, expert_load: Array = 1.0) ->
     logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)], f["fp8"])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = sf.attention * work / (attention_tflops(gpu) * 1e12)
-    elementwise = elementwise_seconds(gpu, sf.elementwise_bytes)
+    elementwise = elementwise_seconds(
+        gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s)
+    )
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
         forwards = 1 + (f["recompute"] > 0)
