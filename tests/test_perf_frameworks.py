@@ -160,3 +160,12 @@ def test_hsdp_shards_inside_the_node_and_replicates_across() -> None:
     )
     assert toml["parallelism"]["data_parallel_shard_degree"] == 8
     assert toml["parallelism"]["data_parallel_replicate_degree"] == 16
+
+
+def test_plan_for_one_framework_prices_as_estimate_does() -> None:
+    cluster = ["-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64", "--seq", "4096"]
+    best = cli_json("plan", *cluster, "--framework", "torchtitan", "--top", "1")["plans"][0]
+    args = [f"--{k}={best[k]}" for k in ("tp", "cp", "pp", "vpp", "dp", "mbs", "zero", "dtype")]
+    args += [f"--recompute={best['recompute']}"]
+    out = cli_json("estimate", *cluster, *args, "--framework", "torchtitan")
+    assert out["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)

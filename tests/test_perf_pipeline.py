@@ -93,6 +93,8 @@ def test_standard_splits() -> None:
     assert standard_split(80, 4).stage_layers == (20,) * 4
     split = standard_split(126, 16)  # what `plan` picks: 7 + 14 x 8 + 7
     assert split.stage_layers == (7,) + (8,) * 14 + (7,) and "embedding and loss" in split.rule
+    assert standard_split(80, 4, 3) == ((20,) * 4, 3, "even, chunks uneven")
+    assert standard_split(125, 8).rule.startswith("balanced")
     assert balanced_split(31, 4) == (8, 8, 8, 7)  # the loss rank keeps the fewest
     assert balanced_split(125, 8) == (15, 16, 16, 16, 16, 16, 15, 15)
     with pytest.raises(SpecError, match="127 must be divisible by pp\\*vpp = 16\\*1"):
@@ -120,8 +122,9 @@ def test_llama405b_as_nvidia_runs_it() -> None:
     assert flags["pipeline"]["stage_layers"] == layout["pipeline"]["stage_layers"]
     assert flags["step_time_s"] == pytest.approx(layout["step_time_s"], rel=1e-12)
     assert layout["layout"]["vpp"] == 8 and layout["pipeline"]["schedule"] == "Interleaved1F1B"
-    plain = cli_json(*base, "--vpp", "3")  # neither 126 nor 128 divide by 24: balanced
-    assert plain["pipeline"]["split"].startswith("balanced")
+    plain = cli_json(*base, "--vpp", "3")  # 128 divides by 8, not by 24: chunks uneven
+    assert plain["pipeline"]["split"] == "embedding and loss counted as layers, chunks uneven"
+    assert plain["pipeline"]["stage_layers"] == layout["pipeline"]["stage_layers"]
     assert plain["pipeline"]["bubble_fraction"] > layout["pipeline"]["bubble_fraction"]
 
 
@@ -176,3 +179,6 @@ def test_emitters_state_uneven_chunks() -> None:
     points = toml["parallelism"]["pipeline_parallel_split_points"]
     assert len(points) == 63 and points[:2] == ["layers.1", "layers.3"]
     assert points[-1] == "layers.125"
+    zbv = nvidia.model_copy(update={"zero": 3, "vpp": 2, "pp_layers": None, "pp": 9, "dp": 14})
+    toml = tomllib.loads(torchtitan_toml(zbv, model, "ZBVZeroBubble"))
+    assert toml["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"

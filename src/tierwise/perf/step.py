@@ -22,7 +22,7 @@ from tierwise.perf.pipeline import bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import dp_comm
-from tierwise.perf.terms.ep import ep_comm, routing
+from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import pos, stage_of
 from tierwise.perf.terms.tp import tp_comm
@@ -70,10 +70,12 @@ def step_terms(
     s = stage_of(m, gpu, f, middle_layers)
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
+    dispatcher = flags.moe_token_dispatcher_type
     work = compute(
         s,
         flags.flash_attention,
         1.0 if route == "capacity" else load,
+        permute_scale(dispatcher, f["ep"], m.moe.top_k) if m.moe is not None else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
     )
@@ -82,7 +84,7 @@ def step_terms(
     ep = ep_comm(
         s,
         comm,
-        flags.moe_token_dispatcher_type,
+        dispatcher,
         flags.moe_router_force_load_balancing,
         flags.overlap_moe_expert_parallel_comm,
         work.layers_s / s.layers,
@@ -130,7 +132,7 @@ def step_terms(
     flash = flags.flash_attention
     mem = memory_batch(m, **memory_fields(f), flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
-    layered = {"tp": tp, "cp": cp, "ep": ep}  # per layer: scaled to the busiest rank's layers
+    per_rank = micro * share  # the layer-priced terms, scaled to the busiest rank's layers
     return {
         "step_time_s": step,
         "tokens_per_s": f["gbs"] * f["seq"] / step,
@@ -143,7 +145,9 @@ def step_terms(
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
         "breakdown": {
             "compute_s": micro * t_compute,
-            **{f"{k}_comm_s": micro * share * t.exposed_s for k, t in layered.items()},
+            "tp_comm_s": per_rank * tp.exposed_s,
+            "cp_comm_s": per_rank * cp.exposed_s,
+            "ep_comm_s": per_rank * ep.exposed_s,
             "pp_comm_s": micro * pp.exposed_s,
             "pipeline_bubble_s": bubble,
             "dp_comm_s": dp.comm.exposed_s,
@@ -151,12 +155,16 @@ def step_terms(
             "overlap_interference_s": interference,
         },
         "comm_total_s": {
-            **{k: micro * share * t.total_s for k, t in layered.items()},
+            "tp": per_rank * tp.total_s,
+            "cp": per_rank * cp.total_s,
+            "ep": per_rank * ep.total_s,
             "pp": micro * pp.total_s,
             "dp": dp.comm.total_s,
         },
         "comm_bytes_per_gpu": {
-            **{k: micro * share * t.bytes for k, t in layered.items()},
+            "tp": per_rank * tp.bytes,
+            "cp": per_rank * cp.bytes,
+            "ep": per_rank * ep.bytes,
             "pp": micro * pp.bytes,
             "dp": dp.comm.bytes,
         },
@@ -165,7 +173,7 @@ def step_terms(
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {
             "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
-            "attention": micro * share * work.attention_s,
+            "attention": per_rank * work.attention_s,
             "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
             "quantize": micro * share * work.quantize_s,
             "host_sync": micro * share * work.host_s,

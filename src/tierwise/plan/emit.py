@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
+from bisect import bisect_right
 from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
 from tierwise.workload.pipeline import chunk_layers, layout_string
@@ -216,6 +218,18 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append(f"--cp-comm-type {flags.cp_comm}")
     if flags.tp_comm_overlap and layout.tp > 1:
         args.append("--tp-comm-overlap")
+    if flags.attention_backend != "flash":
+        args.append(f"--attention-backend {flags.attention_backend}")
+    if model.moe is not None:
+        args.append(f"--moe-token-dispatcher-type {flags.moe_token_dispatcher_type}")
+        if layout.expert_tp != layout.tp:
+            args.append(f"--expert-tensor-parallel-size {layout.expert_tp}")
+        if flags.moe_router_force_load_balancing:
+            args.append("--moe-router-force-load-balancing")
+        if model.moe.capacity_factor:
+            args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
+        if flags.overlap_moe_expert_parallel_comm:
+            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     return args
 
 
@@ -329,11 +343,14 @@ def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
     return list(itertools.accumulate(chunk_layers(stage_layers, vpp)))[:-1]
 
 
-def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
-    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint], the
-    [model] name and flavor (`model` given; SpecError where torchtitan lacks it), and for an
-    FP8 layout [model] converters + [float8]. `model` also gives the layer count behind the
-    split points of an even pipeline split (`layout.pp_layers` states an uneven one)."""
+def torchtitan_toml(
+    layout: Layout, model: ModelSpec | None = None, schedule: str | None = None
+) -> str:
+    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint] (and
+    [model] converters + [float8] or [mx] for an FP8 or MXFP8 layout). `model` gives the
+    layer count behind the split points of an even pipeline split (`layout.pp_layers` states
+    an uneven one);
+    `schedule` the pipeline schedule (default 1F1B, Interleaved1F1B with vpp > 1)."""
     _check_torchtitan(layout)
     shard = layout.zero >= 1  # FSDP over the data-parallel ranks; zero 0 replicates (DDP)
     pipeline, local_batch = [], layout.mbs
@@ -345,7 +362,7 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
                 "or pp_layers"
             )
         points = ", ".join(f'"layers.{s}"' for s in _split_points(stages, layout.vpp))
-        schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
+        schedule = schedule_for(schedule, layout.pp, layout.vpp, "torchtitan")
         pipeline = [
             f'pipeline_parallel_schedule = "{schedule}"',
             f"pipeline_parallel_split_points = [{points}]",
@@ -514,7 +531,7 @@ def slurm_script(
             f"--emit slurm: {layout.world} GPUs do not fill whole {cluster.gpus_per_node}-GPU "
             "nodes; torchrun starts the same number of ranks on every node"
         )
-    leaves = -(-nodes // cluster.nodes_per_leaf)
+    leaves = bisect_right(cluster.leaf_starts, nodes - 1)  # leaves nodes 0..nodes-1 fill
     if hostnames is not None and len(hostnames) != nodes:
         raise SpecError(f"hostnames: {len(hostnames)} given, the layout needs {nodes} nodes")
     lines = [
@@ -576,7 +593,7 @@ def emit(
     if kind == "megatron":
         return " \\\n  ".join(megatron_args(model, layout, flags)) + "\n"
     if kind == "torchtitan":
-        return torchtitan_toml(layout, model)
+        return torchtitan_toml(layout, model, flags.pipeline_schedule)
     if kind == "deepspeed":
         return json.dumps(deepspeed_config(layout), indent=2) + "\n"
     return slurm_script(cluster, layout, launch_command(framework, model, layout, flags))

@@ -77,13 +77,16 @@ def balanced_split(layers: int, pp: int) -> tuple[int, ...]:
 
 def standard_split(layers: int, pp: int, vpp: int = 1) -> Split:
     """Even when it divides; else embedding and loss counted as layers when that divides (as
-    `plan` splits); else balanced with the ends lightest."""
+    `plan` splits); else balanced with the ends lightest. Over pp*vpp chunks first, then
+    over the pp ranks with chunks of a rank uneven."""
     if layers < pp:
         raise SpecError(f"layout: pp {pp} must be <= layers ({layers})")
-    if layers % (pp * vpp) == 0:
-        return Split(tuple([layers // pp] * pp), vpp, "even")
-    if (layers + 2) % (pp * vpp) == 0:
-        return megatron_split(layers, pp, vpp, embedding=True, loss=True)
+    for chunks, uneven in ((pp * vpp, ""), (pp, ", chunks uneven")):
+        if layers % chunks == 0:
+            return Split(tuple([layers // pp] * pp), vpp, "even" + uneven)
+        if (layers + 2) % chunks == 0:
+            split = megatron_split(layers, pp, chunks // pp, embedding=True, loss=True)
+            return Split(split.stage_layers, vpp, split.rule + uneven)
     return Split(balanced_split(layers, pp), vpp, "balanced, first and last stages lightest")
 
 

@@ -115,6 +115,10 @@ def plan_command(
     fp8_recipe: L.Fp8RecipeOpt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
+    attention_backend: L.AttentionBackendOpt = "flash",
+    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -128,7 +132,16 @@ def plan_command(
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     framework = framework_for(framework, emit_kinds or [])
     emit_kinds = with_launched_config(framework, emit_kinds or [])
-    flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    # One framework: its layouts are priced as it runs them (as `estimate --framework`).
+    flags = Flags(
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        framework=None if framework == "any" else framework,
+        attention_backend=attention_backend,
+        moe_token_dispatcher_type=moe_token_dispatcher_type,
+        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+    )
     gbs = cluster_spec.world if gbs is None else gbs
     pins = parse_fix(fix)
     if dtype is not None:

@@ -26,7 +26,14 @@ from tierwise.perf.efficiency import (
 from tierwise.perf.precision import quantize_seconds
 from tierwise.perf.terms.host import host_seconds
 from tierwise.perf.terms.stage import Stage
-from tierwise.workload.flops import RECOMPUTE_FULL, Array, LayerFlops
+from tierwise.workload.flops import (
+    ACT_BYTES,
+    ELEMENTWISE_BACKWARD_FACTOR,
+    PERMUTES_PER_MOE_LAYER,
+    RECOMPUTE_FULL,
+    Array,
+    LayerFlops,
+)
 from tierwise.workload.precision import LOW_PRECISION_SHARE
 from tierwise.workload.spec import ModelSpec
 
@@ -97,16 +104,31 @@ def layer_gemms(
     ]
 
 
+def permute_bytes(s: Stage) -> Array:
+    """HBM bytes the workload counts for copying routed tokens into expert order and back
+    (Megatron's permute / unpermute) on the stage, all passes: what a dispatcher changes."""
+    m, f = s.model, s.f
+    if m.moe is None:
+        return 0.0
+    routed = s.tokens / (1 + f["sp"] * (f["tp"] - 1)) * m.moe.top_k
+    per_layer = ACT_BYTES * routed * PERMUTES_PER_MOE_LAYER * 2 * m.hidden
+    passes = 1 + ELEMENTWISE_BACKWARD_FACTOR + (f["recompute"] == RECOMPUTE_FULL)
+    return s.layers * (m.moe_layers / m.layers) * per_layer * passes
+
+
 def compute(
     s: Stage,
     flash_attention: bool = True,
     expert_load: Array = 1.0,
+    permute_scale: Array = 1.0,
     cuda_graphs: bool = False,
     fp8_attention: bool = False,
 ) -> Compute:
     """Compute seconds of one micro-batch: the stage's layers (with the host time MoE layers
     leave exposed without CUDA graphs), the logits, the embedding; `expert_load`: the busiest
-    expert rank's routed tokens over the mean; `fp8_attention`: the attention core in FP8."""
+    expert rank's routed tokens over the mean; `permute_scale`: the dispatcher's permute
+    traffic over the workload's (`permute_bytes`); `fp8_attention`: the attention core in
+    FP8."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
     precision = f["precision"]
@@ -123,7 +145,9 @@ def compute(
     logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = sf.attention * work / (attention_tflops(gpu, fp8_attention) * 1e12)
-    elementwise = elementwise_seconds(gpu, sf.elementwise_bytes, fused=flash_attention)
+    elementwise = elementwise_seconds(
+        gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s), fused=flash_attention
+    )
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
         forwards = 1 + (f["recompute"] > 0)

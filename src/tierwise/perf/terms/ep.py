@@ -14,6 +14,9 @@ group, by Megatron's ``--moe-token-dispatcher-type``:
   the expected share of distinct domains among top_k picks, D(1 - (1 - 1/D)^k) / k, when
   the group spans D > 1 domains (uniform routing; D from ep*etp consecutive GPUs).
 
+The permute / unpermute copies around the dispatch are HBM traffic in the compute term,
+scaled per dispatcher (`permute_scale`).
+
 Routing sets the busiest rank's load against the mean: ``balanced`` (Megatron's
 ``--moe-router-force-load-balancing``, as NVIDIA's benchmarks run) 1; ``capacity`` (the
 model's capacity factor, ``--moe-expert-capacity-factor``) buffers padded to the factor;
@@ -39,6 +42,18 @@ from tierwise.workload.spec import ModelSpec
 MOE_DROPLESS_IMBALANCE = 1.2
 # Share of the other micro-batch's layer compute the overlapped all-to-alls can use.
 EP_OVERLAP_EFFICIENCY = 0.9
+
+
+def permute_scale(dispatcher: str, ep: Array, top_k: int) -> Array:
+    """Permute / unpermute HBM traffic of `dispatcher` over the alltoall dispatcher's (which
+    copies each routed token into expert order and back): allgather scans the tokens of all
+    ep ranks where alltoall moves top_k copies of its own; flex (DeepEP) permutes inside its
+    dispatch and combine kernels."""
+    if dispatcher == "flex":
+        return 0.0
+    if dispatcher == "allgather":
+        return ep / top_k
+    return 1.0
 
 
 def routing(m: ModelSpec, force_balance: bool) -> tuple[str, float]:
