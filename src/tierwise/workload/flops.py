@@ -27,7 +27,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tierwise.workload.params import MTP_NORMS, MTP_PROJ_INPUTS, NORMS_PER_LAYER, mla_params
+from tierwise.workload.params import (
+    MTP_NORMS,
+    MTP_PROJ_INPUTS,
+    NORMS_PER_LAYER,
+    mla_latent_params,
+    mla_params,
+)
 from tierwise.workload.spec import ModelSpec
 
 Array = float | np.ndarray
@@ -187,8 +193,9 @@ def layer_flops(
     mac = FLOPS_PER_MAC * tokens
     keys = causal_keys(m, seq) / (CAUSAL_FRACTION if not causal else 1.0)
     attention = mac * keys * (m.q_dim + m.v_dim) / tp
-    if m.mla is not None:  # latent down-projections replicated, up-projections split by TP
-        qkv = mac * (mla_params(m) - m.v_dim * h) / tp
+    if m.mla is not None:  # latent down-projections whole on each TP rank, the rest split
+        latents = mla_latent_params(m)
+        qkv = mac * (latents + (mla_params(m) - latents - m.v_dim * h) / tp)
     else:
         qkv = mac * h * (q_rank + 2 * kv_rank)
     norm_tokens = tokens / (1 + sp * (tp - 1))

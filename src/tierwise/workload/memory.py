@@ -41,6 +41,7 @@ from tierwise.workload.params import (
     attention_params,
     embedding_params,
     expert_params,
+    mla_latent_params,
     mlp_params,
     mtp_proj_params,
     norm_params,
@@ -224,8 +225,7 @@ def _shape(m: ModelSpec) -> _Shape:
         latents = latent_acts = 0.0
         attn_split, kv_per_head = attention_params(m) - 2 * h * m.kv_dim, 2 * h * m.hd
     else:  # Megatron keeps the down-projections (and their outputs) whole on each TP rank
-        q_down = 0 if mla.q_lora_rank is None else mla.q_lora_rank * (h + 1)
-        latents = q_down + h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+        latents = mla_latent_params(m)
         latent_acts = ACT_BYTES * ((mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim)
         attn_split, kv_per_head = attention_params(m) - latents, 0.0
     return _Shape(
