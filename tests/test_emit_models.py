@@ -96,6 +96,7 @@ def parse_model_flags(args: list[str]) -> dict[str, Any]:
             "dense_layers": dense,
             "every": every,
             "router": str(flags.get("--moe-router-score-function", "softmax")),
+            "expert_bias": "--moe-router-enable-expert-bias" in flags,
         }
     return fields
 

@@ -130,7 +130,9 @@ def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
         if model.moe_layers != model.layers:
             args.append(f'--moe-layer-freq "{megatron_moe_layer_freq(model)}"')
         if moe.router == "sigmoid":
-            args += ["--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias"]
+            args.append("--moe-router-score-function sigmoid")
+        if moe.expert_bias:
+            args.append("--moe-router-enable-expert-bias")
     if model.mtp_layers:
         args.append(f"--mtp-num-layers {model.mtp_layers}")
     return args

@@ -172,6 +172,7 @@ def _deepseek(cfg: Mapping[str, Any], source: str) -> Fields:
         "dense_layers": cfg.get("first_k_dense_replace") or 0,
         "every": cfg.get("moe_layer_freq") or 1,
         "router": "sigmoid" if cfg.get("scoring_func") == "sigmoid" else "softmax",
+        "expert_bias": cfg.get("topk_method") == "noaux_tc",
     }
     return fields
 

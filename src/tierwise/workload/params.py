@@ -77,10 +77,10 @@ def norm_params(m: ModelSpec) -> int:
 
 def router_params(m: ModelSpec) -> int:
     """The router of one MoE layer (hidden x experts; a bias per expert with ``bias: all``,
-    or a load-balancing bias with a sigmoid router, DeepSeek-V3)."""
+    GPT-OSS, or ``expert_bias``, DeepSeek-V3's load-balancing bias)."""
     if m.moe is None:
         return 0
-    has_bias = m.bias == "all" or m.moe.router == "sigmoid"
+    has_bias = m.bias == "all" or m.moe.expert_bias
     return (m.hidden + has_bias) * m.moe.experts
 
 
