@@ -217,3 +217,9 @@ def test_mla_latents_are_computed_whole_on_every_tp_rank() -> None:
     one, eight = layer_flops(m, 4096, 1), layer_flops(m, 4096, 1, tp=8)
     latents = mla_latent_params(m)
     assert eight.qkv == pytest.approx(2 * 4096 * (latents + (one.qkv / 8192 - latents) / 8))
+
+
+def test_pre_2025_megatron_counter_counts_the_full_square() -> None:
+    m = load_model("llama3-70b")
+    full, causal = model_flops_per_token(m, 8192, causal=False), model_flops_per_token(m, 8192)
+    assert full - causal == pytest.approx(6 * 80 * 4096 * 2 * 8192)

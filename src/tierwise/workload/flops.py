@@ -121,7 +121,7 @@ def mlp_macs(m: ModelSpec, moe_layer: bool) -> int:
 
 
 def model_flops_per_token(
-    m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE
+    m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE, causal: bool = True
 ) -> Array:
     """Training model FLOPs per token, as Megatron-LM / Megatron-Bridge count them.
 
@@ -131,9 +131,12 @@ def model_flops_per_token(
     the dense MLPs or top_k routed + shared experts (no router), each MTP module as one more
     layer of the last layer's kind plus its norms, ``2h x h`` projection and its own logits,
     and the logits over the vocabulary padded to ``vocab_multiple``. No recompute.
+    ``causal=False``: the full ``s^2`` core on every layer, as Megatron-LM counted before
+    commit 8873b55d6a (2025-03-06), the convention of model TFLOP/s published until then.
     """
     h, mtp = m.hidden, m.mtp_layers
-    attention = attention_proj_macs(m) + core_attention_macs(m, seq)
+    core = core_attention_macs(m, seq) if causal else seq * (m.q_dim + m.v_dim)
+    attention = attention_proj_macs(m) + core
     moe_layers = m.moe_layers + mtp * m.mtp_is_moe
     dense_layers = m.dense_layers + mtp * (not m.mtp_is_moe)
     layers = (m.layers + mtp) * attention + dense_layers * mlp_macs(m, False)
