@@ -129,6 +129,7 @@ def test_show_model_cli_errors(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "t5"}))
     assert_user_error(run_cli("show", "model", str(bad), check=False), "model_type 't5'")
+    assert_user_error(run_cli("show", "model", "qwen3-8b", "--seq", "0", check=False), "--seq 0")
 
 
 def test_catalog_models_shows_total_and_active() -> None:
