@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
@@ -157,3 +159,22 @@ def test_rope_theta_in_rope_parameters() -> None:
     cfg = json.loads((HF / "qwen3-8b.json").read_text())
     cfg["rope_parameters"] = {"rope_theta": cfg.pop("rope_theta"), "rope_type": "default"}
     assert from_hf_config(cfg, "x").rope_theta == 1_000_000
+
+
+MUTATIONS = [None, 0, -3, 1.5, "x", "", [], [1, "a"], {}, {"a": 1}, True, 10**12]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    file=st.sampled_from(sorted(CONFIGS)),
+    data=st.data(),
+)
+def test_mutated_configs_fail_as_one_line_user_errors(file: str, data: st.DataObject) -> None:
+    """Any field of a real config set to a value of another type: a SpecError or a model."""
+    cfg = json.loads((HF / file).read_text())
+    target = cfg["text_config"] if "text_config" in cfg and data.draw(st.booleans()) else cfg
+    target[data.draw(st.sampled_from(sorted(target)))] = data.draw(st.sampled_from(MUTATIONS))
+    try:
+        from_hf_config(cfg, "x")
+    except SpecError as exc:
+        assert "\n" not in str(exc)
