@@ -56,7 +56,7 @@ def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
     """Megatron-LM arguments that build ``model``'s shape (names from its ``arguments.py``):
     norm, MLP activation, position embedding and rotary base, biases, untied embeddings, GQA,
     head width, QK-norm, MLA, MoE, MTP, attention sinks and sliding windows. The vocabulary
-    comes from the tokenizer, not from a flag."""
+    comes from the tokenizer: the model's Hugging Face tokenizer (`hf_model_path`)."""
     local = model.local_attention
     _reject(
         "megatron",
@@ -77,6 +77,8 @@ def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
         ],
     )
     args = [
+        "--tokenizer-type HuggingFaceTokenizer",
+        f"--tokenizer-model {shlex.quote(hf_model_path(model))}",
         f"--max-position-embeddings {model.max_seq or seq}",
         f"--num-layers {model.layers}",
         f"--hidden-size {model.hidden}",
