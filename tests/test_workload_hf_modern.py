@@ -72,6 +72,22 @@ def test_published_parameter_totals(
     assert getattr(p, active) / 1e9 == pytest.approx(active_b, rel=rel)
 
 
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b", "active"),
+    [
+        ("gpt-oss-20b", 20.91, 3.61, "main_active_no_embedding"),  # gpt-oss model card
+        ("qwen3-8b", 8.2, 8.2, "main_active"),  # Qwen3 model cards: 8.2B, 32.8B
+        ("qwen3-32b", 32.8, 32.8, "main_active"),
+        ("mixtral-8x22b", 141.0, 39.0, "main_active"),  # Mistral: 141B total, 39B active
+        ("gemma3-27b", 27.0, 27.0, "main_active"),  # text model (the 0.4B vision tower aside)
+    ],
+)
+def test_preset_published_totals(name: str, total_b: float, active_b: float, active: str) -> None:
+    p = param_counts(load_model(name))
+    assert p.main_total / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert getattr(p, active) / 1e9 == pytest.approx(active_b, rel=0.01)
+
+
 def test_architecture_fields() -> None:
     ds = load_model(str(HF / "deepseek-v3.json"))
     assert ds.mla is not None and ds.mla.q_lora_rank == 1536 and ds.mtp_layers == 1
