@@ -24,6 +24,7 @@ SWEEPABLE = {
     "intra": str,
     "oversubscription": float,
     "nvlink_domain_gpus": int,
+    "nodes_per_leaf": int,
 }
 # Bisection bounds for the bandwidth search, Gb/s per NIC port.
 MIN_RATE_GBPS, MAX_RATE_GBPS = 1.0, 12800.0

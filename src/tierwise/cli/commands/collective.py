@@ -10,7 +10,7 @@ import typer
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.model import candidates
+from tierwise.collectives.model import auto_candidates, candidates
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
@@ -39,7 +39,12 @@ def collective(
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e")] = "8G",
     factor: Annotated[int, typer.Option("--factor", "-f")] = 2,
     algo: Annotated[
-        str, typer.Option("--algo", help="auto|ring|tree|hierarchical|nvls|sharp|pairwise")
+        str,
+        typer.Option(
+            "--algo",
+            help="auto (NCCL's choice), ring, tree, nvls, nvls_tree, collnet_direct, "
+            "collnet_chain (sharp = either), pat, hierarchical (tierwise runtime), pairwise",
+        ),
     ] = "auto",
     explain: Annotated[
         bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
@@ -80,11 +85,22 @@ def collective(
         format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")), nl=False
     )
     if explain:
-        rows = [(c.algo, c.proto, c.lat_us, c.algbw_GBps) for c in candidates(op, shape)]
+        auto = set(auto_candidates(op, shape))
+        rows = [
+            (
+                c.algo,
+                c.proto,
+                c.lat_us,
+                c.algbw_GBps,
+                "yes" if c.corrected else "-",
+                "yes" if c in auto else "forced only",
+            )
+            for c in candidates(op, shape)
+        ]
         console.print(
             table(
-                "candidates (time = lat + bytes / algbw)",
-                ["algo", "proto", "lat us", "algbw GB/s"],
+                "candidates (time = lat + bytes / (algbw x tree correction))",
+                ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
                 rows,
             )
         )

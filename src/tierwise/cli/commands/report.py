@@ -18,6 +18,13 @@ from tierwise.workload.load import load_model
 if TYPE_CHECKING:  # the report stack (matplotlib, networkx) loads only when a report is made
     from tierwise.report.inputs import ReportInputs
 
+DoctorLogsOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--doctor-logs",
+        help="NCCL_DEBUG output and tool printouts of the same run for the doctor section.",
+    ),
+]
 LogsOpt = Annotated[
     list[Path] | None,
     typer.Option("--logs", help="nccl-tests logs to draw as measured points (repeatable)."),
@@ -85,6 +92,7 @@ def make_report(
     logs: list[Path],
     contract: Path | None,
     command: str,
+    doctor_logs: list[Path] | None = None,
 ) -> ReportInputs:
     """Build the inputs and write the report to `out`."""
     from tierwise.report.html import write_report
@@ -102,6 +110,7 @@ def make_report(
         command=command,
         logs=logs,
         contract_path=contract,
+        doctor_logs=doctor_logs or [],
     )
     write_report(inputs, out)
     return inputs
@@ -114,6 +123,7 @@ def report(
     gbs: Annotated[int, typer.Option("--gbs", help="Global batch size, sequences.")] = 512,
     seq: Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")] = 4096,
     logs: LogsOpt = None,
+    doctor_logs: DoctorLogsOpt = None,
     contract: Annotated[
         Path | None,
         typer.Option("--contract", help="Fabric contract YAML: its busbw floors are drawn."),
@@ -125,7 +135,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report: topology, busbw per tier, mapping, plans, what-if."""
     command = shlex.join(["tierwise", *sys.argv[1:]])
-    inputs = make_report(model, cluster_spec, gbs, seq, out, logs or [], contract, command)
+    inputs = make_report(
+        model, cluster_spec, gbs, seq, out, logs or [], contract, command, doctor_logs
+    )
     if as_json:
         print_json(summary(inputs, out))
         return
