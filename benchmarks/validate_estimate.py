@@ -26,7 +26,7 @@ from tierwise.perf import efficiency
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
 from tierwise.perf.terms import host
-from tierwise.workload.flops import megatron_eq3_flops
+from tierwise.workload.flops import megatron_eq3_flops, model_flops_per_token
 from tierwise.workload.layout import Layout
 from tierwise.workload.params import param_counts
 from tierwise.workload.spec import ModelSpec
@@ -198,8 +198,10 @@ def evaluate(run: dict[str, Any]) -> dict[str, Any]:
     layout, best = fastest_published(run, model, cluster, flags)
     seq = layout.seq
     pub_step, metric = published_step_s(run, model, seq)
-    if pub_step is None:  # Megatron-core: model TFLOP/s without recompute
-        pred_metric, pub_metric = best["tflops_per_gpu"], run["tflops_per_gpu"]
+    if pub_step is None:  # Megatron-core: model TFLOP/s without recompute, full s^2 core
+        # (Megatron-LM counted the causal half only from 8873b55d6a, 2025-03-06)
+        full = model_flops_per_token(model, seq, causal=False) / model_flops_per_token(model, seq)
+        pred_metric, pub_metric = best["tflops_per_gpu"] * full, run["tflops_per_gpu"]
     elif metric == "tflops_per_gpu_eq3":
         flops = megatron_eq3_flops(run["gbs"], seq, model.layers, model.hidden, model.vocab)
         pred_metric = flops / (best["step_time_s"] * run["gpus"]) / 1e12

@@ -96,6 +96,7 @@ def parse_model_flags(args: list[str]) -> dict[str, Any]:
             "dense_layers": dense,
             "every": every,
             "router": str(flags.get("--moe-router-score-function", "softmax")),
+            "expert_bias": "--moe-router-enable-expert-bias" in flags,
         }
     return fields
 
@@ -136,6 +137,8 @@ def test_megatron_states_what_llama3_needs() -> None:
         "--untie-embeddings-and-output-weights",
         "--kv-channels 128",
         "--max-position-embeddings 8192",
+        "--tokenizer-type HuggingFaceTokenizer",
+        "--tokenizer-model meta-llama/Meta-Llama-3-70B",
     } <= args
     qwen = megatron_model_args(load_model("qwen1.5-moe-a2.7b"), 4096)
     assert "--add-qkv-bias" in qwen and "--moe-shared-expert-intermediate-size 5632" in qwen

@@ -25,6 +25,7 @@ from tierwise.workload.flops import (
     padded_vocab,
     training_flops,
 )
+from tierwise.workload.params import mla_latent_params
 
 
 def gpt(layers: int, hidden: int, heads: int, vocab: int = 51200) -> ModelSpec:
@@ -209,3 +210,16 @@ def test_hardware_count_agrees_with_megatron_counter(name: str) -> None:
     causal = training_flops(m, 4096, 1, causal=True) / 4096
     assert causal == pytest.approx(model_flops_per_token(m, 4096), rel=0.005)
     assert causal >= model_flops_per_token(m, 4096)
+
+
+def test_mla_latents_are_computed_whole_on_every_tp_rank() -> None:
+    m = load_model("deepseek-v3")
+    one, eight = layer_flops(m, 4096, 1), layer_flops(m, 4096, 1, tp=8)
+    latents = mla_latent_params(m)
+    assert eight.qkv == pytest.approx(2 * 4096 * (latents + (one.qkv / 8192 - latents) / 8))
+
+
+def test_pre_2025_megatron_counter_counts_the_full_square() -> None:
+    m = load_model("llama3-70b")
+    full, causal = model_flops_per_token(m, 8192, causal=False), model_flops_per_token(m, 8192)
+    assert full - causal == pytest.approx(6 * 80 * 4096 * 2 * 8192)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
@@ -70,6 +72,22 @@ def test_published_parameter_totals(
     assert getattr(p, active) / 1e9 == pytest.approx(active_b, rel=rel)
 
 
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b", "active"),
+    [
+        ("gpt-oss-20b", 20.91, 3.61, "main_active_no_embedding"),  # gpt-oss model card
+        ("qwen3-8b", 8.2, 8.2, "main_active"),  # Qwen3 model cards: 8.2B, 32.8B
+        ("qwen3-32b", 32.8, 32.8, "main_active"),
+        ("mixtral-8x22b", 141.0, 39.0, "main_active"),  # Mistral: 141B total, 39B active
+        ("gemma3-27b", 27.0, 27.0, "main_active"),  # text model (the 0.4B vision tower aside)
+    ],
+)
+def test_preset_published_totals(name: str, total_b: float, active_b: float, active: str) -> None:
+    p = param_counts(load_model(name))
+    assert p.main_total / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert getattr(p, active) / 1e9 == pytest.approx(active_b, rel=0.01)
+
+
 def test_architecture_fields() -> None:
     ds = load_model(str(HF / "deepseek-v3.json"))
     assert ds.mla is not None and ds.mla.q_lora_rank == 1536 and ds.mtp_layers == 1
@@ -129,6 +147,7 @@ def test_show_model_cli_errors(tmp_path: Path) -> None:
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"model_type": "t5"}))
     assert_user_error(run_cli("show", "model", str(bad), check=False), "model_type 't5'")
+    assert_user_error(run_cli("show", "model", "qwen3-8b", "--seq", "0", check=False), "--seq 0")
 
 
 def test_catalog_models_shows_total_and_active() -> None:
@@ -156,3 +175,22 @@ def test_rope_theta_in_rope_parameters() -> None:
     cfg = json.loads((HF / "qwen3-8b.json").read_text())
     cfg["rope_parameters"] = {"rope_theta": cfg.pop("rope_theta"), "rope_type": "default"}
     assert from_hf_config(cfg, "x").rope_theta == 1_000_000
+
+
+MUTATIONS = [None, 0, -3, 1.5, "x", "", [], [1, "a"], {}, {"a": 1}, True, 10**12]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    file=st.sampled_from(sorted(CONFIGS)),
+    data=st.data(),
+)
+def test_mutated_configs_fail_as_one_line_user_errors(file: str, data: st.DataObject) -> None:
+    """Any field of a real config set to a value of another type: a SpecError or a model."""
+    cfg = json.loads((HF / file).read_text())
+    target = cfg["text_config"] if "text_config" in cfg and data.draw(st.booleans()) else cfg
+    target[data.draw(st.sampled_from(sorted(target)))] = data.draw(st.sampled_from(MUTATIONS))
+    try:
+        from_hf_config(cfg, "x")
+    except SpecError as exc:
+        assert "\n" not in str(exc)

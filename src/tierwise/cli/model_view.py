@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tierwise.cli.output import console, print_json, table
+from tierwise.errors import SpecError
 from tierwise.workload.flops import model_flops_per_token
 from tierwise.workload.load import load_model, preset, preset_names
 from tierwise.workload.params import ParamCounts, param_counts
@@ -95,6 +96,8 @@ def _print_human(m: ModelSpec, p: ParamCounts, seq: int) -> None:
 
 def show_model(spec_arg: str, as_json: bool, seq: int = DEFAULT_SEQ) -> None:
     """`tierwise show model NAME|FILE`: a preset, a YAML spec or a Hugging Face config.json."""
+    if seq < 1:
+        raise SpecError(f"--seq {seq}: the sequence length must be at least 1 token")
     m = load_model(spec_arg)
     if as_json:
         print_json(model_summary(m, seq))

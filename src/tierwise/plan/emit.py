@@ -68,7 +68,7 @@ def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
     """Megatron-LM arguments that build ``model``'s shape (names from its ``arguments.py``):
     norm, MLP activation, position embedding and rotary base, biases, untied embeddings, GQA,
     head width, QK-norm, MLA, MoE, MTP, attention sinks and sliding windows. The vocabulary
-    comes from the tokenizer, not from a flag."""
+    comes from the tokenizer: the model's Hugging Face tokenizer (`hf_model_path`)."""
     local = model.local_attention
     _reject(
         "megatron",
@@ -89,6 +89,8 @@ def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
         ],
     )
     args = [
+        "--tokenizer-type HuggingFaceTokenizer",
+        f"--tokenizer-model {shlex.quote(hf_model_path(model))}",
         f"--max-position-embeddings {model.max_seq or seq}",
         f"--num-layers {model.layers}",
         f"--hidden-size {model.hidden}",
@@ -142,7 +144,9 @@ def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
         if model.moe_layers != model.layers:
             args.append(f'--moe-layer-freq "{megatron_moe_layer_freq(model)}"')
         if moe.router == "sigmoid":
-            args += ["--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias"]
+            args.append("--moe-router-score-function sigmoid")
+        if moe.expert_bias:
+            args.append("--moe-router-enable-expert-bias")
     if model.mtp_layers:
         args.append(f"--mtp-num-layers {model.mtp_layers}")
     return args

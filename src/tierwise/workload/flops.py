@@ -27,7 +27,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tierwise.workload.params import MTP_NORMS, MTP_PROJ_INPUTS, NORMS_PER_LAYER, mla_params
+from tierwise.workload.params import (
+    MTP_NORMS,
+    MTP_PROJ_INPUTS,
+    NORMS_PER_LAYER,
+    mla_latent_params,
+    mla_params,
+)
 from tierwise.workload.spec import ModelSpec
 
 Array = float | np.ndarray
@@ -115,7 +121,7 @@ def mlp_macs(m: ModelSpec, moe_layer: bool) -> int:
 
 
 def model_flops_per_token(
-    m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE
+    m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE, causal: bool = True
 ) -> Array:
     """Training model FLOPs per token, as Megatron-LM / Megatron-Bridge count them.
 
@@ -125,9 +131,12 @@ def model_flops_per_token(
     the dense MLPs or top_k routed + shared experts (no router), each MTP module as one more
     layer of the last layer's kind plus its norms, ``2h x h`` projection and its own logits,
     and the logits over the vocabulary padded to ``vocab_multiple``. No recompute.
+    ``causal=False``: the full ``s^2`` core on every layer, as Megatron-LM counted before
+    commit 8873b55d6a (2025-03-06), the convention of model TFLOP/s published until then.
     """
     h, mtp = m.hidden, m.mtp_layers
-    attention = attention_proj_macs(m) + core_attention_macs(m, seq)
+    core = core_attention_macs(m, seq) if causal else seq * (m.q_dim + m.v_dim)
+    attention = attention_proj_macs(m) + core
     moe_layers = m.moe_layers + mtp * m.mtp_is_moe
     dense_layers = m.dense_layers + mtp * (not m.mtp_is_moe)
     layers = (m.layers + mtp) * attention + dense_layers * mlp_macs(m, False)
@@ -187,8 +196,9 @@ def layer_flops(
     mac = FLOPS_PER_MAC * tokens
     keys = causal_keys(m, seq) / (CAUSAL_FRACTION if not causal else 1.0)
     attention = mac * keys * (m.q_dim + m.v_dim) / tp
-    if m.mla is not None:  # latent down-projections replicated, up-projections split by TP
-        qkv = mac * (mla_params(m) - m.v_dim * h) / tp
+    if m.mla is not None:  # latent down-projections whole on each TP rank, the rest split
+        latents = mla_latent_params(m)
+        qkv = mac * (latents + (mla_params(m) - latents - m.v_dim * h) / tp)
     else:
         qkv = mac * h * (q_rank + 2 * kv_rank)
     norm_tokens = tokens / (1 + sp * (tp - 1))

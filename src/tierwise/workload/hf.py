@@ -108,8 +108,8 @@ def _llama_like(cfg: Mapping[str, Any], source: str) -> Fields:
         "rope_theta": _rope_theta(cfg),
     }
     # Mistral v0.1, Mixtral, Phi-3-mini: every layer slides (use_sliding_window False turns it off).
-    window = cfg.get("sliding_window")
-    if window and cfg.get("use_sliding_window", True) and cfg.get("model_type") in _SLIDING_ALL:
+    window, kind = cfg.get("sliding_window"), cfg.get("model_type")
+    if window and cfg.get("use_sliding_window", True) and str(kind) in _SLIDING_ALL:
         fields["local_attention"] = {"window": window}
     return fields
 
@@ -132,7 +132,9 @@ def _mixtral(cfg: Mapping[str, Any], source: str) -> Fields:
     return fields
 
 
-def _leading_dense(only: list[int], source: str) -> int:
+def _leading_dense(only: Any, source: str) -> int:
+    if not isinstance(only, list) or not all(type(i) is int for i in only):
+        raise SpecError(f"{source}: mlp_only_layers must be a list of layer indices, got {only!r}")
     if sorted(only) != list(range(len(only))):
         raise SpecError(
             f"{source}: mlp_only_layers {only} must be leading layers 0..k-1 (others unsupported)"
@@ -148,7 +150,7 @@ def _qwen_moe(cfg: Mapping[str, Any], source: str, base: Fields) -> Fields:
         "expert_ffn_hidden": _need(cfg, "moe_intermediate_size", source),
         "shared_experts": 1 if shared else 0,
         "shared_expert_ffn_hidden": shared or None,
-        "dense_layers": _leading_dense(list(cfg.get("mlp_only_layers") or []), source),
+        "dense_layers": _leading_dense(cfg.get("mlp_only_layers") or [], source),
         "every": cfg.get("decoder_sparse_step") or 1,
     }
     return base
@@ -172,6 +174,7 @@ def _deepseek(cfg: Mapping[str, Any], source: str) -> Fields:
         "dense_layers": cfg.get("first_k_dense_replace") or 0,
         "every": cfg.get("moe_layer_freq") or 1,
         "router": "sigmoid" if cfg.get("scoring_func") == "sigmoid" else "softmax",
+        "expert_bias": cfg.get("topk_method") == "noaux_tc",
     }
     return fields
 
@@ -338,7 +341,7 @@ def from_hf_config(
 ) -> ModelSpec:
     """Map a ``transformers`` config mapping onto a :class:`ModelSpec`."""
     kind = cfg.get("model_type")
-    if kind not in _MAPPERS:
+    if not isinstance(kind, str) or kind not in _MAPPERS:
         raise SpecError(
             f"{source}: model_type {kind!r} is not supported; allowed: {', '.join(_MAPPERS)}"
         )

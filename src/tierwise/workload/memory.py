@@ -42,6 +42,7 @@ from tierwise.workload.params import (
     attention_params,
     embedding_params,
     expert_params,
+    mla_latent_params,
     mlp_params,
     mtp_proj_params,
     norm_params,
@@ -228,8 +229,7 @@ def _shape(m: ModelSpec) -> _Shape:
         latents = latent_acts = 0.0
         attn_split, kv_per_head = attention_params(m) - 2 * h * m.kv_dim, 2 * h * m.hd
     else:  # Megatron keeps the down-projections (and their outputs) whole on each TP rank
-        q_down = 0 if mla.q_lora_rank is None else mla.q_lora_rank * (h + 1)
-        latents = q_down + h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+        latents = mla_latent_params(m)
         latent_acts = ACT_BYTES * ((mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim)
         attn_split, kv_per_head = attention_params(m) - latents, 0.0
     return _Shape(
@@ -252,6 +252,14 @@ def _shape(m: ModelSpec) -> _Shape:
         act_dispatch=dispatch,
         act_router=router,
     )
+
+
+def expert_token_share(tp: Array, sp: Array, etp: Array) -> Array:
+    """Tokens a rank routes to experts, per token of its micro-batch shard (``seq/cp``): its
+    sequence-parallel share (``1/tp`` with SP) gathered over its expert-TP group (``etp``),
+    at most all of them. Each is dispatched ``top_k`` times."""
+    rep = 1 / (1 + sp * (tp - 1))
+    return minimum(rep * etp, 1.0)
 
 
 def activation_bytes_per_token(
@@ -295,7 +303,7 @@ def activation_bytes_per_token(
     else:
         scores = (SOFTMAX_STORE_BYTES + dropout * SOFTMAX_DROPOUT_BYTES) * m.heads / tp * seq
     if moe_layer and m.moe is not None:
-        gathered = minimum(rep * etp, 1.0)  # tokens of the expert-TP group, per local token
+        gathered = expert_token_share(tp, sp, etp)
         mlp = shape.act_mlp_shared / tp + gathered * shape.act_mlp_routed / etp
         replicated = replicated + shape.act_router
         mlp = mlp + gathered * shape.act_dispatch
@@ -378,7 +386,8 @@ def memory_batch(
 
     rep = 1 / (1 + sp * (tp - 1))
     groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
-    moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * rep) if moe_cfg else 0.0
+    routed = expert_token_share(tp, sp, etp)
+    moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * routed) if moe_cfg else 0.0
     comm = NCCL_BYTES_PER_GROUP * groups + tokens * (
         (tp > 1) * sp * ACT_BYTES * h  # the all-gathered SP input of one layer
         + (ep > 1) * moe_a2a  # all-to-all send + recv buffers

@@ -41,6 +41,17 @@ def mla_params(m: ModelSpec) -> int:
     return q + kv + m.v_dim * h
 
 
+def mla_latent_params(m: ModelSpec) -> int:
+    """MLA's down-projections and latent norms: Q (h -> q_lora_rank, + norm) and KV
+    (h -> kv_lora_rank + the shared rotary key, + norm). Megatron keeps them whole on every
+    TP rank; 0 without MLA."""
+    a, h = m.mla, m.hidden
+    if a is None:
+        return 0
+    q_down = 0 if a.q_lora_rank is None else a.q_lora_rank * (h + 1)
+    return q_down + h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+
+
 def attention_params(m: ModelSpec) -> int:
     """Q, K, V and output projection weights (and biases), QK-norm weights and attention
     sinks of one layer."""
@@ -66,10 +77,10 @@ def norm_params(m: ModelSpec) -> int:
 
 def router_params(m: ModelSpec) -> int:
     """The router of one MoE layer (hidden x experts; a bias per expert with ``bias: all``,
-    or a load-balancing bias with a sigmoid router, DeepSeek-V3)."""
+    GPT-OSS, or ``expert_bias``, DeepSeek-V3's load-balancing bias)."""
     if m.moe is None:
         return 0
-    has_bias = m.bias == "all" or m.moe.router == "sigmoid"
+    has_bias = m.bias == "all" or m.moe.expert_bias
     return (m.hidden + has_bias) * m.moe.experts
 
 

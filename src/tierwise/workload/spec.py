@@ -45,6 +45,9 @@ class MoESpec(_Frozen):
         1, ge=1, description="after the dense layers, every Nth layer is MoE (Llama 4 Maverick: 2)"
     )
     router: Router = Field("softmax", description="softmax (Mixtral, Qwen); sigmoid (DeepSeek-V3)")
+    expert_bias: bool = Field(
+        False, description="per-expert routing bias (DeepSeek-V3's aux-loss-free balancing)"
+    )
     capacity_factor: float | None = Field(
         None, gt=0, description="expert capacity / (tokens*top_k/experts); None = dropless"
     )

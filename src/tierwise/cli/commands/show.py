@@ -74,7 +74,7 @@ def show_model_command(
     model: Annotated[str, typer.Argument(help="Preset, model YAML or Hugging Face config.json.")],
     as_json: JsonOpt = False,
     seq: Annotated[
-        int, typer.Option("--seq", min=1, help="Sequence length for FLOPs per token, tokens.")
+        int, typer.Option("--seq", help="Sequence length for FLOPs per token, tokens.")
     ] = DEFAULT_SEQ,
 ) -> None:
     """A model's shape, parameter counts (total, active per token) and model FLOPs per token."""
