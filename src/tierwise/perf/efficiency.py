@@ -34,8 +34,8 @@ from tierwise.workload.precision import FORMATS, ByCode
 ARCH_PEAK_FRACTION = {
     "ampere": 0.85,
     "hopper": 0.75,
-    "blackwell": 0.669,
-    "blackwell-ultra": 0.888,
+    "blackwell": 0.673,
+    "blackwell-ultra": 0.894,
 }
 DEFAULT_PEAK_FRACTION = 0.75
 # A low-precision format's GEMMs relative to a BF16 GEMM at the same share of its own peak:
@@ -46,22 +46,22 @@ DEFAULT_PEAK_FRACTION = 0.75
 # 128-block FP8 GEMMs at per-tensor speed on Hopper); NVFP4 (no calibration run) is assumed.
 FORMAT_EFFICIENCY = {
     "bf16": 1.0,
-    "fp8-delayed": 0.85,
-    "fp8-tensorwise": 0.85,
-    "fp8-blockwise": 0.85,
-    "mxfp8": 0.781,
+    "fp8-delayed": 0.866,
+    "fp8-tensorwise": 0.866,
+    "fp8-blockwise": 0.866,
+    "mxfp8": 0.786,
     "nvfp4": 0.5,
 }
 # Arithmetic intensity, in multiples of the format's ridge point, at which a GEMM reaches half
 # its peak fraction. Fitted (benchmarks/validate_estimate.py --fit).
-GEMM_RIDGE_MULTIPLE = 0.899
+GEMM_RIDGE_MULTIPLE = 1.45
 # Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
 # per-expert overhead. Fitted.
-GROUPED_GEMM_TOKENS = 238.4
+GROUPED_GEMM_TOKENS = 5.94
 # Flash attention (fused, causal, BF16) relative to the GEMM peak fraction. Fitted with
 # GEMM_RIDGE_MULTIPLE: FlashAttention-2 reaches ~70% of A100 peak forward but less backward,
 # and less of H100's.
-ATTENTION_RELATIVE_EFFICIENCY = 0.874
+ATTENTION_RELATIVE_EFFICIENCY = 1
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
@@ -70,8 +70,8 @@ HBM_EFFICIENCY = 0.7
 # workload layer counts (casts, bias, dropout masks, copies, launch gaps). Fitted twice: for
 # frameworks with fused kernels (Transformer Engine's LayerNorm+cast, SwiGLU, RoPE, flash
 # attention) and for the unfused Megatron-LM of 2021-22 (no flash attention).
-ELEMENTWISE_TRAFFIC_FACTOR = 2.28
-UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR = 2.13
+ELEMENTWISE_TRAFFIC_FACTOR = 2.34
+UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR = 1.6
 
 
 class Gemm(NamedTuple):
