@@ -34,7 +34,7 @@ from tierwise.workload.precision import FORMATS, ByCode
 ARCH_PEAK_FRACTION = {
     "ampere": 0.85,
     "hopper": 0.75,
-    "blackwell": 0.673,
+    "blackwell": 0.677,
     "blackwell-ultra": 0.894,
 }
 DEFAULT_PEAK_FRACTION = 0.75
@@ -57,21 +57,22 @@ FORMAT_EFFICIENCY = {
 GEMM_RIDGE_MULTIPLE = 1.45
 # Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
 # per-expert overhead. Fitted.
-GROUPED_GEMM_TOKENS = 5.94
+GROUPED_GEMM_TOKENS = 3.93
 # Flash attention (fused, causal, BF16) relative to the GEMM peak fraction. Fitted with
 # GEMM_RIDGE_MULTIPLE: FlashAttention-2 reaches ~70% of A100 peak forward but less backward,
 # and less of H100's.
-ATTENTION_RELATIVE_EFFICIENCY = 1
+ATTENTION_RELATIVE_EFFICIENCY = 0.994
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
 HBM_EFFICIENCY = 0.7
 # Elementwise kernels move each tensor this many times more than the fused minimum the
-# workload layer counts (casts, bias, dropout masks, copies, launch gaps). Fitted twice: for
+# workload layer counts (casts, bias, dropout masks, copies, launch gaps). Fitted for
 # frameworks with fused kernels (Transformer Engine's LayerNorm+cast, SwiGLU, RoPE, flash
-# attention) and for the unfused Megatron-LM of 2021-22 (no flash attention).
+# attention); the unfused Megatron-LM of 2021-22 (no flash attention) moves at least as much:
+# UNFUSED_ELEMENTWISE_RATIO (>= 1, fitted) times that.
 ELEMENTWISE_TRAFFIC_FACTOR = 2.34
-UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR = 1.6
+UNFUSED_ELEMENTWISE_RATIO = 1
 
 
 class Gemm(NamedTuple):
@@ -140,7 +141,7 @@ def attention_tflops(gpu: GPU, fp8: bool = False) -> float:
 
 def elementwise_seconds(gpu: GPU, nbytes: Array, fused: bool = True) -> Array:
     """Time of HBM-bound elementwise work counted as `nbytes` fused bytes."""
-    factor = ELEMENTWISE_TRAFFIC_FACTOR if fused else UNFUSED_ELEMENTWISE_TRAFFIC_FACTOR
+    factor = ELEMENTWISE_TRAFFIC_FACTOR * (1.0 if fused else UNFUSED_ELEMENTWISE_RATIO)
     return nbytes * factor / hbm_bytes_per_s(gpu)
 
 
