@@ -231,3 +231,14 @@ def test_fp8_dot_product_attention_runs_the_attention_core_at_the_fp8_rate() -> 
     flagged = estimate(L8, a100, lay.model_copy(update={"dtype": "bf16"}),
                        Flags(fp8_dot_product_attention=True))  # fmt: skip
     assert flagged["compute_parts_s"] == plain["compute_parts_s"]
+
+
+def test_fp8_param_gather_is_megatrons_flag() -> None:
+    c = load_cluster("dgx-h100", nodes=2)
+    lay = Layout(dp=16, mbs=1, gbs=64, seq=4096, distributed_optimizer=True, dtype="fp8")
+    fp8 = estimate(L8, c, lay)["comm_total_s"]["dp"]
+    bf16_gather = estimate(L8, c, lay, Flags(fp8_param_gather=False))["comm_total_s"]["dp"]
+    assert fp8 < bf16_gather
+    assert "--fp8-param-gather" in megatron_args(L8, lay)
+    assert "--fp8-param-gather" not in megatron_args(L8, lay, Flags(fp8_param_gather=False))
+    assert "--fp8-param-gather" not in megatron_args(L8, lay.model_copy(update={"dtype": "bf16"}))

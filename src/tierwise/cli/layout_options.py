@@ -147,6 +147,14 @@ CudaGraphOpt = Annotated[
         help="CUDA graphs over the layers (Megatron's): no host time per MoE layer and expert.",
     ),
 ]
+Fp8ParamGatherOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fp8-param-gather/--no-fp8-param-gather",
+        help="Megatron's: FP8/MXFP8 layouts all-gather parameters in their format (NeMo's "
+        "recipes do).",
+    ),
+]
 Fp8AttentionOpt = Annotated[
     bool,
     typer.Option(

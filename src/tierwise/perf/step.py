@@ -118,6 +118,7 @@ def step_terms(
         flags.overlap_grad_reduce,
         flags.overlap_param_gather,
         flags.framework,
+        flags.fp8_param_gather,
     )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the

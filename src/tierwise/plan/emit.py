@@ -214,6 +214,9 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
     args += LOW_PRECISION_ARGS[layout.dtype]
     if layout.fp8_recipe is not None:
         args.append(f"--fp8-recipe {layout.fp8_recipe}")
+    sharded = layout.distributed_optimizer or layout.zero >= 1
+    if flags.fp8_param_gather and layout.dtype in ("fp8", "mxfp8") and sharded:
+        args.append("--fp8-param-gather")  # the gathers the plan priced in FP8
     if flags.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if flags.overlap_param_gather and layout.distributed_optimizer:

@@ -102,7 +102,17 @@ ELEMENT_BYTES = _column("element_bytes")
 BLOCK_SCALED = _column("block_scaled")
 AMAX_PASS = _column("amax_pass")
 GATHER_BYTES = ByCode(f.element_bytes if f.gather_low else BF16_BYTES for f in FORMATS)
+"""Bytes per parameter a low-precision all-gather moves (Megatron's --fp8-param-gather)."""
+FLOAT8_FSDP = ByCode(f.name in ("fp8-delayed", "fp8-tensorwise") for f in FORMATS)
+"""Formats torchtitan's FSDP2 gathers in float8 (enable_fsdp_float8_all_gather: torchao's
+per-tensor float8 only)."""
 IS_LOW = ByCode(f.name != "bf16" for f in FORMATS)
+
+
+def gather_bytes(code: Any, low: Any) -> Any:
+    """Bytes per parameter of a parameter all-gather: the format's where `low` (the framework
+    gathers in it), else BF16's."""
+    return BF16_BYTES + low * (GATHER_BYTES[code] - BF16_BYTES)
 
 
 def format_name(dtype: str, fp8_recipe: str | None = None) -> str:

@@ -56,6 +56,7 @@ def estimate_command(
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     enable_cuda_graph: L.CudaGraphOpt = False,
     fp8_dot_product_attention: L.Fp8AttentionOpt = False,
+    fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
@@ -112,6 +113,7 @@ def estimate_command(
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
         cuda_graphs=enable_cuda_graph,
         fp8_dot_product_attention=fp8_dot_product_attention,
+        fp8_param_gather=fp8_param_gather,
     )
     if dp_shard is not None and framework != "torchtitan":
         raise SpecError(
