@@ -1,39 +1,81 @@
-"""Shared CLI output helpers: JSON to stdout, rich tables, one-line errors."""
+"""Shared CLI output helpers: JSON to stdout, rich tables, one-line errors.
+
+Data prints literally: the consoles parse no markup and highlight nothing, so a model or check
+name such as ``[/]`` prints as written and a 20,000-digit value prints at once; styled words are
+built as `Text`. Piped output is not cut: a terminal's width (or ``COLUMNS``) applies, a pipe
+gets `PIPED_WIDTH`. JSON output carries no inf or NaN: a non-finite number prints as ``null``.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-console = Console(width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True)
+from tierwise.errors import SpecError
+
+PIPED_WIDTH = 10_000
+"""Columns of piped output without ``COLUMNS``: wide enough that no table is cut."""
+RULE_WIDTH = 100
+"""Widest separator line (a rule over `PIPED_WIDTH` columns would be one huge line)."""
+
+
+def _width() -> int | None:
+    """None (rich reads ``COLUMNS`` or the terminal) on a terminal or with ``COLUMNS`` set."""
+    return None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH
+
+
+console = Console(width=_width(), markup=False, highlight=False)
+err_console = Console(stderr=True, markup=False, highlight=False)
 
 
 def print_json(obj: Any) -> None:
-    """Print one JSON object to stdout (stable key order as built, no NaN)."""
-    sys.stdout.write(json.dumps(obj, indent=2, default=_jsonable, allow_nan=False) + "\n")
+    """Print one JSON object to stdout (key order as built; inf and NaN as null)."""
+    sys.stdout.write(json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")
 
 
-def _jsonable(value: Any) -> Any:
+def finite(value: Any) -> Any:
+    """`value` as plain JSON data: pydantic models dumped, arrays listed, inf/NaN -> None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
     if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
+        return finite(value.model_dump(mode="json"))
     if hasattr(value, "tolist"):
-        return value.tolist()
+        return finite(value.tolist())
+    if value is None or isinstance(value, str | int | bool):
+        return value
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def styled(text: str, style: str) -> Text:
+    """`text` printed literally in a rich style (e.g. "bold", "red")."""
+    return Text(text, style=style)
+
+
+def line(*parts: str | Text) -> Text:
+    """One printed line from plain strings and `styled` pieces (no markup is parsed)."""
+    return Text.assemble(*parts)
+
+
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    """A rich table with right-aligned numeric-looking columns."""
-    t = Table(title=title, title_justify="left")
+    """A rich table; cells are `fmt`-ed and printed literally (a `Text` keeps its style)."""
+    t = Table(title=Text(title), title_justify="left")
     for col in columns:
-        t.add_column(col)
+        t.add_column(Text(col))
     for row in rows:
-        t.add_row(*(fmt(v) for v in row))
+        t.add_row(*(v if isinstance(v, Text) else Text(fmt(v)) for v in row))
     return t
 
 
@@ -46,9 +88,24 @@ def fmt(value: Any) -> str:
     if isinstance(value, float):
         if value == 0:
             return "0"
+        if not math.isfinite(value):
+            return str(value)
         if abs(value) >= 100:
             return f"{value:,.1f}"
         if abs(value) >= 1:
             return f"{value:.2f}"
         return f"{value:.3g}"
     return str(value)
+
+
+def writable(path: Path | None, flag: str) -> None:
+    """Fail early, in one line, when `path` (an output file of `flag`) cannot be written."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecError(f"{flag}: {str(path)!r} is a folder; give a file name")
+    if not folder.is_dir():
+        raise SpecError(f"{flag}: folder {str(folder)!r} of {str(path)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SpecError(f"{flag}: {str(path)!r} is not writable")

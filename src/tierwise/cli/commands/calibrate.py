@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.verify.calibrate import calibrate
@@ -60,8 +60,11 @@ def calibrate_command(
     for f in fits:
         c = f.calibration
         console.print(
-            f"[bold]{f.tier}[/]: alpha {c.alpha_us:.2f} us per LL step, "
-            f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us"
+            line(
+                styled(str(f.tier), "bold"),
+                f": alpha {c.alpha_us:.2f} us per LL step, "
+                f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us",
+            )
         )
         rows = [
             (int(n), m, b, a, f"{(a / m - 1) * 100:+.1f}%")

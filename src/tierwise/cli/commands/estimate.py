@@ -6,7 +6,7 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
@@ -96,18 +96,25 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
     """Human summary and the time and memory breakdown tables."""
     lay = r["layout"]
     console.print(
-        f"[bold]{model}[/] on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
-        f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
-        f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-        f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
-        f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
+        line(
+            styled(str(model), "bold"),
+            f" on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
+            f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
+            f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
+            f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
+            f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}",
+        )
     )
-    fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
+    fits = "fits" if r["fits"] else styled("does NOT fit", "red")
     console.print(
-        f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
-        f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
-        f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
-        f"({fits})"
+        line(
+            f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
+            f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
+            f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
+            "(",
+            fits,
+            ")",
+        )
     )
     tiers = r["comm_tiers"]
     step = r["step_time_s"]

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.rule import Rule
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.step import Flags
@@ -168,10 +169,13 @@ def plan_command(
         )
         return
     console.print(
-        f"[bold]{spec.name}[/] on {cluster_spec.world} x {cluster_spec.gpu.key} "
-        f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
-        f"layouts evaluated, {result.candidates_fitting:,} fit, "
-        f"{result.search_time_s:.2f} s"
+        line(
+            styled(str(spec.name), "bold"),
+            f" on {cluster_spec.world} x {cluster_spec.gpu.key} "
+            f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
+            f"layouts evaluated, {result.candidates_fitting:,} fit, "
+            f"{result.search_time_s:.2f} s",
+        )
     )
     shown = (*PLAN_KEYS[:9], "dtype", "grads", "runs in")  # + precision, frameworks
     by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
@@ -237,7 +241,7 @@ def plan_command(
         + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
     )
     for kind, text in emitted.items():
-        console.rule(kind)
+        console.print(Rule(kind), width=min(console.width, RULE_WIDTH))
         typer.echo(text)
 
 

@@ -8,7 +8,7 @@ import typer
 
 from tierwise.cli.model_view import show_model
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.summary import cluster_summary
 
@@ -24,10 +24,13 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
         print_json(s)
         return
     console.print(
-        f"[bold]{s['cluster']}[/]: {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
-        f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
-        f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) "
-        "per node"
+        line(
+            styled(str(s["cluster"]), "bold"),
+            f": {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
+            f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
+            f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) "
+            "per node",
+        )
     )
     rows = [
         (
