@@ -4,6 +4,7 @@ name, imported only when that command runs, so `--version` and `--help` stay fas
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import pkgutil
 import re
@@ -22,7 +23,8 @@ DEBUG_ENV = "TIERWISE_DEBUG"
 EXIT_CODES = (
     "Exit codes: 0 ok; 1 a check ran and failed (verify, bench #wrong); 2 user error, one "
     "stderr line naming the input, the value and what is allowed; 3 internal error, one line "
-    f"({DEBUG_ENV}=1 prints the traceback)."
+    f"({DEBUG_ENV}=1 prints the traceback). With --json an error is also one JSON object "
+    '{"error": ..., "exit_code": ...} on stdout.'
 )
 INTERNAL_ERROR = 3
 _DOC = re.compile(r'^\s*"""(.*?)"""', re.DOTALL)
@@ -120,6 +122,16 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def fail(message: str, code: int) -> None:
+    """Exit with `code` after one stderr line; under --json also an error object on stdout
+    (unless the command printed its result before failing, as bench does on #wrong)."""
+    output = sys.modules.get("tierwise.cli.output")
+    if "--json" in sys.argv[1:] and not getattr(output, "json_printed", False):
+        sys.stdout.write(json.dumps({"error": message, "exit_code": code}) + "\n")
+    typer.echo(message, err=True)
+    sys.exit(code)
+
+
 def main() -> None:
     """Entry point: exit 2 with one stderr line on a user error (click handles usage), 3 with
     one line on an internal error (the traceback with TIERWISE_DEBUG=1), never a traceback."""
@@ -128,17 +140,15 @@ def main() -> None:
     try:
         app()
     except TierwiseError as exc:
-        typer.echo(f"error: {one_line(exc)}", err=True)
-        sys.exit(exc.exit_code)
+        fail(f"error: {one_line(exc)}", exc.exit_code)
     except Exception as exc:
         if os.environ.get(DEBUG_ENV, "") not in {"", "0"}:
             raise
-        typer.echo(
+        fail(
             f"internal error: {type(exc).__name__}: {one_line(exc)} (a tierwise bug; run again "
             f"with {DEBUG_ENV}=1 for the traceback)",
-            err=True,
+            INTERNAL_ERROR,
         )
-        sys.exit(INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,15 @@ console = Console(width=_width(), markup=False, highlight=False)
 err_console = Console(stderr=True, markup=False, highlight=False)
 
 
+json_printed = False
+"""Whether this process printed its JSON result (an error after it adds no second object)."""
+
+
 def print_json(obj: Any) -> None:
     """Print one JSON object to stdout (key order as built; inf and NaN as null)."""
+    global json_printed
     sys.stdout.write(json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")
+    json_printed = True
 
 
 def finite(value: Any) -> Any:

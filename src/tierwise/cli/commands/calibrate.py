@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.output import console, line, print_json, styled, table, writable
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.verify.calibrate import calibrate
@@ -26,6 +26,7 @@ def calibrate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier."""
+    writable(out, "--out")
     points = [measured(test, cluster_spec, str(log)) for log in logs for test in parse_file(log)]
     calibrated, fits = calibrate(points, cluster_spec)
     if out is not None:

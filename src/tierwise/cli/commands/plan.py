@@ -86,6 +86,19 @@ def with_launched_config(framework: str, emit_kinds: list[str]) -> list[str]:
     return emit_kinds
 
 
+def write_out(out: Path, emitted: dict[str, str], members: Any) -> list[str]:
+    """Write the emitted configs and mapping.json into `out`; the paths written."""
+    files = {EMIT_FILES[kind]: text for kind, text in emitted.items()}
+    files[MAPPING_FILE] = json.dumps(members, indent=1) + "\n"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text)
+    except OSError as exc:
+        raise SpecError(f"--out: cannot write into {str(out)!r} ({exc.strerror})") from None
+    return [str(out / name) for name in files]
+
+
 @cluster_options
 def plan_command(
     cluster_spec: ClusterSpec,
@@ -146,12 +159,7 @@ def plan_command(
         kind: emit(kind, spec, cluster_spec, layout, flags, framework=framework)
         for kind in emit_kinds or []
     }
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        for kind, text in emitted.items():
-            (out / EMIT_FILES[kind]).write_text(text)
-        members = group_members(cluster_spec, layout)
-        (out / MAPPING_FILE).write_text(json.dumps(members, indent=1) + "\n")
+    written = [] if out is None else write_out(out, emitted, group_members(cluster_spec, layout))
     if as_json:
         print_json(
             {
@@ -165,6 +173,7 @@ def plan_command(
                 "mapping": mapping,
                 "placement": ratios,
                 "emitted": emitted,
+                "written": written,
             }
         )
         return
@@ -243,6 +252,8 @@ def plan_command(
     for kind, text in emitted.items():
         console.print(Rule(kind), width=min(console.width, RULE_WIDTH))
         typer.echo(text)
+    if written:
+        console.print(f"wrote {', '.join(written)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.load import load_model
@@ -92,8 +92,7 @@ def make_report(
 
     if out.suffix.lower() not in {".html", ".htm"}:
         raise SpecError(f"--out: {str(out)!r} must end in .html")
-    if not out.parent.exists():
-        raise SpecError(f"--out: folder {str(out.parent)!r} does not exist")
+    writable(out, "--out")
     inputs = build_inputs(
         load_model(model),
         cluster,

@@ -9,7 +9,7 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.plan.space import parse_fix
@@ -42,6 +42,7 @@ def sweep_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each."""
+    writable(plot, "--plot")
     spec = load_model(model)
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
