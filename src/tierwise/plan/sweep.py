@@ -61,23 +61,26 @@ def sweep(
     framework: str = "any",
     fix: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Best plan per combination of the varied parameters; a combination where nothing
-    divides or fits is a row with ``error`` (and no numbers)."""
+    """Best plan per combination of the varied parameters, each row with the nodes, GPUs,
+    gbs and seq it ran; a combination that is no valid cluster, or where nothing divides or
+    fits, is a row with ``error`` (and no numbers)."""
     keys = [k for k, _ in varies]
     rows = []
     for values in itertools.product(*(v for _, v in varies)):
         params = dict(zip(keys, values, strict=True))
-        c = with_params(cluster, params)  # a value that is no cluster is the user's error
+        row: dict[str, Any] = {**params, "gbs": gbs, "seq": seq}
         try:
+            c = with_params(cluster, params)
+            row |= {"nodes": c.nodes, "gpus": c.world}
             best = search(
                 model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
             ).plans[0]
         except SpecError as exc:
-            rows.append({**params, "tokens_per_s": None, "mfu": None, "error": str(exc)})
+            rows.append({**row, "tokens_per_s": None, "mfu": None, "error": str(exc)})
             continue
         rows.append(
             {
-                **params,
+                **row,
                 "tokens_per_s": best["tokens_per_s"],
                 "mfu": best["mfu"],
                 "step_time_s": best["step_time_s"],

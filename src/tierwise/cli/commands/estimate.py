@@ -49,35 +49,49 @@ def estimate_command(
                 f"{cluster_spec.world} GPUs; give --dp or change --nodes"
             )
         dp = cluster_spec.world // fixed
-    layout = Layout.parse(
-        {
-            "tp": tp,
-            "cp": cp,
-            "ep": ep,
-            "pp": pp,
-            "vpp": vpp,
-            "dp": dp,
-            "mbs": mbs,
-            "gbs": gbs,
-            "seq": seq,
-            "sp": sp,
-            "recompute": recompute,
-            "zero": zero,
-            "dtype": dtype,
-            "distributed_optimizer": distributed_optimizer,
-            "grad_reduce_bf16": grad_reduce_bf16,
-            "pp_layers": parse_stage_layers(pp_layers),
-        },
-        "layout",
-    )
+    fields = {
+        "tp": tp,
+        "cp": cp,
+        "ep": ep,
+        "pp": pp,
+        "vpp": vpp,
+        "dp": dp,
+        "mbs": mbs,
+        "gbs": gbs,
+        "seq": seq,
+        "sp": sp,
+        "recompute": recompute,
+        "zero": zero,
+        "dtype": dtype,
+        "distributed_optimizer": distributed_optimizer,
+        "grad_reduce_bf16": grad_reduce_bf16,
+        "pp_layers": parse_stage_layers(pp_layers),
+    }
+    layout = Layout.parse(fields, "layout")
+    assumed = []
+    if gbs is None:
+        layout = Layout.parse({**fields, "gbs": default_global_batch(layout)}, "layout")
+        assumed.append(
+            f"--gbs not given: {layout.global_batch} sequences, one per GPU as plan and sweep "
+            f"take it ({layout.num_microbatches} micro-batches of {layout.mbs})"
+        )
     layout.validate_for(spec, cluster_spec.world)
     result = estimate(
         spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
     )
+    result["assumed"] = assumed
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def default_global_batch(layout: Layout) -> int:
+    """One sequence per GPU of the layout (plan's and sweep's default), rounded up to a
+    multiple of mbs*dp. Megatron's own default, mbs*dp, is a single micro-batch: with pp > 1
+    that is a (pp-1)/pp pipeline bubble, a run nobody launches."""
+    step = layout.mbs * layout.dp
+    return -(-layout.world // step) * step
 
 
 def parse_stage_layers(text: str | None) -> list[int] | None:
@@ -105,6 +119,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}",
         )
     )
+    for note in r.get("assumed", []):
+        console.print(line(styled("assumed", "yellow"), f" {note}"))
     fits = "fits" if r["fits"] else styled("does NOT fit", "red")
     console.print(
         line(

@@ -19,7 +19,13 @@ from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import search, tokens_per_dollar
-from tierwise.plan.space import FRAMEWORK_NAMES, frameworks_for, parse_fix
+from tierwise.plan.space import (
+    FIX_HELP,
+    FRAMEWORK_NAMES,
+    frameworks_for,
+    parse_fix,
+    sharding_name,
+)
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -47,6 +53,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
     lay = p["layout"]
     return {
         **{k: lay[k] for k in PLAN_KEYS},
+        "sharding": sharding_name(Layout(**lay)),
         "pp_layers": lay.get("pp_layers"),
         "frameworks": frameworks_for(Layout(**lay)),
         "gbs": lay["gbs"],
@@ -106,7 +113,7 @@ def plan_command(
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
-    fix: Annotated[str | None, typer.Option("--fix", help="Pin degrees, e.g. tp=8,pp=4.")] = None,
+    fix: Annotated[str | None, typer.Option("--fix", help=FIX_HELP)] = None,
     objective: Annotated[
         str, typer.Option("--objective", help="step_time|tokens_per_dollar")
     ] = "step_time",
@@ -186,7 +193,7 @@ def plan_command(
             f"{result.search_time_s:.2f} s",
         )
     )
-    shown = (*PLAN_KEYS[:9], "dtype", "grads", "runs in")  # + precision, frameworks
+    shown = (*PLAN_KEYS[:8], "sharding", "dtype", "grads", "runs in")  # + precision, frameworks
     by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
     rows = []
     for i, p in enumerate(result.plans, 1):
