@@ -20,8 +20,11 @@ if TYPE_CHECKING:  # the report stack (matplotlib, networkx) loads only when a r
 
 LogsOpt = Annotated[
     list[Path] | None,
-    typer.Option("--logs", help="nccl-tests logs to draw as measured points (repeatable)."),
+    typer.Option("--logs", help="nccl-tests logs to draw as measured points: --logs A B ..."),
 ]
+# `--logs a.txt b.txt`: click options take one value each, so the values after the first land
+# here (as `--logs a --logs b` does it).
+MoreLogsArg = Annotated[list[Path] | None, typer.Argument(hidden=True, show_default=False)]
 
 
 def summary(inputs: ReportInputs, path: Path) -> dict:
@@ -121,10 +124,14 @@ def report(
         "tierwise-report.html"
     ),
     as_json: JsonOpt = False,
+    more_logs: MoreLogsArg = None,
 ) -> None:
     """Write one self-contained HTML report: topology, busbw per tier, mapping, plans, what-if."""
+    if more_logs and not logs:
+        raise SpecError(f"unexpected argument {str(more_logs[0])!r}; logs follow --logs")
     command = shlex.join(["tierwise", *sys.argv[1:]])
-    inputs = make_report(model, cluster_spec, gbs, seq, out, logs or [], contract, command)
+    all_logs = [*(logs or []), *(more_logs or [])]
+    inputs = make_report(model, cluster_spec, gbs, seq, out, all_logs, contract, command)
     if as_json:
         print_json(summary(inputs, out))
         return

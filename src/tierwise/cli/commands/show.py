@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from tierwise.cli.model_view import show_model
-from tierwise.cli.options import JsonOpt, cluster_options
+from tierwise.cli.options import JsonOpt, cluster_argument
 from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.summary import cluster_summary
@@ -16,7 +16,7 @@ show_app = typer.Typer(help="Show a cluster's tiers or a model's shape.", no_arg
 
 
 @show_app.command("cluster")
-@cluster_options
+@cluster_argument
 def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
     """Tiers of a cluster: per-GPU bandwidth, latency and ratio to the fastest tier."""
     s = cluster_summary(cluster_spec)
