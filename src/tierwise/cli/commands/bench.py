@@ -50,7 +50,9 @@ def bench(
     root: int = typer.Option(0, "-r", "--root", help="Root rank of broadcast."),
     check: bool = typer.Option(True, "--check/--no-check", help="Count wrong elements."),
     duration: str | None = typer.Option(
-        None, "--duration", help="Sustained load at the largest size for this long (60s)."
+        None,
+        "--duration",
+        help="After the sweep, sustained load at the largest size for this long (60s).",
     ),
     window: str | None = typer.Option(
         None, "--window", help="Window of the sustained p99 drift (default: a tenth)."
