@@ -31,6 +31,7 @@ ARGS: dict[str, list[str]] = {
     "plan": ["--model", "llama3-8b", "--nodes", "2", "--top", "1"],
     "report": ["--model", "llama3-8b", "--nodes", "2", "--gbs", "32", "--out", "{tmp}/r.html"],
     "schedule simulate": ["--synthetic", "10", "--nodes", "16"],
+    "schema": ["cluster"],
     "schedule synth": ["10", "--out", "{tmp}/synth.csv"],
     "schedule place": ["--trace", "{tmp}/trace.csv", "--nodes", "4"],
     "schedule slurm topology": ["--nodes", "4"],

@@ -174,6 +174,8 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
         if not path.exists():
             raise SpecError(f"--cluster: file {arg!r} does not exist")
         data = read_yaml(path)
+        if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "tiers" in data:
+            data = data["spec"]  # what `tierwise show cluster --json` prints: load its spec
         if not isinstance(data, dict):
             raise SpecError(f"{arg}: expected a mapping of cluster fields")
         return data, arg

@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
 from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
 from tierwise.perf.step import Flags
@@ -25,23 +26,29 @@ SWEEPABLE = {
     "oversubscription": float,
     "nvlink_domain_gpus": int,
 }
+CATALOG_KEYS = {"nic": catalog.nic, "intra": catalog.link}
+"""Sweepable keys whose values are catalog keys."""
 # Bisection bounds for the bandwidth search, Gb/s per NIC port.
 MIN_RATE_GBPS, MAX_RATE_GBPS = 1.0, 12800.0
 BISECTION_STEPS = 24
 
 
 def parse_vary(text: str) -> tuple[str, list[Any]]:
-    """`nics_per_node=1,2,4,8` -> ("nics_per_node", [1, 2, 4, 8])."""
+    """`nics_per_node=1,2,4,8` -> ("nics_per_node", [1, 2, 4, 8]); an unknown catalog key
+    (`nic=foo`) is the user's error here, a value whose cluster does not validate is a row."""
     key, sep, values = text.partition("=")
     key = key.strip().replace("-", "_")
     if not sep or key not in SWEEPABLE or not values.strip():
         raise SpecError(f"--vary: {text!r} is not KEY=V1,V2,... with KEY in {', '.join(SWEEPABLE)}")
     try:
-        return key, [SWEEPABLE[key](v.strip()) for v in values.split(",")]
+        parsed = [SWEEPABLE[key](v.strip()) for v in values.split(",")]
     except ValueError:
         raise SpecError(
             f"--vary: {text!r}: values of {key} must be {SWEEPABLE[key].__name__}"
         ) from None
+    for value in parsed if key in CATALOG_KEYS else []:
+        CATALOG_KEYS[key](value, field=f"--vary {key}")
+    return key, parsed
 
 
 def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:

@@ -9,7 +9,7 @@ import typer
 from tierwise.cli.model_view import show_model
 from tierwise.cli.options import JsonOpt, cluster_argument
 from tierwise.cli.output import console, line, print_json, styled, table
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.hardware.summary import cluster_summary
 
 show_app = typer.Typer(help="Show a cluster's tiers or a model's shape.", no_args_is_help=True)
@@ -21,7 +21,7 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
     """Tiers of a cluster: per-GPU bandwidth, latency and ratio to the fastest tier."""
     s = cluster_summary(cluster_spec)
     if as_json:
-        print_json(s)
+        print_json({**s, "spec": dump_cluster(cluster_spec)})  # loads back as --cluster FILE
         return
     console.print(
         line(
