@@ -11,7 +11,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import load_cluster
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object to stdout.")]
 ModelOpt = Annotated[
@@ -99,6 +98,8 @@ def _with_cluster(func: F, options: dict[str, tuple[Any, Any]]) -> F:
                     f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
                 )
             cluster = positional
+        from tierwise.hardware.cluster import load_cluster  # pydantic, numpy: only to run
+
         return func(cluster_spec=load_cluster(cluster, **picked), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]

@@ -14,13 +14,14 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SpecError
+
+if TYPE_CHECKING:  # rich loads on first human output: --json never imports it
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 PIPED_WIDTH = 10_000
 """Columns of piped output without ``COLUMNS``: wide enough that no table is cut."""
@@ -33,8 +34,24 @@ def _width() -> int | None:
     return None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH
 
 
-console = Console(width=_width(), markup=False, highlight=False)
-err_console = Console(stderr=True, markup=False, highlight=False)
+class LazyConsole:
+    """A rich `Console` (no markup, no highlighting) made on first use."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            width = None if self._stderr else _width()
+            self._console = Console(stderr=self._stderr, width=width, markup=False, highlight=False)
+        return getattr(self._console, name)
+
+
+console = LazyConsole()
+err_console = LazyConsole(stderr=True)
 
 
 json_printed = False
@@ -67,16 +84,23 @@ def finite(value: Any) -> Any:
 
 def styled(text: str, style: str) -> Text:
     """`text` printed literally in a rich style (e.g. "bold", "red")."""
+    from rich.text import Text
+
     return Text(text, style=style)
 
 
 def line(*parts: str | Text) -> Text:
     """One printed line from plain strings and `styled` pieces (no markup is parsed)."""
+    from rich.text import Text
+
     return Text.assemble(*parts)
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     """A rich table; cells are `fmt`-ed and printed literally (a `Text` keeps its style)."""
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title=Text(title), title_justify="left")
     for col in columns:
         t.add_column(Text(col))

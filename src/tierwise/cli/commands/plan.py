@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.rule import Rule
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
@@ -256,6 +255,8 @@ def plan_command(
         "rank orders (step time / the planned order's): "
         + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
     )
+    from rich.rule import Rule
+
     for kind, text in emitted.items():
         console.print(Rule(kind), width=min(console.width, RULE_WIDTH))
         typer.echo(text)
