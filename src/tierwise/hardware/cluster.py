@@ -7,17 +7,15 @@ objects at validation time, so a loaded spec is self-contained and dumps reprodu
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
-from tierwise.specio import build, read_yaml
+from tierwise.specio import build, data_yaml, read_yaml
 
 TopologyKind = Literal["rail-optimized", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
@@ -152,8 +150,7 @@ class ClusterSpec(_Spec):
 @cache
 def presets() -> dict[str, dict[str, Any]]:
     """Preset cluster fields by name."""
-    text = resources.files("tierwise.hardware").joinpath("data/clusters.yaml").read_text()
-    return yaml.safe_load(text)
+    return data_yaml("tierwise.hardware", "data/clusters.yaml")
 
 
 def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
