@@ -53,7 +53,10 @@ def load_command(name: str, module: str) -> Any:
     holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     holder.callback()(lambda: None)  # a callback keeps typer from collapsing to one command
     importlib.import_module(module).register(holder)
-    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
+    registered = typer.main.get_command(holder).commands  # type: ignore[attr-defined]
+    if name not in registered:
+        raise RuntimeError(f"{module} registers {', '.join(registered)}, not its name {name!r}")
+    return registered[name]
 
 
 class LazyGroup(TyperGroup):
