@@ -132,3 +132,26 @@ def test_report_logs_take_several_values(tmp_path: Path) -> None:
     assert summary["busbw_figures"] >= 2
     assert f"measured: {LOG_A.name}" in html and f"measured: {LOG_B.name}" in html
     assert_user_error(run_cli(*base, str(LOG_A), check=False), "follow --logs")
+
+
+def test_collective_explain_json_keeps_the_candidates() -> None:
+    out = cli_json("collective", "--nodes", "2", "-e", "1K", "--explain")
+    algos = {(c["algo"], c["proto"]) for c in out["candidates"]}
+    assert ("ring", "LL") in algos and all(c["algbw_GBps"] > 0 for c in out["candidates"])
+    assert "candidates" not in cli_json("collective", "--nodes", "2", "-e", "1K")
+
+
+@pytest.mark.parametrize(
+    ("args", "keys"),
+    [
+        (["schedule", "synth", "4", "--out", "{tmp}/t.csv"], {"jobs", "out"}),
+        (["schedule", "slurm", "topology", "--nodes", "2"], {"files", "written"}),
+        (
+            ["schedule", "slurm", "hostfile", "--nodelist", "gpu[001-002]", "--gpus", "16"],
+            {"rank_hosts", "text"},
+        ),
+    ],
+)
+def test_schedule_commands_have_json(tmp_path: Path, args: list[str], keys: set[str]) -> None:
+    out = cli_json(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert keys <= set(out)
