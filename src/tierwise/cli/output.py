@@ -139,3 +139,15 @@ def writable(path: Path | None, flag: str) -> None:
         raise SpecError(f"{flag}: folder {str(folder)!r} of {str(path)!r} does not exist")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise SpecError(f"{flag}: {str(path)!r} is not writable")
+
+
+def write_files(folder: Path, files: dict[str, str], flag: str) -> list[str]:
+    """Write name -> text into `folder` (made if missing); the paths written. A folder that
+    cannot be written is one line naming `flag`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    except OSError as exc:
+        raise SpecError(f"{flag}: cannot write into {str(folder)!r} ({exc.strerror})") from None
+    return [str(folder / name) for name in files]

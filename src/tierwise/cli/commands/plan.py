@@ -10,7 +10,7 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table
+from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.step import Flags
@@ -96,13 +96,7 @@ def write_out(out: Path, emitted: dict[str, str], members: Any) -> list[str]:
     """Write the emitted configs and mapping.json into `out`; the paths written."""
     files = {EMIT_FILES[kind]: text for kind, text in emitted.items()}
     files[MAPPING_FILE] = json.dumps(members, indent=1) + "\n"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (out / name).write_text(text)
-    except OSError as exc:
-        raise SpecError(f"--out: cannot write into {str(out)!r} ({exc.strerror})") from None
-    return [str(out / name) for name in files]
+    return write_files(out, files, "--out")
 
 
 @cluster_options

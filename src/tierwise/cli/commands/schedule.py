@@ -11,7 +11,7 @@ import numpy as np
 import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table, writable
+from tierwise.cli.output import console, print_json, table, writable, write_files
 from tierwise.errors import ParseError, SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.ingest.slurm_topology import (
@@ -333,15 +333,8 @@ def topology_cmd(
         partition=partition,
     )
     files = {"topology.conf": topo, "slurm-nodes.conf": nodes}
-    if out is not None:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            for name, text in files.items():
-                (out / name).write_text(text)
-        except OSError as exc:
-            raise SpecError(f"--out: cannot write {str(out)!r} ({exc.strerror})") from None
+    written = [] if out is None else write_files(out, files, "--out")
     if as_json:
-        written = [str(out / name) for name in files] if out is not None else []
         print_json({"cluster": cluster_spec.name, "files": files, "written": written})
     elif out is None:
         typer.echo(topo + "\n# slurm.conf node section\n" + nodes, nl=False)
