@@ -125,3 +125,10 @@ def test_piped_output_is_not_cut_and_honours_columns(tmp_path: Path) -> None:
         timeout=60,
     ).stdout
     assert max(len(line) for line in narrow.splitlines()) <= 60
+
+
+def test_error_lines_are_cut() -> None:
+    from tierwise.cli.main import MESSAGE_LIMIT, one_line
+
+    assert len(one_line(ValueError("9" * 20_000))) == MESSAGE_LIMIT
+    assert one_line(ValueError("a\n  b")) == "a b"

@@ -27,6 +27,8 @@ EXIT_CODES = (
     '{"error": ..., "exit_code": ...} on stdout.'
 )
 INTERNAL_ERROR = 3
+MESSAGE_LIMIT = 2000
+"""Longest error line, characters (a message quoting a huge input is cut)."""
 _DOC = re.compile(r'^\s*"""(.*?)"""', re.DOTALL)
 
 
@@ -120,9 +122,10 @@ def click_app() -> Any:
     return group
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+def one_line(exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
+    """An exception's message on one line, cut to `limit` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def fail(message: str, code: int) -> None:
