@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, assert_user_error, cli_json, run_cli
+from tierwise.cli.main import spread_values
 from tierwise.plan.space import FIXABLE
 
 DATA = REPO / "tests" / "data"
@@ -131,7 +132,17 @@ def test_report_logs_take_several_values(tmp_path: Path) -> None:
     html = out.read_text()
     assert summary["busbw_figures"] >= 2
     assert f"measured: {LOG_A.name}" in html and f"measured: {LOG_B.name}" in html
-    assert_user_error(run_cli(*base, str(LOG_A), check=False), "follow --logs")
+    assert run_cli(*base, str(LOG_A), check=False).returncode == 2  # a log needs its flag
+
+
+def test_spread_values_repeats_the_flag_per_value() -> None:
+    multi = ("--logs", "--doctor-logs")
+    args = ["--logs", "a", "b", "--gbs", "8", "--doctor-logs", "c", "d", "--json", "--logs", "e"]
+    assert spread_values(args, multi) == [
+        "--logs", "a", "--logs", "b", "--gbs", "8",
+        "--doctor-logs", "c", "--doctor-logs", "d", "--json", "--logs", "e",
+    ]  # fmt: skip
+    assert spread_values(["--out", "a", "b"], multi) == ["--out", "a", "b"]
 
 
 def test_collective_explain_json_keeps_the_candidates() -> None:

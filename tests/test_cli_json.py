@@ -20,6 +20,7 @@ ARGS: dict[str, list[str]] = {
     "catalog": ["gpus"],
     "collective": ["-e", "1K", "--explain"],
     "demo": ["--out", "{tmp}/demo.html"],
+    "doctor": [str(DATA / "doctor" / "nccl-1412-no-gdrdma.log")],
     "estimate": ["--tp", "8", "--pp", "4", "--gbs", "256"],
     "ingest nvidia-smi": [str(DATA / "ingest" / "nvidia_smi_dgx_h100.txt")],
     "ingest nccl-xml": [str(DATA / "ingest" / "nccl_topo_dgx_h100.xml")],

@@ -58,7 +58,25 @@ def load_command(name: str, module: str) -> Any:
     registered = typer.main.get_command(holder).commands  # type: ignore[attr-defined]
     if name not in registered:
         raise RuntimeError(f"{module} registers {', '.join(registered)}, not its name {name!r}")
-    return registered[name]
+    command = registered[name]
+    command.multi_value_options = getattr(sys.modules[module], "MULTI_VALUE_OPTIONS", ())
+    return command
+
+
+def spread_values(args: list[str], options: tuple[str, ...]) -> list[str]:
+    """`--logs a b c` -> `--logs a --logs b --logs c` for each of `options` (click gives an
+    option one value per occurrence); a value run ends at the next token starting with '-'."""
+    out: list[str] = []
+    current, taken = None, False
+    for token in args:
+        if token.startswith("-"):
+            current, taken = (token if token in options else None), False
+        elif current is not None:
+            if taken:
+                out.append(current)
+            taken = True
+        out.append(token)
+    return out
 
 
 class LazyGroup(TyperGroup):
@@ -79,6 +97,10 @@ class LazyGroup(TyperGroup):
             return TyperCommand(cmd_name, help=command_summary(module))
         self.commands[cmd_name] = load_command(cmd_name, module)
         return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, command, spread_values(rest, getattr(command, "multi_value_options", ()))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

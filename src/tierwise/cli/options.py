@@ -44,6 +44,13 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
         Annotated[str | None, typer.Option("--intra", help="Override the intra-node link.")],
         None,
     ),
+    "nodes_per_leaf": (
+        Annotated[
+            int | None,
+            typer.Option("--nodes-per-leaf", help="Override nodes under each leaf switch."),
+        ],
+        None,
+    ),
     "oversubscription": (
         Annotated[
             float | None, typer.Option("--oversubscription", help="Leaf uplink ratio, e.g. 2.")

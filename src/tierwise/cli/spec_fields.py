@@ -34,8 +34,9 @@ FIELD_NOTES: dict[str, str] = {
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (
-        "rail-optimized (a leaf per rail per group of nodes), fat-tree, spine-leaf or "
-        "single-switch (every node under one switch)."
+        "rail-optimized (a leaf per rail per group of nodes, a spine above), rail-only (the "
+        "same without a spine between rails), fat-tree, spine-leaf or single-switch (every "
+        "node under one switch)."
     ),
     "TopologySpec.nodes_per_leaf": "Nodes under one leaf switch group; default all nodes.",
     "TopologySpec.gpus_per_leaf": "The same in GPUs (nodes_per_leaf wins when both are given).",

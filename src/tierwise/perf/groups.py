@@ -10,16 +10,15 @@ prices each collective from a memoised (latency, rate) list without touching num
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
-from tierwise.collectives.model import Candidate, candidates
+from tierwise.collectives.model import Candidate, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import Placement, nic_sharing
+from tierwise.hardware.placement import Placement, hierarchy, nic_sharing
 
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
 ORDERS = {
@@ -96,10 +95,10 @@ def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[l
 def scattered_nodes(cluster: ClusterSpec) -> list[int]:
     """Node order of a topology-unaware scheduler: consecutive ranks' nodes on different
     leaves (round-robin over leaves)."""
-    npl = cluster.nodes_per_leaf
-    leaves = -(-cluster.nodes // npl)
-    order = [leaf * npl + i for i in range(npl) for leaf in range(leaves)]
-    return [n for n in order if n < cluster.nodes]
+    node = np.arange(cluster.nodes)
+    leaf = hierarchy(cluster, node)[1]
+    slot = node - np.asarray(cluster.leaf_starts)[leaf]
+    return np.lexsort((leaf, slot)).tolist()
 
 
 def placement_for(cluster: ClusterSpec, scatter: bool = False) -> Placement:
@@ -198,7 +197,7 @@ class LayoutGroups:
 
     def __init__(self, shapes: dict[str, Shape]) -> None:
         self.shapes = shapes
-        self._costs: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
+        self._costs: dict[tuple[str, str], tuple[Candidate, ...]] = {}
         # The slowest tier each group kind crosses: intra, leaf or spine ("none": no group).
         self.top_tiers = {
             kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
@@ -238,30 +237,22 @@ def layout_groups(
     return groups
 
 
-@lru_cache(maxsize=65536)
-def scalar_costs(op: str, shape: Shape) -> tuple[tuple[float, float], ...]:
-    """(lat_us, bytes per us) of each candidate of `op` on `shape`."""
-    return tuple((c.lat_us, 1e3 * c.algbw_GBps) for c in candidates(op, shape))
+def scalar_costs(op: str, shape: Shape) -> tuple[Candidate, ...]:
+    """The candidates NCCL chooses among for `op` on `shape` (cached by the model)."""
+    return auto_candidates(op, shape)
 
 
-def _fastest_s(costs: tuple[tuple[float, float], ...], size_bytes: float) -> float:
+def _fastest_s(costs: tuple[Candidate, ...], size_bytes: float) -> float:
     """Seconds of the fastest of `costs` for one message of `size_bytes` (0 without any)."""
-    return min([lat + size_bytes / rate for lat, rate in costs], default=0.0) * 1e-6
-
-
-@lru_cache(maxsize=65536)
-def cost_table(op: str, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """(lat_us, algbw_GBps) arrays of the candidates of `op` on `shape` (empty: no cost)."""
-    cands: tuple[Candidate, ...] = candidates(op, shape)
-    return (np.array([c.lat_us for c in cands]), np.array([c.algbw_GBps for c in cands]))
+    return min([c.time_scalar_us(size_bytes) for c in costs], default=0.0) * 1e-6
 
 
 def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float | np.ndarray:
     """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
     if np.ndim(size_bytes) == 0:
         return _fastest_s(scalar_costs(op, shape), float(size_bytes))
-    lat, bw = cost_table(op, shape)
-    if len(lat) == 0:
+    cands = auto_candidates(op, shape)
+    if not cands:
         return 0.0 * size_bytes
-    t = lat[None, :] + np.asarray(size_bytes, dtype=float)[:, None] / (1e3 * bw[None, :])
-    return t.min(axis=1) * 1e-6
+    n = np.asarray(size_bytes, dtype=float)
+    return times_us(cands, n.ravel()).min(axis=0).reshape(n.shape) * 1e-6

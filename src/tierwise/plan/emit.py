@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
+from bisect import bisect_right
 from typing import Any
 
 from tierwise.errors import SpecError
@@ -306,7 +307,7 @@ def slurm_script(
             f"--emit slurm: {layout.world} GPUs do not fill whole {cluster.gpus_per_node}-GPU "
             "nodes; torchrun starts the same number of ranks on every node"
         )
-    leaves = -(-nodes // cluster.nodes_per_leaf)
+    leaves = bisect_right(cluster.leaf_starts, nodes - 1)  # leaves nodes 0..nodes-1 fill
     if hostnames is not None and len(hostnames) != nodes:
         raise SpecError(f"hostnames: {len(hostnames)} given, the layout needs {nodes} nodes")
     lines = [

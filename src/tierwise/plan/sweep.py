@@ -25,6 +25,7 @@ SWEEPABLE = {
     "intra": str,
     "oversubscription": float,
     "nvlink_domain_gpus": int,
+    "nodes_per_leaf": int,
 }
 CATALOG_KEYS = {"nic": catalog.nic, "intra": catalog.link}
 """Sweepable keys whose values are catalog keys."""

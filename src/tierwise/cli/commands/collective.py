@@ -10,7 +10,7 @@ import typer
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.model import candidates
+from tierwise.collectives.model import auto_candidates, candidates
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
@@ -40,7 +40,12 @@ def collective(
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e")] = "8G",
     factor: Annotated[int, typer.Option("--factor", "-f")] = 2,
     algo: Annotated[
-        str, typer.Option("--algo", help="auto|ring|tree|hierarchical|nvls|sharp|pairwise")
+        str,
+        typer.Option(
+            "--algo",
+            help="auto (NCCL's choice), ring, tree, nvls, nvls_tree, collnet_direct, "
+            "collnet_chain (sharp = either), pat, hierarchical (tierwise runtime), pairwise",
+        ),
     ] = "auto",
     explain: Annotated[
         bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
@@ -69,8 +74,16 @@ def collective(
         from tierwise.report.figures import busbw_figure_file
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
+    auto = set(auto_candidates(op, shape)) if explain else set()
     explained = [
-        {"algo": c.algo, "proto": c.proto, "lat_us": c.lat_us, "algbw_GBps": c.algbw_GBps}
+        {
+            "algo": c.algo,
+            "proto": c.proto,
+            "lat_us": c.lat_us,
+            "algbw_GBps": c.algbw_GBps,
+            "tree_corrected": c.corrected,
+            "auto": c in auto,
+        }
         for c in (candidates(op, shape) if explain else [])
     ]
     if as_json:
@@ -90,11 +103,21 @@ def collective(
         format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")), nl=False
     )
     if explain:
-        rows = [(c["algo"], c["proto"], c["lat_us"], c["algbw_GBps"]) for c in explained]
+        rows = [
+            (
+                c["algo"],
+                c["proto"],
+                c["lat_us"],
+                c["algbw_GBps"],
+                "yes" if c["tree_corrected"] else "-",
+                "yes" if c["auto"] else "forced only",
+            )
+            for c in explained
+        ]
         console.print(
             table(
-                "candidates (time = lat + bytes / algbw)",
-                ["algo", "proto", "lat us", "algbw GB/s"],
+                "candidates (time = lat + bytes / (algbw x tree correction))",
+                ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
                 rows,
             )
         )

@@ -18,13 +18,20 @@ from tierwise.workload.load import load_model
 if TYPE_CHECKING:  # the report stack (matplotlib, networkx) loads only when a report is made
     from tierwise.report.inputs import ReportInputs
 
+DoctorLogsOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--doctor-logs",
+        help="NCCL_DEBUG output and tool printouts of the same run for the doctor section "
+        "(--doctor-logs A B ...).",
+    ),
+]
 LogsOpt = Annotated[
     list[Path] | None,
     typer.Option("--logs", help="nccl-tests logs to draw as measured points: --logs A B ..."),
 ]
-# `--logs a.txt b.txt`: click options take one value each, so the values after the first land
-# here (as `--logs a --logs b` does it).
-MoreLogsArg = Annotated[list[Path] | None, typer.Argument(hidden=True, show_default=False)]
+MULTI_VALUE_OPTIONS = ("--logs", "--doctor-logs")
+"""Options that take several values in a row (`--logs a.txt b.txt`), see `tierwise.cli.main`."""
 
 
 def summary(inputs: ReportInputs, path: Path) -> dict:
@@ -88,6 +95,7 @@ def make_report(
     logs: list[Path],
     contract: Path | None,
     command: str,
+    doctor_logs: list[Path] | None = None,
 ) -> ReportInputs:
     """Build the inputs and write the report to `out`."""
     from tierwise.report.html import write_report
@@ -104,6 +112,7 @@ def make_report(
         command=command,
         logs=logs,
         contract_path=contract,
+        doctor_logs=doctor_logs or [],
     )
     write_report(inputs, out)
     return inputs
@@ -116,6 +125,7 @@ def report(
     gbs: Annotated[int, typer.Option("--gbs", help="Global batch size, sequences.")] = 512,
     seq: Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")] = 4096,
     logs: LogsOpt = None,
+    doctor_logs: DoctorLogsOpt = None,
     contract: Annotated[
         Path | None,
         typer.Option("--contract", help="Fabric contract YAML: its busbw floors are drawn."),
@@ -124,14 +134,12 @@ def report(
         "tierwise-report.html"
     ),
     as_json: JsonOpt = False,
-    more_logs: MoreLogsArg = None,
 ) -> None:
     """Write one self-contained HTML report: topology, busbw per tier, mapping, plans, what-if."""
-    if more_logs and not logs:
-        raise SpecError(f"unexpected argument {str(more_logs[0])!r}; logs follow --logs")
     command = shlex.join(["tierwise", *sys.argv[1:]])
-    all_logs = [*(logs or []), *(more_logs or [])]
-    inputs = make_report(model, cluster_spec, gbs, seq, out, all_logs, contract, command)
+    inputs = make_report(
+        model, cluster_spec, gbs, seq, out, logs or [], contract, command, doctor_logs
+    )
     if as_json:
         print_json(summary(inputs, out))
         return

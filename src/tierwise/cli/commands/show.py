@@ -32,6 +32,12 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
             "per node",
         )
     )
+    leaf_nodes = sorted({s["smallest_leaf_nodes"], s["nodes_per_leaf"]})
+    console.print(
+        f"{s['topology']}: leaves {s['leaves']} x {'-'.join(map(str, leaf_nodes))} nodes, "
+        f"pods {s['pods']}; NVLink domains {s['nvlink_domains']} x "
+        f"{s['nics_per_nvlink_domain']} NICs"
+    )
     rows = [
         (
             t["name"],

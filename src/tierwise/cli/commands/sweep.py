@@ -28,7 +28,7 @@ def sweep_command(
         typer.Option(
             "--vary",
             help="KEY=V1,V2 (nodes, gpus_per_node, nics_per_node, nic, intra, "
-            "oversubscription, nvlink_domain_gpus); give it once or twice",
+            "oversubscription, nvlink_domain_gpus, nodes_per_leaf); give it once or twice",
         ),
     ] = None,
     within: Annotated[
