@@ -21,11 +21,7 @@ from tierwise.verify.contract import load_contract
 from tierwise.verify.counters import Delta, deltas, interval_s, read_snapshot
 from tierwise.verify.runs import Run, load_runs
 
-_STATUS_STYLE = {
-    "PASS": styled("PASS", "green"),
-    "FAIL": styled("FAIL", "bold red"),
-    "SKIP": styled("SKIP", "yellow"),
-}
+_STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
 
 
 def _counter_deltas(
@@ -76,7 +72,7 @@ def _print(name: str, rows: list[Row], moved: list[Delta]) -> None:
             r.limit,
             r.margin,
             r.unit,
-            _STATUS_STYLE[r.status],
+            styled(r.status, _STATUS_STYLE[r.status]),
         )
         for r in rows
     ]
