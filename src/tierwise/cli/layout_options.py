@@ -48,3 +48,96 @@ CpCommOpt = Annotated[
 TpOverlapOpt = Annotated[
     bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")
 ]
+PpLayoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pp-layout",
+        help="Megatron's --pipeline-model-parallel-layout: virtual stages split by |, E "
+        "embedding, t layer, L loss, x*n and (...)*n repeats, e.g. Et|(tt|)*62tL.",
+    ),
+]
+AccountEmbeddingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--account-for-embedding-in-pipeline-split",
+        help="Megatron's: the input embedding counts as one layer in the pipeline split.",
+    ),
+]
+AccountLossOpt = Annotated[
+    bool,
+    typer.Option(
+        "--account-for-loss-in-pipeline-split",
+        help="Megatron's: the loss counts as one layer in the pipeline split.",
+    ),
+]
+PipelineScheduleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline-schedule",
+        help="torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
+        "(default 1F1B, Interleaved1F1B with --vpp > 1).",
+    ),
+]
+AttentionBackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--attention-backend",
+        help="Megatron's: flash | fused (cuDNN) | unfused (softmax in HBM, 2021-22 Megatron).",
+    ),
+]
+EstimateFrameworkOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--framework",
+        help="megatron | torchtitan | deepspeed: how DP/FSDP runs (Megatron buckets, FSDP2 "
+        "per block, ZeRO-3 per module) and which layouts and schedules it can run; default: "
+        "the generic model.",
+    ),
+]
+DpShardOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--dp-shard",
+        help="torchtitan's data_parallel_shard_degree: HSDP shards over this many dp ranks "
+        "and replicates over the rest (needs --framework torchtitan, --zero 2 or 3).",
+    ),
+]
+EtpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--etp",
+        help="Expert tensor parallel size (Megatron's "
+        "--expert-tensor-parallel-size); default --tp.",
+    ),
+]
+MoeDispatcherOpt = Annotated[
+    str,
+    typer.Option(
+        "--moe-token-dispatcher-type",
+        help="Megatron's: alltoall | allgather | flex (DeepEP / HybridEP).",
+    ),
+]
+MoeForceBalanceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--moe-router-force-load-balancing",
+        help="Megatron's: every expert gets the same tokens (balanced routing, as NVIDIA's "
+        "benchmarks run); default dropless with an imbalance factor.",
+    ),
+]
+MoeCapacityOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--moe-expert-capacity-factor",
+        help="Megatron's: capacity routing, experts padded to this factor (tokens beyond it "
+        "dropped); overrides the model's capacity_factor.",
+    ),
+]
+MoeA2aOverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overlap-moe-expert-parallel-comm",
+        help="Megatron's combined 1F1B: expert all-to-alls hidden behind the other "
+        "micro-batch's compute.",
+    ),
+]

@@ -13,6 +13,7 @@ from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.pipeline import FRAMEWORK_SCHEDULES, SCHEDULE_VPP, schedule_for
 from tierwise.perf.step import Flags
 from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_members, group_summary
@@ -71,6 +72,20 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
     }
 
 
+def schedule_fixes(schedule: str, framework: str, fixes: dict[str, str]) -> str:
+    """Pin the virtual stages `schedule` runs into `fixes` and return the framework to search:
+    a schedule only torchtitan runs narrows `any` to it; a clash is a one-line error."""
+    if framework == "any" and schedule not in FRAMEWORK_SCHEDULES["megatron"]:
+        framework = "torchtitan"
+    need = SCHEDULE_VPP.get(schedule)
+    schedule_for(schedule, 2, need or 2, None if framework == "any" else framework)
+    if need is not None and fixes.setdefault("vpp", str(need)) != str(need):
+        raise SpecError(
+            f"--pipeline-schedule {schedule} runs vpp {need}; --fix has vpp={fixes['vpp']}"
+        )
+    return framework
+
+
 def framework_for(framework: str, emit_kinds: list[str]) -> str:
     """The framework to search: the one given, else the one the emitted configs are for
     (a Slurm script alone launches Megatron); one-line error if they need several."""
@@ -125,6 +140,11 @@ def plan_command(
     ] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
+    attention_backend: L.AttentionBackendOpt = "flash",
+    pipeline_schedule: L.PipelineScheduleOpt = None,
+    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -137,8 +157,21 @@ def plan_command(
         if kind not in EMITTERS:
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     framework = framework_for(framework, emit_kinds or [])
+    fixes = parse_fix(fix)
+    if pipeline_schedule is not None:
+        framework = schedule_fixes(pipeline_schedule, framework, fixes)
     emit_kinds = with_launched_config(framework, emit_kinds or [])
-    flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    # One framework: its layouts are priced as it runs them (as `estimate --framework`).
+    flags = Flags(
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        framework=None if framework == "any" else framework,
+        attention_backend=attention_backend,
+        pipeline_schedule=pipeline_schedule,
+        moe_token_dispatcher_type=moe_token_dispatcher_type,
+        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+    )
     gbs = cluster_spec.world if gbs is None else gbs
     result = search(
         spec,
@@ -146,7 +179,7 @@ def plan_command(
         gbs,
         seq,
         top=top,
-        fix=parse_fix(fix),
+        fix=fixes,
         objective=objective,
         flags=flags,
         framework=framework,
