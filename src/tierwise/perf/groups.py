@@ -27,7 +27,9 @@ ORDERS = {
     "tp-pp-cp-ep-dp": ("tp", "pp", "cp", "dp"),
     "dp-cp-pp-tp": ("dp", "cp", "pp", "tp"),  # naive: data parallel innermost
 }
-GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp")
+# dpshard / dprep: torchtitan's HSDP, sharding over cp x dp_shard ranks and replicating
+# over dp / dp_shard (only when Degrees.dp_shard is set).
+GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp", "dpshard", "dprep")
 
 
 class Degrees(NamedTuple):
@@ -38,6 +40,10 @@ class Degrees(NamedTuple):
     ep: int
     dp: int
     pp: int
+    dp_shard: int = 0
+    """HSDP: dp ranks sharding one replica (0: all dp, plain FSDP)."""
+    etp: int = 0
+    """Expert tensor parallel size when it differs from tp (0: tp)."""
 
     @property
     def world(self) -> int:
@@ -45,8 +51,15 @@ class Degrees(NamedTuple):
         return self.tp * self.cp * self.dp * self.pp
 
     def group_size(self, kind: str) -> int:
-        """Ranks in a group of `kind` (dpcp: dp*cp; pp counts the stage boundary)."""
-        return self.dp * self.cp if kind == "dpcp" else getattr(self, kind)
+        """Ranks in a group of `kind` (dpcp: dp*cp; pp counts the stage boundary; dpshard,
+        dprep: 1 without HSDP)."""
+        if kind == "dpcp":
+            return self.dp * self.cp
+        if kind in ("dpshard", "dprep"):
+            if not self.dp_shard:
+                return 1
+            return self.cp * self.dp_shard if kind == "dpshard" else self.dp // self.dp_shard
+        return getattr(self, kind)
 
 
 def _coords(d: Degrees, order: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -64,19 +77,30 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
     """For every rank, an id shared by exactly the ranks of its `kind` group.
 
     tp/cp/dp/pp: ranks equal in every other coordinate. dpcp: the gradient-reduce group over
-    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest)."""
+    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest).
+    dpshard: cp x the dp_shard ranks of one HSDP replica; dprep: one rank of each replica."""
     c = _coords(d, order)
     if kind in {"tp", "cp", "dp", "pp"}:
         others = [dim for dim in ("tp", "cp", "dp", "pp") if dim != kind]
-    elif kind in {"dpcp", "ep"}:
+    elif kind in {"dpcp", "ep", "dpshard"}:
         others = ["tp", "pp"]
+    elif kind == "dprep":
+        others = ["tp", "cp", "pp"]
     else:
         raise SpecError(f"unknown group kind {kind!r}")
     gid = np.zeros(d.world, dtype=np.int64)
     for dim in others:
         gid = gid * getattr(d, dim) + c[dim]
-    if kind == "ep":
+    if kind == "ep" and d.etp:
+        # Megatron's expert ranks: etp innermost, then ep, over the tp*cp*dp ranks of a stage.
+        r = c["tp"] + d.tp * (c["cp"] + d.cp * c["dp"])
+        gid = (c["pp"] * d.world + r % d.etp) * d.world + r // (d.etp * d.ep)
+    elif kind == "ep":
         gid = gid * d.world + (c["cp"] + d.cp * c["dp"]) // d.ep
+    elif kind == "dpshard":
+        gid = gid * d.dp + c["dp"] // d.dp_shard
+    elif kind == "dprep":
+        gid = gid * d.dp + c["dp"] % d.dp_shard
     return gid
 
 
@@ -142,6 +166,10 @@ def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, in
         stride *= d.group_size(dim)
     if kind in strides:
         return strides[kind], 2 if kind == "pp" else d.group_size(kind)
+    if kind == "ep" and d.etp:  # expert ranks etp apart when tp, cp, dp are innermost
+        return (d.etp, d.ep) if order[:3] == ("tp", "cp", "dp") else None
+    if kind == "dprep":  # one dp coordinate of each replica: dp_shard apart
+        return strides["dp"] * d.dp_shard, d.group_size(kind)
     inner, outer = sorted(("cp", "dp"), key=order.index)
     if d.cp == 1 or d.dp == 1:
         start = strides["dp" if d.cp == 1 else "cp"]

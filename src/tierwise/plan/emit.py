@@ -10,8 +10,10 @@ from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
+from tierwise.workload.pipeline import chunk_layers, layout_string
 from tierwise.workload.spec import ModelSpec
 
 EMITTERS = ("megatron", "torchtitan", "deepspeed", "slurm")
@@ -166,20 +168,21 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         f"--seq-length {layout.seq}",
         *megatron_model_args(model, layout.seq),
     ]
-    if layout.pp_layers is not None and layout.pp > 1:
-        first, *middle, last = layout.pp_layers
-        if len(set(middle)) > 1:
-            raise SpecError(
-                f"--emit megatron: pp_layers {list(layout.pp_layers)}: Megatron sets the first "
-                "and last stage's layers; the stages between them must hold the same number"
-            )
-        args += [
-            f"--decoder-first-pipeline-num-layers {first}",
-            f"--decoder-last-pipeline-num-layers {last}",
-        ]
-    if layout.vpp > 1:
-        per_stage = layout.stage_layers(model)[0] // layout.vpp
-        args.append(f"--num-layers-per-virtual-pipeline-stage {per_stage}")
+    stages = layout.stage_layers(model)
+    first, last, middle = stages[0], stages[-1], set(stages[1:-1])
+    if len(middle) > 1 or any(n % layout.vpp for n in stages):
+        # Only a layout string states middle stages that differ or chunks that do (it also
+        # sets the virtual stages per rank).
+        layout_text = layout_string(stages, layout.vpp)
+        args.append(f'--pipeline-model-parallel-layout "{layout_text}"')
+    else:
+        if layout.pp_layers is not None and layout.pp > 1:
+            args += [
+                f"--decoder-first-pipeline-num-layers {first}",
+                f"--decoder-last-pipeline-num-layers {last}",
+            ]
+        if layout.vpp > 1:
+            args.append(f"--num-layers-per-virtual-pipeline-stage {first // layout.vpp}")
     if layout.sp_enabled:
         args.append("--sequence-parallel")
     if layout.distributed_optimizer:
@@ -208,6 +211,18 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append(f"--cp-comm-type {flags.cp_comm}")
     if flags.tp_comm_overlap and layout.tp > 1:
         args.append("--tp-comm-overlap")
+    if flags.attention_backend != "flash":
+        args.append(f"--attention-backend {flags.attention_backend}")
+    if model.moe is not None:
+        args.append(f"--moe-token-dispatcher-type {flags.moe_token_dispatcher_type}")
+        if layout.expert_tp != layout.tp:
+            args.append(f"--expert-tensor-parallel-size {layout.expert_tp}")
+        if flags.moe_router_force_load_balancing:
+            args.append("--moe-router-force-load-balancing")
+        if model.moe.capacity_factor:
+            args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
+        if flags.overlap_moe_expert_parallel_comm:
+            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     return args
 
 
@@ -316,16 +331,19 @@ def torchtitan_model(model: ModelSpec) -> tuple[str, str]:
 
 def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
     """First layer of every (virtual) pipeline stage but the first. torchtitan's looped
-    schedules put virtual stage j*pp + r on pipeline rank r; each holds 1/vpp of its layers."""
-    chunks = [layers // vpp for _ in range(vpp) for layers in stage_layers]
-    return list(itertools.accumulate(chunks))[:-1]
+    schedules put virtual stage j*pp + r on pipeline rank r; each holds about 1/vpp of its
+    layers (`chunk_layers`)."""
+    return list(itertools.accumulate(chunk_layers(stage_layers, vpp)))[:-1]
 
 
-def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
+def torchtitan_toml(
+    layout: Layout, model: ModelSpec | None = None, schedule: str | None = None
+) -> str:
     """A torchtitan job config's [parallelism], [training] and [activation_checkpoint], the
     [model] name and flavor (`model` given; SpecError where torchtitan lacks it), and for an
     FP8 layout [model] converters + [float8]. `model` also gives the layer count behind the
-    split points of an even pipeline split (`layout.pp_layers` states an uneven one)."""
+    split points of an even pipeline split (`layout.pp_layers` states an uneven one);
+    `schedule` the pipeline schedule (default 1F1B, Interleaved1F1B with vpp > 1)."""
     _check_torchtitan(layout)
     shard = layout.zero >= 1  # FSDP over the data-parallel ranks; zero 0 replicates (DDP)
     pipeline, local_batch = [], layout.mbs
@@ -337,7 +355,7 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
                 "or pp_layers"
             )
         points = ", ".join(f'"layers.{s}"' for s in _split_points(stages, layout.vpp))
-        schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
+        schedule = schedule_for(schedule, layout.pp, layout.vpp, "torchtitan")
         pipeline = [
             f'pipeline_parallel_schedule = "{schedule}"',
             f"pipeline_parallel_split_points = [{points}]",
@@ -362,6 +380,7 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
     # FSDP2 keeps the gathered parameters from forward to backward ("never": ZeRO-2, the
     # SHARD_GRAD_OP strategy) or frees and gathers them again ("always": ZeRO-3).
+    shard_degree = layout.dp_shard_degree or layout.dp  # HSDP: replicas of this many ranks
     reshard = (
         [f'fsdp_reshard_after_forward = "{"always" if layout.zero >= 3 else "never"}"']
         if shard
@@ -370,8 +389,8 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     return "\n".join(
         [
             "[parallelism]",
-            f"data_parallel_replicate_degree = {1 if shard else layout.dp}",
-            f"data_parallel_shard_degree = {layout.dp if shard else 1}",
+            f"data_parallel_replicate_degree = {layout.dp // shard_degree if shard else layout.dp}",
+            f"data_parallel_shard_degree = {shard_degree if shard else 1}",
             *reshard,
             f"tensor_parallel_degree = {layout.tp}",
             f"context_parallel_degree = {layout.cp}",
@@ -557,7 +576,7 @@ def emit(
     if kind == "megatron":
         return " \\\n  ".join(megatron_args(model, layout, flags)) + "\n"
     if kind == "torchtitan":
-        return torchtitan_toml(layout, model)
+        return torchtitan_toml(layout, model, flags.pipeline_schedule)
     if kind == "deepspeed":
         return json.dumps(deepspeed_config(layout), indent=2) + "\n"
     return slurm_script(cluster, layout, launch_command(framework, model, layout, flags))
