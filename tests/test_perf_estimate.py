@@ -260,7 +260,7 @@ def test_cp_all_to_all_variant_is_exposed_and_needs_heads_to_split() -> None:
         "64",
         "--seq",
         "32768",
-        "--cp-comm",
+        "--cp-comm-type",
         "a2a",
         check=False,
     )

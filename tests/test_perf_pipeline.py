@@ -182,3 +182,19 @@ def test_emitters_state_uneven_chunks() -> None:
     zbv = nvidia.model_copy(update={"zero": 3, "vpp": 2, "pp_layers": None, "pp": 9, "dp": 14})
     toml = tomllib.loads(torchtitan_toml(zbv, model, "ZBVZeroBubble"))
     assert toml["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
+
+
+def test_plan_with_a_pipeline_schedule() -> None:
+    base = ["plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64"]
+    base += ["--seq", "4096", "--top", "1", "--fix", "pp=4"]
+    zbv = cli_json(*base, "--pipeline-schedule", "ZBVZeroBubble")["plans"][0]
+    plain = cli_json(*base, "--framework", "torchtitan")["plans"][0]
+    assert zbv["vpp"] == 2 and zbv["frameworks"] == ["torchtitan"]
+    assert zbv["step_time_s"] < plain["step_time_s"]
+    assert_user_error(
+        run_cli(*base, "--pipeline-schedule", "ZBVZeroBubble", "--framework", "megatron",
+                check=False),
+        "--framework megatron runs 1F1B, Interleaved1F1B",
+    )  # fmt: skip
+    clash = [*base[:-2], "--fix", "pp=4,vpp=4", "--pipeline-schedule", "ZBVZeroBubble"]
+    assert_user_error(run_cli(*clash, check=False), "runs vpp 2", "vpp=4")

@@ -99,7 +99,7 @@ def test_estimate_cli_shows_memory_terms_for_an_mla_model() -> None:
     out = run_cli(
         *("estimate", "--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--nodes", "64"),
         *("--pp", "8", "--pp-layers", "7,8,8,8,8,8,8,6", "--ep", "32", "--dp", "32"),
-        *("--gbs", "8192", "--recompute", "full", "--distributed-optimizer"),
+        *("--gbs", "8192", "--recompute", "full", "--use-distributed-optimizer"),
     ).stdout
     for term in ("weights", "grads", "optimizer", "activations", "logits"):
         assert term in out

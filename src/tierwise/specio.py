@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -11,6 +12,13 @@ from pydantic import BaseModel, ValidationError
 from tierwise.errors import SpecError
 
 M = TypeVar("M", bound=BaseModel)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's C loader when PyYAML has it: ~10x faster on the shipped data files."""
+
+
+def data_yaml(package: str, name: str) -> Any:
+    """A YAML file shipped inside `package` (e.g. ``data/gpus.yaml``), parsed."""
+    return yaml.load(resources.files(package).joinpath(name).read_text(), Loader=_LOADER)
 
 
 def read_yaml(path: Path) -> Any:

@@ -1,4 +1,5 @@
-"""Layout flags shared by `estimate` and `plan` (--tp --cp --ep --pp --vpp --dp --mbs ...)."""
+"""Layout flags shared by `estimate` and `plan` (--tp --cp --ep --pp --vpp --dp --mbs ...), named
+as Megatron-LM names them."""
 
 from __future__ import annotations
 
@@ -37,20 +38,23 @@ Fp8RecipeOpt = Annotated[
 DistOptOpt = Annotated[
     bool | None,
     typer.Option(
-        "--distributed-optimizer/--no-distributed-optimizer",
+        "--use-distributed-optimizer/--no-use-distributed-optimizer",
         help="Megatron's distributed optimizer (optimizer states over dp*cp).",
     ),
 ]
 GradBf16Opt = Annotated[
     bool | None,
     typer.Option(
-        "--grad-reduce-bf16/--no-grad-reduce-bf16",
-        help="16-bit main grads and DP reduce at any ZeRO stage (Megatron's "
-        "--grad-reduce-in-bf16, DeepSpeed's default); default fp32 (Megatron, torchtitan).",
+        "--grad-reduce-in-bf16/--no-grad-reduce-in-bf16",
+        help="16-bit main grads and DP reduce at any ZeRO stage (as Megatron's flag; "
+        "DeepSpeed's default); default fp32 (Megatron, torchtitan).",
     ),
 ]
 CpCommOpt = Annotated[
-    str, typer.Option("--cp-comm", help="Context parallel comm: p2p (ring attention) or a2a.")
+    str,
+    typer.Option(
+        "--cp-comm-type", help="Context parallel comm (Megatron's flag): p2p (ring attention), a2a."
+    ),
 ]
 TpOverlapOpt = Annotated[
     bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.workload.flops import model_flops_per_token
 from tierwise.workload.load import load_model, preset, preset_names
@@ -85,9 +85,12 @@ def _print_human(m: ModelSpec, p: ParamCounts, seq: int) -> None:
             spec |= {f"{part}.{k}": v for k, v in sub.model_dump().items()}
     mtp = f" (+ {p.mtp / BILLION:.2f} B in MTP modules)" if p.mtp else ""
     console.print(
-        f"[bold]{m.name}[/]: {p.main_total / BILLION:.2f} B parameters{mtp}, "
-        f"{p.main_active / BILLION:.2f} B active per token; "
-        f"{model_flops_per_token(m, seq) / 1e9:.1f} GFLOP per token trained at seq {seq}"
+        line(
+            styled(str(m.name), "bold"),
+            f": {p.main_total / BILLION:.2f} B parameters{mtp}, "
+            f"{p.main_active / BILLION:.2f} B active per token; "
+            f"{model_flops_per_token(m, seq) / 1e9:.1f} GFLOP per token trained at seq {seq}",
+        )
     )
     console.print(table("shape", ["field", "value"], spec.items()))
     rows = [(part, f"{getattr(p, part):,}", f"{getattr(p, part) / p.total:.2%}") for part in PARTS]

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache, lru_cache
-from importlib import resources
 from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
-from tierwise.specio import build, read_yaml
+from tierwise.specio import build, data_yaml, read_yaml
 
 TopologyKind = Literal["rail-optimized", "rail-only", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
@@ -271,8 +269,7 @@ def _leaf_starts(sizes: tuple[int, ...]) -> tuple[int, ...]:
 @cache
 def presets() -> dict[str, dict[str, Any]]:
     """Preset cluster fields by name."""
-    text = resources.files("tierwise.hardware").joinpath("data/clusters.yaml").read_text()
-    return yaml.safe_load(text)
+    return data_yaml("tierwise.hardware", "data/clusters.yaml")
 
 
 def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
@@ -294,6 +291,8 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
         if not path.exists():
             raise SpecError(f"--cluster: file {arg!r} does not exist")
         data = read_yaml(path)
+        if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "tiers" in data:
+            data = data["spec"]  # what `tierwise show cluster --json` prints: load its spec
         if not isinstance(data, dict):
             raise SpecError(f"{arg}: expected a mapping of cluster fields")
         return data, arg

@@ -31,14 +31,14 @@ CP_COMM_TYPES = ("p2p", "a2a")
 def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:
     """All-to-all CP splits each TP rank's heads over cp ranks, so cp must divide them."""
     if cp_comm not in CP_COMM_TYPES:
-        raise SpecError(f"--cp-comm: {cp_comm!r}; allowed: {', '.join(CP_COMM_TYPES)}")
+        raise SpecError(f"--cp-comm-type: {cp_comm!r}; allowed: {', '.join(CP_COMM_TYPES)}")
     if cp_comm == "a2a" and layout.cp > 1:
         heads = model.heads // layout.tp
         kv = max(1, model.kv // layout.tp)
         if heads % layout.cp or kv % layout.cp:
             raise SpecError(
                 f"layout: cp {layout.cp} must divide the heads ({heads}) and kv_heads ({kv}) per "
-                f"TP rank for --cp-comm a2a; use p2p (ring attention) or a smaller cp"
+                f"TP rank for --cp-comm-type a2a; use p2p (ring attention) or a smaller cp"
             )
 
 

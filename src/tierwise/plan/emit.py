@@ -353,10 +353,11 @@ def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
 def torchtitan_toml(
     layout: Layout, model: ModelSpec | None = None, schedule: str | None = None
 ) -> str:
-    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint] (and
-    [model] converters + [float8] or [mx] for an FP8 or MXFP8 layout). `model` gives the
-    layer count behind the split points of an even pipeline split (`layout.pp_layers` states
-    an uneven one);
+    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint], the
+    [model] name and flavor (`model` given; SpecError where torchtitan lacks it), and for an
+    FP8 or MXFP8 layout [model] converters + [float8] or [mx]. `model` also gives the layer
+    count behind the split points of an even pipeline split (`layout.pp_layers` states an
+    uneven one);
     `schedule` the pipeline schedule (default 1F1B, Interleaved1F1B with vpp > 1)."""
     _check_torchtitan(layout)
     shard = layout.zero >= 1  # FSDP over the data-parallel ranks; zero 0 replicates (DDP)

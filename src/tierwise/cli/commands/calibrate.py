@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table, writable
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.verify.calibrate import calibrate
@@ -26,6 +26,7 @@ def calibrate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier."""
+    writable(out, "--out")
     points = [measured(test, cluster_spec, str(log)) for log in logs for test in parse_file(log)]
     calibrated, fits = calibrate(points, cluster_spec, ", ".join(str(log) for log in logs))
     if out is not None:
@@ -53,9 +54,12 @@ def calibrate_command(
     for f in fits:
         c = f.calibration
         console.print(
-            f"[bold]{f.tier}[/]: alpha {c.alpha_us:.2f} us per LL step, "
-            f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us "
-            f"(fitted: {', '.join(f.fitted)})"
+            line(
+                styled(str(f.tier), "bold"),
+                f": alpha {c.alpha_us:.2f} us per LL step, "
+                f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us "
+                f"(fitted: {', '.join(f.fitted)})",
+            )
         )
         for note in f.notes:
             console.print(f"  {note}")
@@ -80,8 +84,10 @@ def calibrate_command(
         console.print(f"largest error after the fit: {f.max_error_after * 100:.1f}%")
         if f.sizes_off():
             console.print(
-                f"[yellow]still off by more than 15% at {len(f.sizes_off())} sizes:[/] "
-                + ", ".join(str(n) for n in f.sizes_off())
+                line(
+                    styled(f"still off by more than 15% at {len(f.sizes_off())} sizes:", "yellow"),
+                    " " + ", ".join(str(n) for n in f.sizes_off()),
+                )
             )
     if out is not None:
         console.print(f"wrote {out}")

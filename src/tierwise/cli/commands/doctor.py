@@ -24,7 +24,7 @@ FilesArg = Annotated[
     ),
 ]
 
-_SEVERITY_STYLE = {"error": "[bold red]error[/]", "warning": "[yellow]warning[/]", "info": "info"}
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
 
 
 def _facts_line(facts: dict) -> str:
@@ -49,7 +49,7 @@ def _facts_line(facts: dict) -> str:
 
 
 def _print(diagnosis: Diagnosis) -> None:
-    from tierwise.cli.output import console, fmt
+    from tierwise.cli.output import console, fmt, line, styled
 
     console.print(_facts_line(diagnosis.facts), markup=False, highlight=False)
     gap = diagnosis.gap
@@ -62,7 +62,9 @@ def _print(diagnosis: Diagnosis) -> None:
     for note in diagnosis.facts["notes"]:
         console.print(f"note: {note}", markup=False, highlight=False)
     if not diagnosis.findings:
-        console.print("[green]no finding[/]: nothing in these files points at a known cause")
+        console.print(
+            line(styled("no finding", "green"), ": nothing in these files points at a known cause")
+        )
         return
     for rank, finding in enumerate(diagnosis.findings, start=1):
         explains = (
@@ -71,9 +73,12 @@ def _print(diagnosis: Diagnosis) -> None:
             else f" (explains {fmt(finding.explains_GBps)} GB/s)"
         )
         console.print(
-            f"\n[bold]{rank}. {finding.title}[/]{explains}\n"
-            f"   {finding.id} · {finding.category} · {_SEVERITY_STYLE[finding.severity]}",
-            highlight=False,
+            line(
+                "\n",
+                styled(f"{rank}. {finding.title}", "bold"),
+                f"{explains}\n   {finding.id} · {finding.category} · ",
+                styled(finding.severity, _SEVERITY_STYLE[finding.severity]),
+            )
         )
         for ev in finding.evidence:
             console.print(

@@ -6,7 +6,7 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
@@ -71,30 +71,35 @@ def estimate_command(
                 f"{cluster_spec.world} GPUs; give --dp or change --nodes"
             )
         dp = cluster_spec.world // fixed
-    layout = Layout.parse(
-        {
-            "tp": tp,
-            "cp": cp,
-            "ep": ep,
-            "etp": etp,
-            "pp": pp,
-            "vpp": vpp,
-            "dp": dp,
-            "mbs": mbs,
-            "gbs": gbs,
-            "seq": seq,
-            "sp": sp,
-            "recompute": recompute,
-            "zero": zero,
-            "dtype": dtype,
-            "fp8_recipe": fp8_recipe,
-            "distributed_optimizer": distributed_optimizer,
-            "grad_reduce_bf16": grad_reduce_bf16,
-            "pp_layers": parse_stage_layers(pp_layers),
-            "dp_shard_degree": dp_shard,
-        },
-        "layout",
-    )
+    fields = {
+        "tp": tp,
+        "cp": cp,
+        "ep": ep,
+        "etp": etp,
+        "pp": pp,
+        "vpp": vpp,
+        "dp": dp,
+        "mbs": mbs,
+        "gbs": gbs,
+        "seq": seq,
+        "sp": sp,
+        "recompute": recompute,
+        "zero": zero,
+        "dtype": dtype,
+        "fp8_recipe": fp8_recipe,
+        "distributed_optimizer": distributed_optimizer,
+        "grad_reduce_bf16": grad_reduce_bf16,
+        "pp_layers": parse_stage_layers(pp_layers),
+        "dp_shard_degree": dp_shard,
+    }
+    layout = Layout.parse(fields, "layout")
+    assumed = []
+    if gbs is None:
+        layout = Layout.parse({**fields, "gbs": default_global_batch(layout)}, "layout")
+        assumed.append(
+            f"--gbs not given: {layout.global_batch} sequences, one per GPU as plan and sweep "
+            f"take it ({layout.num_microbatches} micro-batches of {layout.mbs})"
+        )
     layout, rule = with_split(
         spec,
         layout,
@@ -131,10 +136,19 @@ def estimate_command(
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
+    result["assumed"] = assumed
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def default_global_batch(layout: Layout) -> int:
+    """One sequence per GPU of the layout (plan's and sweep's default), rounded up to a
+    multiple of mbs*dp. Megatron's own default, mbs*dp, is a single micro-batch: with pp > 1
+    that is a (pp-1)/pp pipeline bubble, a run nobody launches."""
+    step = layout.mbs * layout.dp
+    return -(-layout.world // step) * step
 
 
 def with_capacity(spec: ModelSpec, factor: float | None) -> ModelSpec:
@@ -166,14 +180,19 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
     """Human summary and the time and memory breakdown tables."""
     lay = r["layout"]
     console.print(
-        f"[bold]{model}[/] on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
-        f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
-        f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-        f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']}"
-        + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
-        + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
-        f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}"
+        line(
+            styled(str(model), "bold"),
+            f" on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
+            f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
+            f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
+            f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']}"
+            + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
+            + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
+            f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}",
+        )
     )
+    for note in r.get("assumed", []):
+        console.print(line(styled("assumed", "yellow"), f" {note}"))
     if r["moe"] is not None:
         moe = r["moe"]
         console.print(
@@ -187,14 +206,18 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f"pipeline: {split_text(pipe['stage_layers'])} layers ({pipe['split']}), "
             f"{pipe['schedule']}, bubble {pipe['bubble_fraction']:.1%} of the step"
         )
-    fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
+    fits = "fits" if r["fits"] else styled("does NOT fit", "red")
     console.print(
-        f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
-        f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
-        f"MFU {r['mfu']:.1%} of the BF16 dense peak (NeMo/Megatron convention; "
-        f"{r['mfu_at_dtype_peak']:.1%} of the {lay['dtype']} peak), "
-        f"{r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
-        f"({fits})"
+        line(
+            f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
+            f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
+            f"MFU {r['mfu']:.1%} of the BF16 dense peak (NeMo/Megatron convention; "
+            f"{r['mfu_at_dtype_peak']:.1%} of the {lay['dtype']} peak), "
+            f"{r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
+            "(",
+            fits,
+            ")",
+        )
     )
     tiers = r["comm_tiers"]
     step = r["step_time_s"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.load import load_model
@@ -22,13 +22,16 @@ DoctorLogsOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--doctor-logs",
-        help="NCCL_DEBUG output and tool printouts of the same run for the doctor section.",
+        help="NCCL_DEBUG output and tool printouts of the same run for the doctor section "
+        "(--doctor-logs A B ...).",
     ),
 ]
 LogsOpt = Annotated[
     list[Path] | None,
-    typer.Option("--logs", help="nccl-tests logs to draw as measured points (repeatable)."),
+    typer.Option("--logs", help="nccl-tests logs to draw as measured points: --logs A B ..."),
 ]
+MULTI_VALUE_OPTIONS = ("--logs", "--doctor-logs")
+"""Options that take several values in a row (`--logs a.txt b.txt`), see `tierwise.cli.main`."""
 
 
 def summary(inputs: ReportInputs, path: Path) -> dict:
@@ -100,8 +103,7 @@ def make_report(
 
     if out.suffix.lower() not in {".html", ".htm"}:
         raise SpecError(f"--out: {str(out)!r} must end in .html")
-    if not out.parent.exists():
-        raise SpecError(f"--out: folder {str(out.parent)!r} does not exist")
+    writable(out, "--out")
     inputs = build_inputs(
         load_model(model),
         cluster,

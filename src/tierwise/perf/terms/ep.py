@@ -9,6 +9,7 @@ group, by Megatron's ``--moe-token-dispatcher-type``:
   expert's TP ranks and reduce-scattered back after it (priced on the TP group).
 - ``allgather``: every rank all-gathers all tokens of the EP group and keeps the ones for
   its experts; combine is a reduce-scatter. Independent of top_k, heavier with large EP.
+  Priced on the EP group (Megatron gathers over EP x ETP ranks: with etp > 1 this is low).
 - ``flex`` (DeepEP / HybridEP): one all-to-all that sends a token once to each NVLink
   domain holding one of its experts and fans it out inside: the bytes of ``alltoall`` times
   the expected share of distinct domains among top_k picks, D(1 - (1 - 1/D)^k) / k, when
