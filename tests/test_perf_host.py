@@ -10,6 +10,7 @@ from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
 from tierwise.perf.terms.host import MOE_HOST_PER_EXPERT_S, host_seconds
 from tierwise.perf.terms.stage import stage_of
+from tierwise.plan.emit import megatron_args
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
 
@@ -45,3 +46,17 @@ def test_estimate_enable_cuda_graph_flag() -> None:
     args += ["--ep", "16", "--gbs", "64", "--json"]
     plain, graphed = cli_json(*args), cli_json(*args, "--enable-cuda-graph")
     assert graphed["compute_parts_s"]["host_sync"] == 0 < plain["compute_parts_s"]["host_sync"]
+
+
+def test_plan_takes_the_cuda_graph_flag() -> None:
+    args = ["plan", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--nodes", "2"]
+    args += ["--gbs", "256", "--top", "1", "--json"]
+    plain, graphed = cli_json(*args), cli_json(*args, "--enable-cuda-graph")
+    assert graphed["plans"][0]["step_time_s"] < plain["plans"][0]["step_time_s"]
+
+
+def test_megatron_emitter_writes_the_cuda_graph_flag() -> None:
+    m = load_model("qwen3-30b-a3b")
+    lay = Layout(dp=16, ep=16, seq=4096, gbs=256)
+    assert "--enable-cuda-graph" in megatron_args(m, lay, Flags(cuda_graphs=True))
+    assert "--enable-cuda-graph" not in megatron_args(m, lay)

@@ -217,6 +217,8 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
     sharded = layout.distributed_optimizer or layout.zero >= 1
     if flags.fp8_param_gather and layout.dtype in ("fp8", "mxfp8") and sharded:
         args.append("--fp8-param-gather")  # the gathers the plan priced in FP8
+    if flags.cuda_graphs:
+        args.append("--enable-cuda-graph")
     if flags.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if flags.overlap_param_gather and layout.distributed_optimizer:

@@ -149,6 +149,9 @@ def plan_command(
     moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
     moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
+    enable_cuda_graph: L.CudaGraphOpt = False,
+    fp8_dot_product_attention: L.Fp8AttentionOpt = False,
+    fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -175,6 +178,9 @@ def plan_command(
         moe_token_dispatcher_type=moe_token_dispatcher_type,
         moe_router_force_load_balancing=moe_router_force_load_balancing,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+        cuda_graphs=enable_cuda_graph,
+        fp8_dot_product_attention=fp8_dot_product_attention,
+        fp8_param_gather=fp8_param_gather,
     )
     gbs = cluster_spec.world if gbs is None else gbs
     if dtype is not None:
