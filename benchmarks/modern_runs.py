@@ -78,19 +78,9 @@ def cluster_of(run: dict[str, Any]) -> ClusterSpec:
 def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
     """The run's layout; zero 1 is Megatron's distributed optimizer, 3 its FSDP."""
     lay = run["layout"]
+    stated = ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs", "gbs", "seq", "sp", "recompute")
     return Layout(
-        tp=lay["tp"],
-        cp=lay["cp"],
-        ep=lay["ep"],
-        etp=lay["etp"],
-        pp=lay["pp"],
-        vpp=lay["vpp"],
-        dp=lay["dp"],
-        mbs=lay["mbs"],
-        gbs=lay["gbs"],
-        seq=lay["seq"],
-        sp=lay["sp"],
-        recompute=lay["recompute"],
+        **{key: lay[key] for key in stated},
         zero=3 if lay["zero"] == 3 else 0,
         distributed_optimizer=lay["zero"] == 1,
         grad_reduce_bf16=run["id"] not in FP32_GRAD_REDUCE,

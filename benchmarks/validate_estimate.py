@@ -220,6 +220,13 @@ def evaluate(run: dict[str, Any]) -> dict[str, Any]:
         "published": pub_metric,
         "predicted": round(float(pred_metric), 3),
         "throughput_error": round(float(err), 4),
+        **_estimate_fields(model, layout, best),
+    }
+
+
+def _estimate_fields(model: ModelSpec, layout: Layout, best: dict[str, Any]) -> dict[str, Any]:
+    """What every row reports of the estimate it compares."""
+    return {
         "layout": {k: v for k, v in layout.model_dump().items() if v not in (None, False)},
         "fits": best["fits"],
         "memory_gib_per_gpu": round(best["memory_gib_per_gpu"], 1),
@@ -244,12 +251,7 @@ def evaluate_modern(run: dict[str, Any]) -> dict[str, Any]:
         "predicted": round(pred, 3),
         "throughput_error": round(pub / pred - 1, 4),
         "step_time_error": round(pred / pub - 1, 4),
-        "layout": {k: v for k, v in layout.model_dump().items() if v not in (None, False)},
-        "fits": best["fits"],
-        "memory_gib_per_gpu": round(best["memory_gib_per_gpu"], 1),
-        "mfu": round(best["mfu"], 3),
-        "breakdown": {k: round(v, 4) for k, v in best["breakdown"].items()},
-        "params_B": round(param_counts(model).total / 1e9, 2),
+        **_estimate_fields(model, layout, best),
         "confidence": run.get("confidence"),
     }
 
