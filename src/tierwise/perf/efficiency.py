@@ -116,14 +116,16 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) 
         return sum([g[0] for g in gemms]) / (gpu.peak_bf16_tflops * gpu.gemm_efficiency * 1e12)
     rates, halves = _format_rates(gpu)
     rate_low, half_low = rates[precision], halves[precision]
+    rate_bf16, half_bf16 = rates[0], halves[0]
     total = 0.0
-    for g in (Gemm(*g) for g in gemms):
-        intensity = gemm_intensity(g.m, g.n, g.k)
+    for g in gemms:
+        flops, m, n, k, low_share, expert_tokens = g if len(g) == 6 else (*g, 0.0, None)
+        intensity = gemm_intensity(m, n, k)
         # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
-        bf16 = (1 - g.low_share) * (1 + halves[0] / intensity) / rates[0]
-        low = g.low_share * (1 + half_low / intensity) / rate_low
-        grouped = 1.0 if g.expert_tokens is None else 1 + GROUPED_GEMM_TOKENS / g.expert_tokens
-        total = total + g.flops * (bf16 + low) * grouped
+        bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
+        low = low_share * (1 + half_low / intensity) / rate_low
+        grouped = 1.0 if expert_tokens is None else 1 + GROUPED_GEMM_TOKENS / expert_tokens
+        total = total + flops * (bf16 + low) * grouped
     return total / 1e12
 
 

@@ -86,9 +86,10 @@ class ByCode:
         self._array = np.array(self._values)
 
     def __getitem__(self, code: Any) -> Any:
-        if isinstance(code, int | np.integer):
+        try:  # a python or numpy integer
             return self._values[code]
-        return self._array[code]
+        except TypeError:  # an array of codes
+            return self._array[code]
 
 
 def _column(field: str) -> ByCode:
