@@ -41,9 +41,9 @@ DEFAULT_PEAK_FRACTION = 0.75
 # A low-precision format's GEMMs relative to a BF16 GEMM at the same share of its own peak:
 # scaled GEMMs on the tensor-cores' FP8/FP4 paths reach less of their (2x, 4x) peak than BF16
 # does (scale handling in the epilogue/main loop, power and clock limits at the higher rate).
-# Per-tensor FP8 and MXFP8 are fitted; blockwise FP8 is assumed at the per-tensor rate (its
-# block scales cost HBM traffic, counted in perf/precision.py; DeepSeek's DeepGEMM reports its
-# 128-block FP8 GEMMs at per-tensor speed on Hopper); NVFP4 (no calibration run) is assumed.
+# FP8 (one value for every recipe: no calibration run uses delayed or blockwise scaling, whose
+# differences the model prices as cast traffic in perf/precision.py) and MXFP8 are fitted;
+# NVFP4 (no calibration run) is assumed.
 FORMAT_EFFICIENCY = {
     "bf16": 1.0,
     "fp8-delayed": 0.866,
