@@ -242,3 +242,12 @@ def test_fp8_param_gather_is_megatrons_flag() -> None:
     assert "--fp8-param-gather" in megatron_args(L8, lay)
     assert "--fp8-param-gather" not in megatron_args(L8, lay, Flags(fp8_param_gather=False))
     assert "--fp8-param-gather" not in megatron_args(L8, lay.model_copy(update={"dtype": "bf16"}))
+
+
+def test_catalog_cli_lists_peaks_per_format() -> None:
+    gpus = {g["key"]: g for g in cli_json("catalog", "gpus")["gpus"]}
+    assert (
+        gpus["gb300"]["peak_nvfp4_tflops"] == 15000 and gpus["gb300"]["arch"] == "blackwell-ultra"
+    )
+    assert gpus["h100-sxm"]["peak_mxfp8_tflops"] is None
+    assert "peak_nvfp4_tflops" in run_cli("catalog", "gpus").stdout
