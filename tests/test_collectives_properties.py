@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from tierwise.collectives.model import OPS, bus_factor, candidates
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.collectives.shape import Shape
-from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec, load_cluster, presets
 from tierwise.hardware.placement import Placement
 
@@ -22,14 +21,12 @@ POW2_SIZES = 2 ** np.arange(0, 37)
 IN_NETWORK = {"nvls", "collnet_direct", "collnet_chain"}  # reduce in a switch, not on GPUs
 
 
-def _cluster(name: str, nodes: int, inr: str | None) -> ClusterSpec:
-    """The preset at `nodes` nodes; a node count the spec cannot build yet (a partly filled
-    last leaf) rounds down to whole leaves."""
-    try:
-        c = load_cluster(name, nodes=nodes)
-    except SpecError:
-        npl = load_cluster(name, nodes=1).topology.nodes_per_leaf or nodes
-        c = load_cluster(name, nodes=max(npl, nodes - nodes % npl))
+def _cluster(
+    name: str, nodes: int, inr: str | None, kind: str | None = None, planes: int | None = None
+) -> ClusterSpec:
+    """The preset at `nodes` nodes, optionally as another topology kind (rail-only) or with
+    its NICs split into planes."""
+    c = load_cluster(name, nodes=nodes, topology=kind, planes=planes)
     return c.model_copy(update={"in_network_reduction": inr}) if inr else c
 
 
@@ -60,11 +57,17 @@ def _bound_busbw(op: str, algo: str, s: Shape, c: ClusterSpec) -> float:
 def groups(draw: st.DrawFn) -> tuple[ClusterSpec, Shape]:
     name = draw(st.sampled_from(sorted(presets())))
     inr = draw(st.sampled_from([None, "none", "nvls", "sharp", "nvls+sharp"]))
-    c = _cluster(name, draw(st.integers(1, 512)), inr)
+    kind = draw(st.sampled_from([None, "rail-only"]))
+    planes = draw(st.sampled_from([None, 2, 4]))
+    c = _cluster(name, draw(st.integers(1, 512)), inr, kind, planes)
     k = draw(
         st.sampled_from([d for d in range(1, c.gpus_per_node + 1) if c.gpus_per_node % d == 0])
     )
     placement = Placement.contiguous(c, c.nodes * k, ranks_per_node=k)
+    if draw(st.booleans()):  # one GPU per node, each on the next rail: every step changes rail
+        full = Placement.contiguous(c)
+        ranks = [n * c.gpus_per_node + n % c.gpus_per_node for n in range(c.nodes)]
+        return c, group_shape(c, ranks, placement=full)
     return c, group_shape(c, placement=placement)
 
 

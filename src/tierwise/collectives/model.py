@@ -31,6 +31,7 @@ from tierwise.collectives import tables as T
 from tierwise.collectives.shape import Shape, intra_class
 from tierwise.errors import SpecError
 from tierwise.formats.ops import BUSBW_FACTORS
+from tierwise.hardware.tiers import EXTRA_LEVEL_LATENCY_US
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 ALGOS = (
@@ -209,9 +210,42 @@ def node_net_GBps(s: Shape) -> float:
     """Bandwidth the group has through the NICs of one NVLink domain, each direction, GB/s;
     across leaves, the leaf uplinks' share too."""
     bw = s.rails * s.port_GBps
-    if s.n_leaf > 1:
+    if s.n_leaf > 1 or (s.relay == "spine" and s.rail_changes):
         bw = min(bw, s.uplink_GBps_per_domain)
     return bw / s.nic_share
+
+
+def _relay_hop_us(s: Shape, proto: str, changes: float = 1.0) -> float:
+    """Extra latency of a step that changes rail between domains, us: one intra-node hop to
+    the GPU on the destination's rail (PXN), or one more switch level (through the spine);
+    0 when the group changes no rail (`changes` 0)."""
+    if not changes:
+        return 0.0
+    if s.relay == "pxn":
+        return _hw_lat(s, "ring", proto, net=False)
+    return EXTRA_LEVEL_LATENCY_US if s.relay == "spine" else 0.0
+
+
+def _nvlink_relay(s: Shape) -> bool:
+    """PXN relays rail-changing bytes over another GPU's NVLink (the hop loads a GPU link)."""
+    return s.relay == "pxn" and s.intra_kind == "nvlink"
+
+
+def _relay_intra_GBps(s: Shape, own_intra: bool, relayed: bool) -> float:
+    """Per-GPU intra bandwidth left for a step when PXN relays other GPUs' rail-changing
+    sends over NVLink: the busiest GPU's link carries its own intra step and one relayed
+    step. (Without NVLink the hop crosses the host's PCIe to the other rail's NIC, which the
+    GPU's own link carries anyway.)"""
+    load = int(own_intra) + int(relayed and _nvlink_relay(s))
+    return s.intra_GBps / load if load else math.inf
+
+
+def _leaf_crossings(s: Shape, rail_changes: float) -> float:
+    """Steps that climb above a leaf: leaf crossings, plus (relay through the spine) the
+    rail-changing steps, at most one per domain crossing."""
+    if s.relay != "spine":
+        return s.leaf_crossings
+    return min(s.dom_crossings, s.leaf_crossings + rail_changes)
 
 
 def _chain_GBps(s: Shape) -> float:
@@ -239,16 +273,18 @@ def _tree_net_GBps(s: Shape) -> float:
 def ring_busbw(s: Shape) -> float:
     """Bus bandwidth a ring reaches in the group's rank order, GB/s (Simple protocol).
 
-    Intra: each GPU's link. Inter: the ring steps between domains `dom_crossings` times; per
-    domain those crossings spread over its `rails` NICs (one channel per rail), shared with
-    `nic_share` concurrent groups: n_dom * rails * port / (crossings * share). Spine: the
-    leaf-crossing steps share each leaf's uplinks.
+    Intra: each GPU's link (halved when PXN also relays rail-changing steps over it). Inter:
+    the ring steps between domains `dom_crossings` times; per domain those crossings spread
+    over its `rails` NICs (one channel per rail), shared with `nic_share` concurrent groups:
+    n_dom * rails * port / (crossings * share). Spine: the leaf-crossing steps (and, relayed
+    through the spine, the rail-changing ones) share each leaf's uplinks.
     """
-    bw = s.intra_GBps if s.k > 1 else math.inf
+    bw = _relay_intra_GBps(s, s.k > 1, s.rail_changes > 0)
     if s.crosses_domains:
         bw = min(bw, s.n_dom * s.rails * s.port_GBps / (s.dom_crossings * s.nic_share))
-    if s.leaf_crossings:
-        bw = min(bw, s.n_dom * s.uplink_GBps_per_domain / (s.leaf_crossings * s.nic_share))
+    leaf = _leaf_crossings(s, s.rail_changes)
+    if leaf:
+        bw = min(bw, s.n_dom * s.uplink_GBps_per_domain / (leaf * s.nic_share))
     return bw
 
 
@@ -280,7 +316,8 @@ def _ring_lat(op: str, s: Shape, proto: str) -> float:
     if s.crosses_domains:
         net_over = T.NET_OVERHEAD_US * (T.NET_OVERHEAD_SIMPLE_MULT if proto == "Simple" else 1.0)
         intra_lat = max(intra_lat, net_over)
-    lat = base + (total - inter) * intra_lat + inter * _inter_lat(s, "ring", proto)
+    relayed = min(inter, mult * s.rail_changes) * _relay_hop_us(s, proto, s.rail_changes)
+    lat = base + (total - inter) * intra_lat + inter * _inter_lat(s, "ring", proto) + relayed
     if op == "all_reduce" and proto == "Simple" and s.crosses_domains:
         lat *= T.RING_PLATEAU[s.arch]
     return lat
@@ -306,7 +343,8 @@ def _pat(op: str, s: Shape) -> list[Candidate]:
     lat = (
         T.BASE_LAT_US["pat"]["Simple"]
         + _overhead(s, "Simple")
-        + _log2i(s.n_dom) * _inter_lat(s, "tree", "Simple") / T.PAT_LOG_LAT_DIVISOR
+        + _log2i(s.n_dom) * (_inter_lat(s, "tree", "Simple") / T.PAT_LOG_LAT_DIVISOR)
+        + _log2i(s.n_dom) * _relay_hop_us(s, "Simple", s.rail_changes)
         + s.p * T.PAT_STEP_LAT_US
     )
     return [Candidate("pat", "Simple", lat, busbw / bus_factor(op, s.p))]
@@ -345,7 +383,8 @@ def _tree(s: Shape) -> list[Candidate]:
             + 2
             * (
                 (s.k - 1) * _hw_lat(s, "tree", proto, net=False)
-                + _log2i(s.n_dom) * _inter_lat(s, "tree", proto)
+                + _log2i(s.n_dom)
+                * (_inter_lat(s, "tree", proto) + _relay_hop_us(s, proto, s.rail_changes))
             )
         )
         out.append(Candidate("tree", proto, lat, 0.5 * by_proto[proto], corrected=True))
@@ -490,14 +529,20 @@ def _p2p_bw(s: Shape, bw: float, proto: str) -> float:
 def _alltoall_bytes_time_per_byte(s: Shape) -> float:
     """us per byte of a pairwise alltoall: intra, inter and cross-leaf shares run at once.
 
-    Across domains NCCL's PXN moves each GPU's remote bytes over NVLink to the GPU on the
-    destination's rail, so the domain's NICs together carry its (p - k)/p share."""
+    Across domains the domain's NICs together carry each GPU's (p - k)/p remote share. The
+    `cross_rail_share` of it changes rail: with PXN over NVLink it crosses the intra link
+    first (each GPU relays as much for others as it hands off), through the spine it leaves
+    the leaf."""
     per_gpu_net = s.rails * s.port_GBps / (s.k * s.nic_share)
-    t = (s.k - 1) / s.p / s.intra_GBps if s.k > 1 else 0.0
+    remote = (s.p - s.k) / s.p
+    intra = (s.k - 1) / s.p + (s.cross_rail_share * remote if _nvlink_relay(s) else 0.0)
+    t = intra / s.intra_GBps if intra else 0.0
     if s.crosses_domains:
-        t = max(t, (s.p - s.k) / s.p / per_gpu_net)
-    if s.n_leaf > 1:
-        cross_leaf = (s.p - s.ranks_per_leaf) / s.p
+        t = max(t, remote / per_gpu_net)
+    cross_leaf = (s.p - s.ranks_per_leaf) / s.p if s.n_leaf > 1 else 0.0
+    if s.relay == "spine":
+        cross_leaf += s.cross_rail_share * (s.ranks_per_leaf - s.k) / s.p
+    if cross_leaf > 0:
         t = max(t, cross_leaf / (s.uplink_GBps_per_domain / (s.k * s.nic_share)))
     return t / 1e3
 
@@ -508,6 +553,7 @@ def _pairwise(s: Shape, group: Shape, proto: str, net: bool) -> Candidate:
         T.BASE_LAT_US["ring"][proto]
         + _hw_lat(s, "ring", proto, net)
         + (group.p - 1) * P2P_PER_PEER_US
+        + _relay_hop_us(group, proto, group.cross_rail_share)
     )
     bw = _p2p_bw(s, 1.0 / (_alltoall_bytes_time_per_byte(group) * 1e3), proto)
     return Candidate("pairwise", proto, lat, bw)
@@ -529,22 +575,28 @@ def _alltoall(s: Shape) -> list[Candidate]:
 
 
 def _sendrecv(s: Shape) -> list[Candidate]:
-    """Each rank sends n bytes to the next in ring order at once (nccl-tests sendrecv); with
+    """Each rank sends n bytes to the next in rank order at once (nccl-tests sendrecv); with
     PXN a GPU reaches a remote peer through the NIC on the peer's rail, so the sends leaving
-    a domain share its NICs."""
-    bw = s.intra_GBps if s.p > s.dom_crossings else math.inf
+    a domain share its NICs. A send between different rails pays one relay hop: over the
+    intra link of a GPU that may send its own intra-domain bytes too (PXN), or through the
+    spine."""
+    relayed = s.pair_rail_changes > 0
+    bw = _relay_intra_GBps(s, s.p > s.dom_crossings, relayed)
     if s.crosses_domains:
         per_node = -(-s.dom_crossings // s.n_dom)
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
-    if s.leaf_crossings:  # sends that leave the leaf share its (oversubscribed) uplinks
-        per_node = -(-s.leaf_crossings // s.n_dom)
+    leaf = _leaf_crossings(s, s.pair_rail_changes)
+    if leaf:  # sends that leave the leaf share its (oversubscribed) uplinks
+        per_node = -(-math.ceil(leaf) // s.n_dom)
         bw = min(bw, s.uplink_GBps_per_domain / (per_node * s.nic_share))
     net = s.crosses_domains
     return [
         Candidate(
             "ring",
             proto,
-            T.BASE_LAT_US["ring"][proto] + _hw_lat(s, "ring", proto, net),
+            T.BASE_LAT_US["ring"][proto]
+            + _hw_lat(s, "ring", proto, net)
+            + _relay_hop_us(s, proto, s.pair_rail_changes),
             _p2p_bw(s, bw, proto),
         )
         for proto in ("LL", "Simple")

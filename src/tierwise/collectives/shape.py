@@ -40,6 +40,31 @@ def step_extra_us(t: Tier, cls: str) -> float:
     return max(0.0, t.latency_us - reference)
 
 
+# What a sub-shape of a hierarchical algorithm changes between rails: nothing (each local rank
+# stays on its own rail; the first stage stays inside the domain).
+_SAME_RAIL: dict[str, float] = {
+    "rail_changes": 0.0,
+    "pair_rail_changes": 0,
+    "cross_rail_share": 0.0,
+}
+
+
+def relay_of(cluster: ClusterSpec) -> str:
+    """How traffic between different rails of two domains travels on this fabric.
+
+    `pxn`: over the intra link first, to the GPU on the destination's rail, then that rail
+    (NCCL's PXN, NCCL_P2P_PXN_LEVEL default 2). A rail-only fabric has no other path (without
+    NVLink the hop goes through host PCIe), and a rail-optimized one takes it when NVLink is
+    there. `spine`: a rail-optimized fabric without NVLink sends it up through the spine
+    that joins the rails. `none`: fat-tree, spine-leaf and single-switch leaves take every NIC
+    of a node, so any rail reaches any other directly.
+    """
+    kind = cluster.topology.kind
+    if kind == "rail-only" or (kind == "rail-optimized" and cluster.intra.kind == "nvlink"):
+        return "pxn"
+    return "spine" if kind == "rail-optimized" else "none"
+
+
 @dataclass(frozen=True)
 class Shape:
     """A group: p ranks, k per NVLink domain over n_dom domains, in n_leaf leaves.
@@ -53,6 +78,10 @@ class Shape:
     running at once use one NIC; `uplink_GBps_per_domain` what one domain's share of the group
     has through the leaf uplinks (port x rails / oversubscription x the share of the uplinks
     this job gets); `arch` NCCL's GPU architecture row of the tuning tables.
+
+    Rails: `rail_changes` ring steps between domains, `pair_rail_changes` rank-order steps
+    (sendrecv) and `cross_rail_share` of all-to-all bytes change rail (NIC index) on the way;
+    `relay` says what that costs on this fabric (`relay_of`).
     """
 
     p: int
@@ -77,6 +106,10 @@ class Shape:
     sharp: bool
     ranks_per_leaf: int
     arch: str = "hopper"
+    rail_changes: float = 0.0
+    pair_rail_changes: int = 0
+    cross_rail_share: float = 0.0
+    relay: str = "none"
 
     @property
     def crosses_domains(self) -> bool:
@@ -115,6 +148,7 @@ class Shape:
             dom_crossings=0,
             leaf_crossings=0,
             ranks_per_leaf=self.k,
+            **_SAME_RAIL,
         )
 
     def inter_group(self) -> Shape:
@@ -129,6 +163,7 @@ class Shape:
             nic_share=self.rail_contention,
             uplink_GBps_per_domain=self.uplink_GBps_per_domain / self.rails,
             ranks_per_leaf=max(1, self.n_dom // self.n_leaf),
+            **_SAME_RAIL,
         )
 
     def leaf_group(self) -> Shape:
@@ -192,4 +227,8 @@ def shape_of(
         sharp=cluster.sharp,
         ranks_per_leaf=max(1, span.size // span.leaves),
         arch=gpu_arch(cluster),
+        rail_changes=span.rail_changes,
+        pair_rail_changes=span.pair_rail_changes,
+        cross_rail_share=span.cross_rail_share,
+        relay=relay_of(cluster) if cluster.inter.nics_per_node > 1 else "none",
     )

@@ -51,10 +51,12 @@ class TopologySpec(_Spec):
     `leaves_per_pod` leaves or the counts in `pod_sizes`. oversubscription is the leaf
     downlink:uplink ratio (2.0 = 2:1); pod_oversubscription the same one level up.
     rail-optimized: each rail (NIC index) has its own leaf per group of nodes, joined by a
-    spine; rail-only: the same rail switches with no spine between rails, so traffic between
-    different rails of two nodes hops over NVLink first (NCCL's PXN) and the per-rail tiers are
-    the same as rail-optimized. A multi-plane fabric is described by the same fields: the NIC
-    rate summed over its planes, nodes_per_leaf as one plane's leaf reaches.
+    spine; rail-only: the same rail switches (a rail's own spine above them when a job outgrows
+    one) with nothing between rails, so traffic between different rails of two nodes must hop
+    to the GPU on the destination's rail first (NCCL's PXN; `collectives.shape.relay_of`).
+    planes: each NIC port split into that many planes, each its own fabric; a plane's port
+    runs at the NIC rate / planes, so a leaf switch reaches planes x nodes_per_leaf nodes
+    (gpus_per_leaf likewise; listed leaf_sizes are one plane's leaves as built).
     """
 
     kind: TopologyKind = "fat-tree"
@@ -67,6 +69,16 @@ class TopologySpec(_Spec):
         description="Nodes under each leaf in node order (instead of nodes_per_leaf).",
     )
     oversubscription: float = Field(default=1.0, ge=1.0)
+    planes: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description=(
+            "Planes each NIC port is split into (multi-plane fabrics, e.g. ConnectX-8 2x400G "
+            "on two planes): each plane is its own fabric at the NIC rate / planes per port, so "
+            "one leaf reaches planes x nodes_per_leaf nodes. The NIC rate stays the sum."
+        ),
+    )
     leaves_per_pod: int | None = Field(default=None, gt=0)
     pod_sizes: tuple[Annotated[int, Field(gt=0)], ...] | None = Field(
         default=None,
@@ -237,9 +249,9 @@ def _leaf_sizes(nodes: int, gpus_per_node: int, topo: TopologySpec) -> tuple[int
     if topo.kind == "single-switch":
         return (nodes,)
     if topo.nodes_per_leaf:
-        npl = topo.nodes_per_leaf
+        npl = topo.nodes_per_leaf * topo.planes
     elif topo.gpus_per_leaf:
-        npl = max(1, topo.gpus_per_leaf // gpus_per_node)
+        npl = max(1, topo.gpus_per_leaf * topo.planes // gpus_per_node)
     else:
         npl = nodes
     return _blocks(nodes, topo.leaf_sizes, npl)
@@ -276,7 +288,8 @@ def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
     """A cluster from a preset name or a YAML file, with shape overrides applied.
 
     Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription,
-    nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus.
+    nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus,
+    topology (the topology kind), planes.
     """
     data, source = _raw_cluster(str(arg))
     data = apply_overrides(data, **overrides)
@@ -317,6 +330,10 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
             inter["nic"] = value
         elif key == "oversubscription":
             topo["oversubscription"] = value
+        elif key == "topology":
+            topo["kind"] = value
+        elif key == "planes":
+            topo["planes"] = value
         elif key == "nodes_per_leaf":
             listed = {"leaf_sizes", "gpus_per_leaf", "pod_sizes"}  # they count the old leaves
             topo = {k: v for k, v in topo.items() if k not in listed}

@@ -85,6 +85,10 @@ class GroupSpan:
     pod_crossings: int
     top: Tier
     intra: Tier
+    # Rails (NIC index in a node) the group's traffic changes between domains:
+    rail_changes: float = 0.0  # ring steps that must change rail (NCCL picks each ring's ends)
+    pair_rail_changes: int = 0  # steps r -> r+1 in rank order between different rails
+    cross_rail_share: float = 0.0  # share of all-to-all bytes between domains changing rail
 
     @classmethod
     def of(cls, placement: Placement, ranks: np.ndarray) -> GroupSpan:
@@ -95,6 +99,7 @@ class GroupSpan:
         n_domains = len(per_domain)
         n_leaves = len(np.unique(leaf))
         n_pods = len(np.unique(pod))
+        rail = placement.nic_of(ranks)
         top_name = (
             "intra"
             if n_domains == 1
@@ -117,6 +122,9 @@ class GroupSpan:
             pod_crossings=_crossings(pod),
             top=tier(c, top_name),
             intra=tier(c, "intra"),
+            rail_changes=_ring_rail_changes(domain, rail, c.inter.nics_per_node),
+            pair_rail_changes=int(np.count_nonzero(_steps(domain) & _steps(rail))),
+            cross_rail_share=_cross_rail_share(domain, rail),
         )
 
     @property
@@ -129,11 +137,49 @@ class GroupSpan:
         return (["intra"] if self.ranks_per_domain > 1 else []) + used
 
 
+def _steps(label: np.ndarray) -> np.ndarray:
+    """Whether each step r -> r+1 of a cyclic ring over the ranks changes label."""
+    if len(label) < 2:
+        return np.zeros(len(label), dtype=bool)
+    return label != np.roll(label, -1)
+
+
 def _crossings(label: np.ndarray) -> int:
     """Times a cyclic ring over the ranks steps between different labels (0 inside one)."""
-    if len(label) < 2 or np.all(label == label[0]):
-        return 0
-    return int(np.count_nonzero(label != np.roll(label, -1)))
+    return int(np.count_nonzero(_steps(label)))
+
+
+def _ring_rail_changes(domain: np.ndarray, rail: np.ndarray, nics: int) -> float:
+    """Ring steps between domains that must change rail, summed over the steps.
+
+    NCCL orders each ring inside a domain as it likes, so a step from domain A to domain B
+    stays on one rail per channel while A and B hold the group's GPUs on common rails: the
+    share of A's rails missing from B must change rail (1 for one GPU per node on different
+    local ranks, 0 for full nodes)."""
+    steps = np.flatnonzero(_steps(domain))
+    if not len(steps):
+        return 0.0
+    doms, dom_idx = np.unique(domain, return_inverse=True)
+    member = np.zeros((len(doms), max(nics, 1)), dtype=bool)
+    member[dom_idx, rail] = True
+    src, dst = member[dom_idx[steps]], member[dom_idx[(steps + 1) % len(domain)]]
+    common = np.count_nonzero(src & dst, axis=1) / np.count_nonzero(src, axis=1)
+    return float(np.sum(1.0 - common))
+
+
+def _cross_rail_share(domain: np.ndarray, rail: np.ndarray) -> float:
+    """Share of the (sender, receiver) pairs in different domains whose GPUs sit on different
+    rails: the bytes of an all-to-all that PXN must hop to another GPU first."""
+    p = len(domain)
+    per_domain = np.unique(domain, return_counts=True)[1]
+    remote = p * p - int(np.sum(per_domain.astype(np.int64) ** 2))
+    if remote == 0:
+        return 0.0
+    per_rail = np.unique(rail, return_counts=True)[1].astype(np.int64)
+    pair_key = domain.astype(np.int64) * (int(rail.max()) + 1) + rail
+    per_domain_rail = np.unique(pair_key, return_counts=True)[1].astype(np.int64)
+    same_rail_remote = int(np.sum(per_rail**2) - np.sum(per_domain_rail**2))
+    return 1.0 - same_rail_remote / remote
 
 
 def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:

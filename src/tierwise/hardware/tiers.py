@@ -69,10 +69,12 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
     if cluster.nodes_per_domain >= cluster.nodes or cluster.inter.nics_per_node == 0:
         return out
     share = cluster.inter.nics_per_node / cluster.gpus_per_node
+    planes = cluster.topology.planes
+    on_planes = f" on {planes} planes of {nic.rate_Gbps / planes:g}G" if planes > 1 else ""
     leaf = Tier(
         name="leaf",
         level=1,
-        medium=f"{cluster.inter.nics_per_node}x {nic.key}/node",
+        medium=f"{cluster.inter.nics_per_node}x {nic.key}/node{on_planes}",
         line_GBps=nic.line_GBps * share,
         eff_GBps=nic.effective_GBps * share,
         latency_us=nic.latency_us,
