@@ -34,9 +34,10 @@ FIELD_NOTES: dict[str, str] = {
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (
-        "rail-optimized (a leaf per rail per group of nodes, a spine above), rail-only (the "
-        "same without a spine between rails), fat-tree, spine-leaf or single-switch (every "
-        "node under one switch)."
+        "rail-optimized (a leaf per rail per group of nodes, a spine above), rail-only (each "
+        "rail its own switches, nothing between rails: traffic between rails hops to the GPU "
+        "on the destination's rail first, NCCL's PXN), fat-tree, spine-leaf or single-switch "
+        "(every node under one switch)."
     ),
     "TopologySpec.nodes_per_leaf": "Nodes under one leaf switch group; default all nodes.",
     "TopologySpec.gpus_per_leaf": "The same in GPUs (nodes_per_leaf wins when both are given).",
@@ -52,6 +53,13 @@ FIELD_NOTES: dict[str, str] = {
     "GPU.name": "Human name.",
     "GPU.peak_bf16_tflops": "Dense BF16 tensor peak, TFLOP/s.",
     "GPU.peak_fp8_tflops": "Dense FP8 tensor peak, TFLOP/s; none when the GPU has no FP8.",
+    "GPU.arch": (
+        "Tensor-core generation: ampere, hopper, blackwell, blackwell-ultra, cdna3, ada or custom."
+    ),
+    "GPU.peak_mxfp8_tflops": (
+        "Dense block-scaled FP8 (OCP MX) peak, TFLOP/s; none when the GPU has no MXFP8."
+    ),
+    "GPU.peak_nvfp4_tflops": "Dense NVFP4 peak, TFLOP/s; none when the GPU has no NVFP4.",
     "GPU.hbm_gib": "HBM capacity, GiB.",
     "GPU.hbm_tbps": "HBM bandwidth, TB/s.",
     "GPU.intra": "Catalog key of the GPU's own NVLink (or PCIe) generation.",
