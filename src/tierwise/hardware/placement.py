@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -99,7 +100,6 @@ class GroupSpan:
         n_domains = len(per_domain)
         n_leaves = len(np.unique(leaf))
         n_pods = len(np.unique(pod))
-        rail = placement.nic_of(ranks)
         top_name = (
             "intra"
             if n_domains == 1
@@ -122,9 +122,7 @@ class GroupSpan:
             pod_crossings=_crossings(pod),
             top=tier(c, top_name),
             intra=tier(c, "intra"),
-            rail_changes=_ring_rail_changes(domain, rail, c.inter.nics_per_node),
-            pair_rail_changes=int(np.count_nonzero(_steps(domain) & _steps(rail))),
-            cross_rail_share=_cross_rail_share(domain, rail),
+            **(_rail_fields(placement, ranks, domain) if n_domains > 1 else {}),
         )
 
     @property
@@ -147,6 +145,16 @@ def _steps(label: np.ndarray) -> np.ndarray:
 def _crossings(label: np.ndarray) -> int:
     """Times a cyclic ring over the ranks steps between different labels (0 inside one)."""
     return int(np.count_nonzero(_steps(label)))
+
+
+def _rail_fields(placement: Placement, ranks: np.ndarray, domain: np.ndarray) -> dict[str, Any]:
+    """GroupSpan's rail fields of a group that spans several domains."""
+    rail = placement.nic_of(ranks)
+    return {
+        "rail_changes": _ring_rail_changes(domain, rail, placement.cluster.inter.nics_per_node),
+        "pair_rail_changes": int(np.count_nonzero(_steps(domain) & _steps(rail))),
+        "cross_rail_share": _cross_rail_share(domain, rail),
+    }
 
 
 def _ring_rail_changes(domain: np.ndarray, rail: np.ndarray, nics: int) -> float:
