@@ -110,5 +110,13 @@ def test_a_table_beside_the_log_gives_the_gap_each_finding_explains(tmp_path: Pa
     assert bandwidth["gap_GBps"] > 0
     (finding,) = out["findings"]
     assert finding["id"] == "gdr-off"
-    assert any("A100" in n and "pass --cluster" in n for n in out["facts"]["notes"])
+    # No --cluster: the A100 rank lines pick the A100 preset (the default was DGX H100's)
+    src = out["cluster_source"]
+    assert (src["cluster"], src["chosen_by"], src["gpu"], src["nodes"]) == (
+        "dgx-a100",
+        "logs",
+        "a100-sxm-80gb",
+        2,
+    )
+    assert not any("pass --cluster" in n for n in out["facts"]["notes"])
     assert finding["explains_GBps"] == round(bandwidth["gap_GBps"], 1)

@@ -82,13 +82,44 @@ def cluster_options(func: F) -> F:
     return _with_cluster(func, _CLUSTER_OPTIONS)
 
 
-def _with_cluster(func: F, options: dict[str, tuple[Any, Any]]) -> F:
+def cluster_choice_options(func: F) -> F:
+    """`cluster_options` for a command that picks its own cluster when --cluster is not given
+    (doctor: from its logs). It receives `cluster_name` (None when not given) and
+    `cluster_overrides` (the shape options, None meaning keep)."""
+    optional = Annotated[
+        str | None,
+        typer.Option(
+            "--cluster", "-c", help="Preset or YAML; default: the preset the inputs point at."
+        ),
+    ]
+    options = {**_CLUSTER_OPTIONS, "cluster": (optional, None)}
+    return _with_cluster(func, options, _as_choice)
+
+
+def _as_choice(cluster: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    return {"cluster_name": cluster, "cluster_overrides": overrides}
+
+
+def _load(cluster: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    from tierwise.hardware.cluster import load_cluster  # pydantic, numpy: only to run
+
+    return {"cluster_spec": load_cluster(cluster, **overrides)}
+
+
+_RESOLVED = {"cluster_spec", "cluster_name", "cluster_overrides"}
+
+
+def _with_cluster(
+    func: F,
+    options: dict[str, tuple[Any, Any]],
+    resolve: Callable[[Any, dict[str, Any]], dict[str, Any]] = _load,
+) -> F:
     sig = inspect.signature(func)
     hints = typing.get_type_hints(func, include_extras=True)
     kept = [
         p.replace(annotation=hints.get(p.name, p.annotation))
         for p in sig.parameters.values()
-        if p.name != "cluster_spec"
+        if p.name not in _RESOLVED
     ]
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
@@ -105,9 +136,7 @@ def _with_cluster(func: F, options: dict[str, tuple[Any, Any]]) -> F:
                     f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
                 )
             cluster = positional
-        from tierwise.hardware.cluster import load_cluster  # pydantic, numpy: only to run
-
-        return func(cluster_spec=load_cluster(cluster, **picked), **kwargs)
+        return func(**resolve(cluster, picked), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

@@ -6,12 +6,11 @@ Exit code 0 when no finding, 1 when there are findings, 2 on unreadable input.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.hardware.cluster import ClusterSpec  # already loaded by cluster_options
+from tierwise.cli.options import JsonOpt, cluster_choice_options
 
 if TYPE_CHECKING:
     from tierwise.verify.doctor import Diagnosis
@@ -52,6 +51,13 @@ def _print(diagnosis: Diagnosis) -> None:
     from tierwise.cli.output import console, fmt, line, styled
 
     console.print(_facts_line(diagnosis.facts), markup=False, highlight=False)
+    src = diagnosis.cluster_source
+    console.print(
+        f"compared with: {src['cluster']} ({src['nodes']} nodes, {src['nics_per_node']}x"
+        f" {src['nic']}), by {src['chosen_by']}: {src['reason']}",
+        markup=False,
+        highlight=False,
+    )
     gap = diagnosis.gap
     if gap is not None:
         console.print(
@@ -87,13 +93,21 @@ def _print(diagnosis: Diagnosis) -> None:
         console.print(f"   fix: {finding.fix}", markup=False, highlight=False)
 
 
-@cluster_options
-def doctor(files: FilesArg, cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
-    """Read NCCL logs and tool output of one run; rank the causes of low bandwidth or failure."""
+@cluster_choice_options
+def doctor(
+    files: FilesArg,
+    cluster_name: str | None,
+    cluster_overrides: dict[str, Any],
+    as_json: JsonOpt = False,
+) -> None:
+    """Read NCCL logs and tool output of one run; rank the causes of low bandwidth or failure.
+
+    Without --cluster: the preset of the logs' GPU, node count and NIC rate (JSON cluster_source).
+    """
     from tierwise.cli.output import print_json
     from tierwise.verify.doctor import diagnose
 
-    diagnosis = diagnose(files, cluster_spec)
+    diagnosis = diagnose(files, cluster_name, cluster_overrides)
     if as_json:
         print_json(diagnosis.as_dict())
     else:

@@ -32,6 +32,9 @@ _SET_TO = re.compile(r"^(NCCL_[A-Z0-9_]+) set to (\S+)\s*$")
 _VERSION = re.compile(r"NCCL version (\S+)")
 _DRIVER = re.compile(r"cudaDriverVersion (\d+)")
 _NET_IB = re.compile(r"\[(\d+)\]([\w.\-]+):(\d+)/(IB|RoCE)")
+# NCCL_DEBUG_SUBSYS=NET (2.19+): "NET/IB: [0] mlx5_0:uverbs0:1/IB provider=Mlx5 speed=400000 ..."
+# (speed in Mb/s, src/transport/net_ib/init.cc).
+_NET_IB_SPEED = re.compile(r"^NET/IB\s*:\s*\[\d+\]\s*([\w.\-]+):.*?/(IB|RoCE)\b.*?\bspeed=(\d+)")
 _NET_SOCKET = re.compile(r"\[(\d+)\]([^:\s\[\]]+):")
 _BOOTSTRAP = re.compile(r"^Bootstrap\s*:\s*Using\s+(?:\[\d+\])?([^:\s]+):")
 _RINGS_FLAGS = re.compile(r"PXN (\d) GDR (\d)")
@@ -146,6 +149,8 @@ class Facts:
     warning_count: int = 0
     messages: dict[str, list[Evidence]] = field(default_factory=dict)  # keyword -> lines
     gpu_names: set[str] = field(default_factory=set)
+    gpu_sms: set[int] = field(default_factory=set)  # compute capability x10 (topology XML)
+    nic_speeds: dict[str, tuple[float, str]] = field(default_factory=dict)  # name -> Gb/s, kind
     ports: list[Port] = field(default_factory=list)
     nvlink_in_topo: list[Evidence] = field(default_factory=list)
     acs_enabled: list[Evidence] = field(default_factory=list)
@@ -292,6 +297,11 @@ class Facts:
             self.nics_per_process = max(self.nics_per_process, len(nics))
             if len(self.ib_nic_lines) < KEEP:
                 self.ib_nic_lines.append(ev)
+        elif msg.startswith("NET/IB") and "speed=" in msg:
+            speed = _NET_IB_SPEED.match(msg)
+            if speed and int(speed.group(3)) > 0:
+                name, kind, mbps = speed.groups()
+                self.nic_speeds.setdefault(name, (int(mbps) / 1000, kind))
         elif msg.startswith("NET/Socket") and " Using " in msg:
             for _, name in _NET_SOCKET.findall(msg.split("Using", 1)[1]):
                 self.socket_ifaces.add(name)
@@ -399,6 +409,8 @@ class Facts:
             ],
             "env": {k: v for k, (v, _) in sorted(self.env.items())},
             "gpu_names": sorted(self.gpu_names),
+            "gpu_sms": sorted(self.gpu_sms),
+            "nic_speeds_Gbps": {n: r for n, (r, _) in sorted(self.nic_speeds.items())},
             "ports": [
                 {
                     "device": p.device,

@@ -114,11 +114,14 @@ class Diagnosis:
     gap: Gap | None
     facts: dict[str, Any] = field(default_factory=dict)
     files: tuple[dict[str, Any], ...] = ()
+    cluster_source: dict[str, Any] = field(default_factory=dict)  # expect.ClusterChoice
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form: ``findings`` ordered by rank."""
+        """JSON form: ``findings`` ordered by rank; ``cluster_source`` the cluster compared
+        with and why it was chosen."""
         return {
             "files": list(self.files),
+            "cluster_source": self.cluster_source,
             "bandwidth": None if self.gap is None else self.gap.as_dict(),
             "findings": [f.as_dict(i) for i, f in enumerate(self.findings, start=1)],
             "facts": self.facts,

@@ -11,7 +11,8 @@ Every line is offered to each reader in turn, so a file may hold several kinds o
   NCCL lines blanked (line numbers kept).
 * ``ibstat``, ``ibstatus``, ``ibv_devinfo``, ``ethtool``, ``ip link`` printouts (NIC ports:
   state, rate, link layer), ``lspci -vvv`` ACSCtl lines, ``nvidia-smi topo -m`` NVLink cells,
-  NCCL topology XML (NCCL_TOPO_DUMP_FILE: ``<net>`` and GPU ``<pci>`` elements),
+  NCCL topology XML (NCCL_TOPO_DUMP_FILE: ``<net>``, ``<gpu sm=>`` and GPU ``<pci>``
+  elements), ``nvidia-smi`` and ``nvidia-smi -L`` GPU names,
   ``NCCL_*=value`` environment dumps and command lines.
 * a few messages frameworks print around NCCL (``Bus error``, NVLS multicast bind failures).
 
@@ -36,6 +37,11 @@ _OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
 _GPU_RANK = re.compile(r"#\s*Rank\s+\d+\b.*\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
+# nvidia-smi -L ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)") and the nvidia-smi table
+# ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |")
+_SMI_LIST = re.compile(r"^\s*GPU\s+\d+:\s+(.+?)\s+\(UUID:")
+_SMI_TABLE = re.compile(r"^\|\s+\d+\s+((?:NVIDIA|Tesla|Quadro|AMD)\b.*?)\s+(?:On|Off)\s+\|")
+_XML_GPU = re.compile(r"<gpu\b[^>]*\bsm=\"(\d+)\"")
 _XML_NET = re.compile(r"<net\b([^>]*)>")
 _XML_PCI = re.compile(r"<pci\b([^>]*)>")
 _XML_ATTR = re.compile(r'(\w+)="([^"]*)"')
@@ -266,6 +272,10 @@ class _Scan:
         if "<net " in line or "<pci " in line:
             self.xml(lineno, line)
             return True
+        sm = _XML_GPU.search(line)
+        if sm:
+            facts.gpu_sms.add(int(sm.group(1)))
+            return True
         return False
 
     def xml(self, lineno: int, line: str) -> None:
@@ -306,6 +316,10 @@ class _Scan:
         if gpu:
             self.facts.gpu_names.add(gpu.group(1))
             self.rank_lines.append(lineno)
+        smi = _SMI_LIST.match(line) or _SMI_TABLE.match(line)
+        if smi:
+            self.facts.gpu_names.add(smi.group(1))
+            hit = True
         pair = _PAIR_RUN.match(line)
         if pair:
             hosts = tuple(pair.group(1).split(","))
