@@ -75,7 +75,9 @@ def step_terms(
         s,
         flags.flash_attention,
         1.0 if route == "capacity" else load,
-        permute_scale(dispatcher, f["ep"], m.moe.top_k) if m.moe is not None else 1.0,
+        permute_scale(dispatcher, f["ep"], m.moe.top_k, m.moe.experts / f["ep"])
+        if m.moe is not None
+        else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
     )
