@@ -34,8 +34,8 @@ from tierwise.workload.precision import FORMATS, ByCode
 ARCH_PEAK_FRACTION = {
     "ampere": 0.85,
     "hopper": 0.75,
-    "blackwell": 0.6564,
-    "blackwell-ultra": 0.8884,
+    "blackwell": 0.6523,
+    "blackwell-ultra": 0.8829,
 }
 DEFAULT_PEAK_FRACTION = 0.75
 # A low-precision format's GEMMs relative to a BF16 GEMM at the same share of its own peak:
@@ -46,22 +46,22 @@ DEFAULT_PEAK_FRACTION = 0.75
 # NVFP4 (no calibration run) is assumed.
 FORMAT_EFFICIENCY = {
     "bf16": 1.0,
-    "fp8-delayed": 0.8714,
-    "fp8-tensorwise": 0.8714,
-    "fp8-blockwise": 0.8714,
-    "mxfp8": 0.8107,
+    "fp8-delayed": 0.8768,
+    "fp8-tensorwise": 0.8768,
+    "fp8-blockwise": 0.8768,
+    "mxfp8": 0.8158,
     "nvfp4": 0.5,
 }
 # Arithmetic intensity, in multiples of the format's ridge point, at which a GEMM reaches half
 # its peak fraction. Fitted (benchmarks/validate_estimate.py --fit).
-GEMM_RIDGE_MULTIPLE = 0.738
+GEMM_RIDGE_MULTIPLE = 0.7535
 # Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
 # per-expert overhead. Fitted.
-GROUPED_GEMM_TOKENS = 1.448
+GROUPED_GEMM_TOKENS = 1.006
 # Flash attention (fused, causal, BF16) relative to the GEMM peak fraction. Fitted with
 # GEMM_RIDGE_MULTIPLE: FlashAttention-2 reaches ~70% of A100 peak forward but less backward,
 # and less of H100's.
-ATTENTION_RELATIVE_EFFICIENCY = 0.7672
+ATTENTION_RELATIVE_EFFICIENCY = 0.7768
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.

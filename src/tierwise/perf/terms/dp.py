@@ -30,6 +30,7 @@ As frameworks run it (`Flags.framework`):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
@@ -75,13 +76,29 @@ def _param_counts(m: ModelSpec) -> ParamCounts:
     return param_counts(m)
 
 
-def stage_params(s: Stage) -> Array:
-    """Parameters one GPU of the stage holds: dense ones split over tp*pp, experts over
-    ep*etp*pp."""
+def stage_param_split(s: Stage) -> tuple[Array, Array]:
+    """(dense, expert) parameters one GPU of the stage holds: dense ones split over tp*pp,
+    experts over ep*etp*pp."""
     f = s.f
     counts = _param_counts(s.model)
-    experts = counts.experts
-    return (counts.total - experts) / (f["tp"] * f["pp"]) + experts / (f["ep"] * f["etp"] * f["pp"])
+    experts = counts.experts / (f["ep"] * f["etp"] * f["pp"])
+    return (counts.total - counts.experts) / (f["tp"] * f["pp"]), experts
+
+
+def stage_params(s: Stage) -> Array:
+    """Parameters one GPU of the stage holds (`stage_param_split`, summed)."""
+    dense, experts = stage_param_split(s)
+    return dense + experts
+
+
+def _dp_groups(s: Stage) -> list[tuple[str, Array]]:
+    """(group kind, parameters per GPU) whose gradients each DP group reduces: the dense
+    weights over dp*cp, the expert weights over the expert-data-parallel group (one rank of
+    each ep group: across nodes when an ep group fills them)."""
+    dense, experts = stage_param_split(s)
+    if not _param_counts(s.model).experts:
+        return [("dpcp", dense)]
+    return [("dpcp", dense), ("edp", experts)]
 
 
 def dp_comm(
@@ -106,13 +123,28 @@ def dp_comm(
     bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
     fwd_window = compute_s * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * overlap_param_gather
     ranks = f["dp"] * f["cp"]
-    buckets = 1.0
+    groups = _dp_groups(s)
+    per_param = (grads / params, weights / params)  # bytes per parameter reduced, gathered
+    buckets = [1.0] * len(groups)
     if framework == "megatron":  # gradients and weights move bucket by bucket
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
-        buckets = -(-params // bucket)
-    rs = select(shard, lambda: buckets * comm("dpcp", "reduce_scatter", grads / buckets), _zero)
-    ag = select(shard, lambda: buckets * comm("dpcp", "all_gather", weights / buckets), _zero)
-    ar = select(shard, _zero, lambda: buckets * comm("dpcp", "all_reduce", grads / buckets))
+        buckets = [-(-n // bucket) for _, n in groups]
+
+    def over_groups(op: str, nbytes: Array) -> Callable[[], Array]:
+        def run() -> Array:
+            return sum(
+                [
+                    b * comm(kind, op, n * nbytes / b)
+                    for (kind, n), b in zip(groups, buckets, strict=True)
+                ]
+            )
+
+        return run
+
+    rs = select(shard, over_groups("reduce_scatter", per_param[0]), _zero)
+    ag = select(shard, over_groups("all_gather", per_param[1]), _zero)
+    ar = select(shard, _zero, over_groups("all_reduce", per_param[0]))
+    buckets = sum(buckets)
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.
     tail = (buckets > 1) / buckets
