@@ -34,7 +34,7 @@ from tierwise.workload.precision import FORMATS, ByCode
 ARCH_PEAK_FRACTION = {
     "ampere": 0.85,
     "hopper": 0.75,
-    "blackwell": 0.6523,
+    "blackwell": 0.6482,
     "blackwell-ultra": 0.8829,
 }
 DEFAULT_PEAK_FRACTION = 0.75
@@ -54,14 +54,19 @@ FORMAT_EFFICIENCY = {
 }
 # Arithmetic intensity, in multiples of the format's ridge point, at which a GEMM reaches half
 # its peak fraction. Fitted (benchmarks/validate_estimate.py --fit).
-GEMM_RIDGE_MULTIPLE = 0.7535
+GEMM_RIDGE_MULTIPLE = 0.6126
 # Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
 # per-expert overhead. Fitted.
-GROUPED_GEMM_TOKENS = 1.006
-# Flash attention (fused, causal, BF16) relative to the GEMM peak fraction. Fitted with
-# GEMM_RIDGE_MULTIPLE: FlashAttention-2 reaches ~70% of A100 peak forward but less backward,
-# and less of H100's.
-ATTENTION_RELATIVE_EFFICIENCY = 0.7768
+GROUPED_GEMM_TOKENS = 0.8383
+# Flash attention (fused, causal, BF16) relative to the GEMM peak fraction on Hopper and
+# Blackwell (FlashAttention-3 / cuDNN kernels). Fitted with GEMM_RIDGE_MULTIPLE on their runs.
+ATTENTION_RELATIVE_EFFICIENCY = 0.7817
+# Share of the dense BF16 peak flash attention reaches where no calibration run measures it
+# and a kernel benchmark does. Ampere runs FlashAttention-2, which reaches 50-73% of A100's
+# peak (Dao 2023, "FlashAttention-2", arXiv 2307.08691, abstract), its backward pass at the
+# lower end: 0.6. Every A100 calibration run used unfused attention (Megatron-LM of 2021), so
+# the value fitted on Hopper and Blackwell kernels is not applied to Ampere.
+ATTENTION_PEAK_FRACTION = {"ampere": 0.6}
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
@@ -135,7 +140,10 @@ def attention_tflops(gpu: GPU, fp8: bool = False) -> float:
     efficiency) where the GPU has FP8 tensor cores."""
     if gpu.gemm_efficiency is not None:
         return gpu.peak_bf16_tflops * gpu.gemm_efficiency
-    bf16 = gpu.peak_bf16_tflops * peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    share = ATTENTION_PEAK_FRACTION.get(gpu.arch)
+    if share is None:
+        share = peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    bf16 = gpu.peak_bf16_tflops * share
     if not (fp8 and gpu.peak_fp8_tflops):
         return bf16
     return bf16 * gpu.peak_fp8_tflops / gpu.peak_bf16_tflops * FORMAT_EFFICIENCY["fp8-tensorwise"]

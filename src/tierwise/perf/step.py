@@ -103,12 +103,14 @@ def step_terms(
         s.last,
         per_layer,
         work.embedding_s,
-        work.logits_s,
+        work.logits_s + work.loss_s,
         pp.exposed_s,
     )
     share = pipe.layers / s.layers  # of each layer-priced term, on the busiest rank
     t_compute = (
-        share * work.layers_s + pipe.embedding * work.embedding_s + pipe.loss * work.logits_s
+        share * work.layers_s
+        + pipe.embedding * work.embedding_s
+        + pipe.loss * (work.logits_s + work.loss_s)
     )
     micro = s.micro
     full = f["recompute"] == RECOMPUTE_FULL
@@ -177,7 +179,12 @@ def step_terms(
         "compute_parts_s": {
             "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
             "attention": per_rank * work.attention_s,
-            "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
+            "elementwise": micro
+            * (
+                share * work.elementwise_s
+                + pipe.embedding * work.embedding_s
+                + pipe.loss * work.loss_s
+            ),
             "quantize": micro * share * work.quantize_s,
             "host_sync": micro * share * work.host_s,
         },
