@@ -30,7 +30,6 @@ As frameworks run it (`Flags.framework`):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
@@ -115,36 +114,24 @@ def dp_comm(
     (module docstring; None: the generic model); `fp8_param_gather`: Megatron's
     --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format)."""
     f, micro = s.f, s.micro
-    params = stage_params(s)
-    grads = params * main_grad_bytes(f["grad_reduce_bf16"])
-    weights = params * gather_bytes(f["precision"], fp8_param_gather)
+    groups = _dp_groups(s)
+    params = groups[0][1] if len(groups) == 1 else groups[0][1] + groups[1][1]
+    grad_bytes = main_grad_bytes(f["grad_reduce_bf16"])
+    weight_bytes = gather_bytes(f["precision"], fp8_param_gather)
+    grads, weights = params * grad_bytes, params * weight_bytes
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
     bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
     fwd_window = compute_s * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * overlap_param_gather
     ranks = f["dp"] * f["cp"]
-    groups = _dp_groups(s)
-    per_param = (grads / params, weights / params)  # bytes per parameter reduced, gathered
     buckets = [1.0] * len(groups)
     if framework == "megatron":  # gradients and weights move bucket by bucket
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
         buckets = [-(-n // bucket) for _, n in groups]
-
-    def over_groups(op: str, nbytes: Array) -> Callable[[], Array]:
-        def run() -> Array:
-            return sum(
-                [
-                    b * comm(kind, op, n * nbytes / b)
-                    for (kind, n), b in zip(groups, buckets, strict=True)
-                ]
-            )
-
-        return run
-
-    rs = select(shard, over_groups("reduce_scatter", per_param[0]), _zero)
-    ag = select(shard, over_groups("all_gather", per_param[1]), _zero)
-    ar = select(shard, _zero, over_groups("all_reduce", per_param[0]))
-    buckets = sum(buckets)
+    rs = select(shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero)
+    ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
+    ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
+    buckets = buckets[0] if len(buckets) == 1 else buckets[0] + buckets[1]
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.
     tail = (buckets > 1) / buckets
@@ -187,6 +174,17 @@ def dp_comm(
 
 def _zero() -> float:
     return 0.0
+
+
+def _over(
+    comm: C.CommFn, op: str, groups: list[tuple[str, Array]], buckets: list, per_param: float
+) -> Array:
+    """Seconds of `op` on each DP group's parameters (`per_param` bytes each), bucket by
+    bucket."""
+    total = 0.0
+    for (kind, n), b in zip(groups, buckets, strict=True):
+        total = total + b * comm(kind, op, n * per_param / b)
+    return total
 
 
 class Sharded(NamedTuple):
