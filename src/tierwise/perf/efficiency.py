@@ -34,8 +34,8 @@ from tierwise.workload.precision import FORMATS, ByCode
 ARCH_PEAK_FRACTION = {
     "ampere": 0.85,
     "hopper": 0.75,
-    "blackwell": 0.6482,
-    "blackwell-ultra": 0.8829,
+    "blackwell": 0.6402,
+    "blackwell-ultra": 0.872,
 }
 DEFAULT_PEAK_FRACTION = 0.75
 # A low-precision format's GEMMs relative to a BF16 GEMM at the same share of its own peak:
@@ -46,21 +46,21 @@ DEFAULT_PEAK_FRACTION = 0.75
 # NVFP4 (no calibration run) is assumed.
 FORMAT_EFFICIENCY = {
     "bf16": 1.0,
-    "fp8-delayed": 0.8768,
-    "fp8-tensorwise": 0.8768,
-    "fp8-blockwise": 0.8768,
-    "mxfp8": 0.8158,
+    "fp8-delayed": 0.8823,
+    "fp8-tensorwise": 0.8823,
+    "fp8-blockwise": 0.8823,
+    "mxfp8": 0.826,
     "nvfp4": 0.5,
 }
 # Arithmetic intensity, in multiples of the format's ridge point, at which a GEMM reaches half
 # its peak fraction. Fitted (benchmarks/validate_estimate.py --fit).
-GEMM_RIDGE_MULTIPLE = 0.6126
+GEMM_RIDGE_MULTIPLE = 0.9109
 # Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
 # per-expert overhead. Fitted.
 GROUPED_GEMM_TOKENS = 0.8383
 # Flash attention (fused, causal, BF16) relative to the GEMM peak fraction on Hopper and
 # Blackwell (FlashAttention-3 / cuDNN kernels). Fitted with GEMM_RIDGE_MULTIPLE on their runs.
-ATTENTION_RELATIVE_EFFICIENCY = 0.7817
+ATTENTION_RELATIVE_EFFICIENCY = 0.943
 # Share of the dense BF16 peak flash attention reaches where no calibration run measures it
 # and a kernel benchmark does. Ampere runs FlashAttention-2, which reaches 50-73% of A100's
 # peak (Dao 2023, "FlashAttention-2", arXiv 2307.08691, abstract), its backward pass at the
