@@ -362,7 +362,7 @@ def set_constant(name: str, value: float) -> None:
     efficiency._format_rates.cache_clear()
 
 
-WORST_WEIGHT = 0.1
+WORST_WEIGHT = 0.25
 """Weight of the worst run in the fit objective (mean + WORST_WEIGHT * worst)."""
 
 

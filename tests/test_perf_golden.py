@@ -19,19 +19,22 @@ def _validator():
 
 
 def test_training_runs_within_error_budget(calibration_dir: Path) -> None:
-    """All 30 calibration runs on one set of constants (docs/validation-estimate.md): mean
-    6.7%, worst 20% (docs/validation.md). The MoE runs carry the largest errors; the
-    dense ones and the older runs are held tighter."""
+    """All 30 calibration runs on one set of constants (docs/validation-estimate.md): issue
+    21's must-show, mean |step-time error| <= 7% and none worse than 15% (today 5.0% and
+    11.7%, docs/validation.md); the MoE runs no worse on average than twice the dense ones."""
     rows = _validator().run_all()
     assert len(rows) == 30
     step = {r["id"]: abs(r["step_time_error"]) for r in rows}
     assert np.mean(list(step.values())) <= 0.07, step
-    assert max(step.values()) <= 0.21, step
+    assert max(step.values()) <= 0.15, step
     older = [r for r in rows if "confidence" not in r]
     assert len(older) == 10 and all(r["fits"] for r in older)
     assert np.mean([step[r["id"]] for r in older]) <= 0.07
     dense = [r for r in rows if not _is_moe(r["id"])]
-    assert max(step[r["id"]] for r in dense) <= 0.16, step
+    moe = [r for r in rows if _is_moe(r["id"])]
+    assert len(moe) == 8
+    mean_dense = np.mean([step[r["id"]] for r in dense])
+    assert np.mean([step[r["id"]] for r in moe]) <= 2 * mean_dense, step
 
 
 def _is_moe(run_id: str) -> bool:

@@ -52,3 +52,21 @@ def test_cached_group_shape_equals_the_placed_groups_shape(
     assert siblings[0] == group_ranks(d, order, kind).tolist()[: len(siblings[0])]
     expected = shape_of(cluster, placement.span(siblings[0]), nic_sharing(placement, siblings))
     assert group_shape_of(cluster, d, kind, order, scatter) == expected
+
+
+def test_expert_data_parallel_groups_by_hand() -> None:
+    order = ORDERS["tp-cp-ep-dp-pp"]
+    # GPT-OSS on 64 B200: ep 8 fills each node, so an edp group takes one GPU of every node.
+    d = Degrees(tp=1, cp=1, ep=8, dp=64, pp=1)
+    assert d.group_size("edp") == 8
+    assert group_ranks(d, order, "edp").tolist() == [0, 8, 16, 24, 32, 40, 48, 56]
+    # tp 2 (experts too), ep 4 over dp 8: expert index cp + cp*dp, every 4th, tp coordinate 0.
+    d = Degrees(tp=2, cp=1, ep=4, dp=8, pp=1)
+    assert group_ranks(d, order, "edp").tolist() == [0, 8]
+    # Expert TP 1 under tp 2: the 16 ranks of a stage hold 4 expert groups of 4.
+    d = Degrees(tp=2, cp=1, ep=4, dp=8, pp=1, etp=1)
+    assert d.group_size("edp") == 4
+    assert group_ranks(d, order, "edp").tolist() == [0, 4, 8, 12]
+    # ep 1: the expert weights reduce over the same ranks as the dense ones.
+    d = Degrees(tp=1, cp=2, ep=1, dp=4, pp=1)
+    assert group_ranks(d, order, "edp").tolist() == group_ranks(d, order, "dpcp").tolist()

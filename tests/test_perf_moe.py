@@ -171,9 +171,22 @@ def test_permute_traffic_per_dispatcher() -> None:
     base = compute(s)
     flex = compute(s, permute_scale=permute_scale("flex", 8, 2))
     gather = compute(s, permute_scale=permute_scale("allgather", 8, 2))
+    # flex: a token lands on D = 8 (1 - (7/8)^2) = 1.875 of 8 ranks for its 2 experts;
+    # (2 + 1.875) / (2 x 2) of the alltoall traffic.
     assert base.elementwise_s - flex.elementwise_s == pytest.approx(
-        elementwise_seconds(H100, permute_bytes(s))
+        (1 - 3.875 / 4) * elementwise_seconds(H100, permute_bytes(s))
     )
     assert gather.elementwise_s - base.elementwise_s == pytest.approx(
         3 * elementwise_seconds(H100, permute_bytes(s))  # ep / top_k = 4 x the traffic
     )
+
+
+def test_permute_scale_by_hand() -> None:
+    # HybridEP / DeepEP, Qwen3-30B-A3B on EP 8: top 8 of 128 experts land on
+    # 8 (1 - (7/8)^8) = 5.25 ranks; (8 + 5.25) / 16 of alltoall's permute traffic.
+    assert permute_scale("flex", 8, 8) == pytest.approx((8 + 8 * (1 - (7 / 8) ** 8)) / 16)
+    assert permute_scale("flex", 1, 8) == 1.0  # one rank: every copy is permuted locally
+    # alltoall: one local expert needs no sort by expert; 16 local experts sort and unsort.
+    assert permute_scale("alltoall", 8, 2, 1) == 1.0
+    assert permute_scale("alltoall", 8, 4, 16) == 2.0
+    assert permute_scale("allgather", 8, 2) == 4.0

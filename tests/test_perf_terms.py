@@ -6,9 +6,16 @@ from __future__ import annotations
 import pytest
 
 from tierwise.hardware.cluster import load_cluster
-from tierwise.perf.terms.compute import compute
+from tierwise.perf.efficiency import elementwise_seconds
+from tierwise.perf.terms.compute import LOSS_BYTES_PER_LOGIT, compute
 from tierwise.perf.terms.cp import cp_comm
-from tierwise.perf.terms.dp import DP_OVERLAP_EFFICIENCY, FORWARD_SHARE, dp_comm, stage_params
+from tierwise.perf.terms.dp import (
+    DP_OVERLAP_EFFICIENCY,
+    FORWARD_SHARE,
+    dp_comm,
+    stage_param_split,
+    stage_params,
+)
 from tierwise.perf.terms.ep import ep_comm
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import Stage, stage_of
@@ -119,3 +126,25 @@ def test_logits_and_embedding_are_priced_apart_from_the_layers() -> None:
     assert c.embedding_s == pytest.approx(4096 * 4096 * 14 / (3.35e12 * 0.7), rel=1e-3)
     # The layers' GEMM time is the same with or without the logits on the stage.
     assert c.gemm_s == pytest.approx(compute(stage(pp=2, dp=4)).gemm_s / 2)
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
+    s = stage("mixtral-8x7b", pp=1, dp=16, ep=8, gbs=64)
+    dense, experts = stage_param_split(s)
+    # Mixtral 8x7B: 8 experts over ep 8, one per GPU; 46.7B parameters of which 45.1B in experts.
+    assert experts == pytest.approx(32 * 3 * 4096 * 14336)  # 32 layers x one expert's 3 matrices
+    assert dense + 8 * experts == pytest.approx(stage_params(stage("mixtral-8x7b", pp=1, dp=16)))
+    rates = {"dpcp": 1e-12, "edp": 10e-12}  # an edp group spanning nodes: 10x slower per byte
+    d = dp_comm(s, lambda kind, op, n: rates[kind] * n, compute_s=0.0)
+    grads = 4  # fp32 main grads all-reduced (no distributed optimizer)
+    assert d.comm.total_s == pytest.approx(grads * (1e-12 * dense + 10e-12 * experts))
+    dense_only = dp_comm(stage(pp=1, dp=16), lambda kind, op, n: rates[kind] * n, 0.0)
+    assert dense_only.comm.total_s == pytest.approx(4e-12 * stage_params(stage(pp=1, dp=16)))
+
+
+def test_loss_reads_and_writes_every_logit_on_the_last_rank() -> None:
+    s = stage(tp=2)
+    # 4096 tokens x 128256 / tp 2 logits (vocab a multiple of 128) x 6 bytes, fused factor.
+    assert LOSS_BYTES_PER_LOGIT == 6
+    loss = elementwise_seconds(H100, 4096 * 128256 / 2 * 6)
+    assert compute(s).loss_s == pytest.approx(loss)

@@ -415,9 +415,11 @@ def test_sweep_cli() -> None:
 
 
 def test_nvl72_domain_makes_wider_ep_attractive() -> None:
-    # A DeepSeek-V3-sized MoE (MHA in place of MLA) on 2,304 GPUs: inside a 72-GPU NVLink
-    # domain the search spreads the experts 64 ways; with 8-GPU nodes it keeps EP inside the
-    # node and reaches a lower MFU.
+    # A DeepSeek-V3-sized MoE (MHA in place of MLA) on 2,304 GPUs, 4 sequences per GPU and
+    # step: inside a 72-GPU NVLink domain the search spreads the experts 64 ways; with 8-GPU
+    # nodes it keeps EP inside the node and reaches a lower MFU. (At one sequence per GPU the
+    # expert gradients, reduced once per step across nodes on the expert-data-parallel group,
+    # cost an 8-GPU node as much as spreading EP over InfiniBand.)
     moe = ModelSpec.parse(
         {
             "name": "deepseek-v3-sized",
@@ -441,7 +443,7 @@ def test_nvl72_domain_makes_wider_ep_attractive() -> None:
     for name, nodes in (("gb200-nvl72", 576), ("dgx-b200", 288)):
         cluster = load_cluster(name, nodes=nodes)
         fix = {"dtype": "bf16", "recompute": "none"}
-        best[name] = search(moe, cluster, 2304, 4096, top=1, fix=fix).plans[0]
+        best[name] = search(moe, cluster, 4 * 2304, 4096, top=1, fix=fix).plans[0]
     nvl, b200 = best["gb200-nvl72"], best["dgx-b200"]
     assert nvl["layout"]["ep"] > 8 and nvl["comm_tiers"]["ep"] == "intra"
     assert b200["layout"]["ep"] <= 8

@@ -34,8 +34,8 @@ from tierwise.workload.precision import FORMATS, ByCode
 ARCH_PEAK_FRACTION = {
     "ampere": 0.85,
     "hopper": 0.75,
-    "blackwell": 0.677,
-    "blackwell-ultra": 0.894,
+    "blackwell": 0.6402,
+    "blackwell-ultra": 0.872,
 }
 DEFAULT_PEAK_FRACTION = 0.75
 # A low-precision format's GEMMs relative to a BF16 GEMM at the same share of its own peak:
@@ -46,22 +46,27 @@ DEFAULT_PEAK_FRACTION = 0.75
 # NVFP4 (no calibration run) is assumed.
 FORMAT_EFFICIENCY = {
     "bf16": 1.0,
-    "fp8-delayed": 0.866,
-    "fp8-tensorwise": 0.866,
-    "fp8-blockwise": 0.866,
-    "mxfp8": 0.786,
+    "fp8-delayed": 0.8823,
+    "fp8-tensorwise": 0.8823,
+    "fp8-blockwise": 0.8823,
+    "mxfp8": 0.826,
     "nvfp4": 0.5,
 }
 # Arithmetic intensity, in multiples of the format's ridge point, at which a GEMM reaches half
 # its peak fraction. Fitted (benchmarks/validate_estimate.py --fit).
-GEMM_RIDGE_MULTIPLE = 1.45
+GEMM_RIDGE_MULTIPLE = 0.9109
 # Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
 # per-expert overhead. Fitted.
-GROUPED_GEMM_TOKENS = 3.93
-# Flash attention (fused, causal, BF16) relative to the GEMM peak fraction. Fitted with
-# GEMM_RIDGE_MULTIPLE: FlashAttention-2 reaches ~70% of A100 peak forward but less backward,
-# and less of H100's.
-ATTENTION_RELATIVE_EFFICIENCY = 0.994
+GROUPED_GEMM_TOKENS = 0.8383
+# Flash attention (fused, causal, BF16) relative to the GEMM peak fraction on Hopper and
+# Blackwell (FlashAttention-3 / cuDNN kernels). Fitted with GEMM_RIDGE_MULTIPLE on their runs.
+ATTENTION_RELATIVE_EFFICIENCY = 0.943
+# Share of the dense BF16 peak flash attention reaches where no calibration run measures it
+# and a kernel benchmark does. Ampere runs FlashAttention-2, which reaches 50-73% of A100's
+# peak (Dao 2023, "FlashAttention-2", arXiv 2307.08691, abstract), its backward pass at the
+# lower end: 0.6. Every A100 calibration run used unfused attention (Megatron-LM of 2021), so
+# the value fitted on Hopper and Blackwell kernels is not applied to Ampere.
+ATTENTION_PEAK_FRACTION = {"ampere": 0.6}
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
@@ -71,7 +76,7 @@ HBM_EFFICIENCY = 0.7
 # frameworks with fused kernels (Transformer Engine's LayerNorm+cast, SwiGLU, RoPE, flash
 # attention); the unfused Megatron-LM of 2021-22 (no flash attention) moves at least as much:
 # UNFUSED_ELEMENTWISE_RATIO (>= 1, fitted) times that.
-ELEMENTWISE_TRAFFIC_FACTOR = 2.34
+ELEMENTWISE_TRAFFIC_FACTOR = 2.355
 UNFUSED_ELEMENTWISE_RATIO = 1
 
 
@@ -135,7 +140,10 @@ def attention_tflops(gpu: GPU, fp8: bool = False) -> float:
     efficiency) where the GPU has FP8 tensor cores."""
     if gpu.gemm_efficiency is not None:
         return gpu.peak_bf16_tflops * gpu.gemm_efficiency
-    bf16 = gpu.peak_bf16_tflops * peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    share = ATTENTION_PEAK_FRACTION.get(gpu.arch)
+    if share is None:
+        share = peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    bf16 = gpu.peak_bf16_tflops * share
     if not (fp8 and gpu.peak_fp8_tflops):
         return bf16
     return bf16 * gpu.peak_fp8_tflops / gpu.peak_bf16_tflops * FORMAT_EFFICIENCY["fp8-tensorwise"]

@@ -28,8 +28,10 @@ ORDERS = {
     "dp-cp-pp-tp": ("dp", "cp", "pp", "tp"),  # naive: data parallel innermost
 }
 # dpshard / dprep: torchtitan's HSDP, sharding over cp x dp_shard ranks and replicating
-# over dp / dp_shard (only when Degrees.dp_shard is set).
-GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp", "dpshard", "dprep")
+# over dp / dp_shard (only when Degrees.dp_shard is set). edp: the expert-data-parallel group
+# that reduces the expert weights' gradients (one rank of each ep group: Megatron's
+# expert_data_parallel group), which spans nodes when the ep group fills them.
+GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp", "dpshard", "dprep", "edp")
 
 
 class Degrees(NamedTuple):
@@ -51,10 +53,13 @@ class Degrees(NamedTuple):
         return self.tp * self.cp * self.dp * self.pp
 
     def group_size(self, kind: str) -> int:
-        """Ranks in a group of `kind` (dpcp: dp*cp; pp counts the stage boundary; dpshard,
-        dprep: 1 without HSDP)."""
+        """Ranks in a group of `kind` (dpcp: dp*cp; edp: the expert ranks' tp*cp*dp over
+        etp*ep, tp taken as etp when etp is 0; pp counts the stage boundary; dpshard, dprep: 1
+        without HSDP)."""
         if kind == "dpcp":
             return self.dp * self.cp
+        if kind == "edp":
+            return self.dp * self.cp * (self.tp // self.etp if self.etp else 1) // self.ep
         if kind in ("dpshard", "dprep"):
             if not self.dp_shard:
                 return 1
@@ -77,12 +82,13 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
     """For every rank, an id shared by exactly the ranks of its `kind` group.
 
     tp/cp/dp/pp: ranks equal in every other coordinate. dpcp: the gradient-reduce group over
-    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest).
+    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest);
+    edp: the ranks of that index equal modulo ep (with etp: of the tp*cp*dp index, etp*ep).
     dpshard: cp x the dp_shard ranks of one HSDP replica; dprep: one rank of each replica."""
     c = _coords(d, order)
     if kind in {"tp", "cp", "dp", "pp"}:
         others = [dim for dim in ("tp", "cp", "dp", "pp") if dim != kind]
-    elif kind in {"dpcp", "ep", "dpshard"}:
+    elif kind in {"dpcp", "ep", "dpshard", "edp"}:
         others = ["tp", "pp"]
     elif kind == "dprep":
         others = ["tp", "cp", "pp"]
@@ -97,6 +103,11 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
         gid = (c["pp"] * d.world + r % d.etp) * d.world + r // (d.etp * d.ep)
     elif kind == "ep":
         gid = gid * d.world + (c["cp"] + d.cp * c["dp"]) // d.ep
+    elif kind == "edp" and d.etp:
+        r = c["tp"] + d.tp * (c["cp"] + d.cp * c["dp"])
+        gid = c["pp"] * d.world + r % (d.etp * d.ep)
+    elif kind == "edp":
+        gid = gid * d.world + (c["cp"] + d.cp * c["dp"]) % d.ep
     elif kind == "dpshard":
         gid = gid * d.dp + c["dp"] // d.dp_shard
     elif kind == "dprep":
@@ -168,6 +179,9 @@ def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, in
         return strides[kind], 2 if kind == "pp" else d.group_size(kind)
     if kind == "ep" and d.etp:  # expert ranks etp apart when tp, cp, dp are innermost
         return (d.etp, d.ep) if order[:3] == ("tp", "cp", "dp") else None
+    if kind == "edp" and d.etp:  # etp*ep apart when tp, cp, dp are innermost
+        fits = order[:3] == ("tp", "cp", "dp")
+        return (d.etp * d.ep, d.group_size(kind)) if fits else None
     if kind == "dprep":  # one dp coordinate of each replica: dp_shard apart
         return strides["dp"] * d.dp_shard, d.group_size(kind)
     inner, outer = sorted(("cp", "dp"), key=order.index)
@@ -177,6 +191,8 @@ def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, in
         start = strides["cp"]  # cp*dp ranks consecutive, cp fastest: the ep index's order
     else:
         return None
+    if kind == "edp":  # every ep-th rank of that index
+        start = start * d.ep
     return start, d.group_size(kind)
 
 

@@ -75,7 +75,9 @@ def step_terms(
         s,
         flags.flash_attention,
         1.0 if route == "capacity" else load,
-        permute_scale(dispatcher, f["ep"], m.moe.top_k) if m.moe is not None else 1.0,
+        permute_scale(dispatcher, f["ep"], m.moe.top_k, m.moe.experts / f["ep"])
+        if m.moe is not None
+        else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
     )
@@ -101,12 +103,14 @@ def step_terms(
         s.last,
         per_layer,
         work.embedding_s,
-        work.logits_s,
+        work.logits_s + work.loss_s,
         pp.exposed_s,
     )
     share = pipe.layers / s.layers  # of each layer-priced term, on the busiest rank
     t_compute = (
-        share * work.layers_s + pipe.embedding * work.embedding_s + pipe.loss * work.logits_s
+        share * work.layers_s
+        + pipe.embedding * work.embedding_s
+        + pipe.loss * (work.logits_s + work.loss_s)
     )
     micro = s.micro
     full = f["recompute"] == RECOMPUTE_FULL
@@ -175,7 +179,12 @@ def step_terms(
         "compute_parts_s": {
             "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
             "attention": per_rank * work.attention_s,
-            "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
+            "elementwise": micro
+            * (
+                share * work.elementwise_s
+                + pipe.embedding * work.embedding_s
+                + pipe.loss * work.loss_s
+            ),
             "quantize": micro * share * work.quantize_s,
             "host_sync": micro * share * work.host_s,
         },

@@ -1,6 +1,6 @@
 """Compute of one micro-batch: the decoder layers' weight GEMMs, attention core and
-elementwise work, and apart from them the logits GEMM (last pipeline rank) and the input
-embedding (first rank).
+elementwise work, and apart from them the logits GEMM and the cross-entropy loss (last
+pipeline rank) and the input embedding (first rank).
 
 Forward + backward (+ recompute): each weight GEMM at the efficiency of its per-GPU shape and
 format (`tierwise.perf.efficiency.gemm_seconds`), the casts of its low-precision operands
@@ -33,6 +33,7 @@ from tierwise.workload.flops import (
     RECOMPUTE_FULL,
     Array,
     LayerFlops,
+    padded_vocab,
 )
 from tierwise.workload.precision import LOW_PRECISION_SHARE
 from tierwise.workload.spec import ModelSpec
@@ -43,6 +44,10 @@ from tierwise.workload.spec import ModelSpec
 # reads the output and its grad and writes one (6). The batched GEMMs compute every score.
 UNFUSED_SCORE_BYTES_FORWARD = 9
 UNFUSED_SCORE_BYTES_BACKWARD = 11
+# Cross-entropy loss, HBM bytes per logit (token x vocabulary entry on the rank): even fused
+# (Megatron's --cross-entropy-loss-fusion) it reads the 16-bit logits forward, and reads them
+# again and writes their gradient backward (2 + 2 + 2).
+LOSS_BYTES_PER_LOGIT = 6
 # Input embedding, HBM bytes per token and hidden element: forward reads the 16-bit row and
 # writes the output (2 + 2); backward reads the output gradient (2) and reads and writes the
 # fp32 gradient row (4 + 4).
@@ -51,7 +56,8 @@ EMBEDDING_BYTES_PER_ELEMENT = 14
 
 class Compute(NamedTuple):
     """Seconds of one micro-batch's compute: the decoder layers of the stage (`gemm_s`,
-    `attention_s`, `elementwise_s`), the logits GEMM (`logits_s`) and the embedding."""
+    `attention_s`, `elementwise_s`), the logits GEMM (`logits_s`) and the loss over them
+    (`loss_s`, HBM-bound) on the last rank, and the embedding on the first."""
 
     gemm_s: Array
     attention_s: Array
@@ -59,6 +65,7 @@ class Compute(NamedTuple):
     quantize_s: Array
     host_s: Array
     logits_s: Array
+    loss_s: Array
     embedding_s: Array
 
     @property
@@ -154,5 +161,6 @@ def compute(
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
     embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
+    loss = elementwise_seconds(gpu, s.tokens * padded_vocab(m.vocab) / tp * LOSS_BYTES_PER_LOGIT)
     host = host_seconds(s, cuda_graphs)
-    return Compute(gemm, attention, elementwise, quantize, host, logits, embedding)
+    return Compute(gemm, attention, elementwise, quantize, host, logits, loss, embedding)

@@ -75,13 +75,29 @@ def _param_counts(m: ModelSpec) -> ParamCounts:
     return param_counts(m)
 
 
-def stage_params(s: Stage) -> Array:
-    """Parameters one GPU of the stage holds: dense ones split over tp*pp, experts over
-    ep*etp*pp."""
+def stage_param_split(s: Stage) -> tuple[Array, Array]:
+    """(dense, expert) parameters one GPU of the stage holds: dense ones split over tp*pp,
+    experts over ep*etp*pp."""
     f = s.f
     counts = _param_counts(s.model)
-    experts = counts.experts
-    return (counts.total - experts) / (f["tp"] * f["pp"]) + experts / (f["ep"] * f["etp"] * f["pp"])
+    experts = counts.experts / (f["ep"] * f["etp"] * f["pp"])
+    return (counts.total - counts.experts) / (f["tp"] * f["pp"]), experts
+
+
+def stage_params(s: Stage) -> Array:
+    """Parameters one GPU of the stage holds (`stage_param_split`, summed)."""
+    dense, experts = stage_param_split(s)
+    return dense + experts
+
+
+def _dp_groups(s: Stage) -> list[tuple[str, Array]]:
+    """(group kind, parameters per GPU) whose gradients each DP group reduces: the dense
+    weights over dp*cp, the expert weights over the expert-data-parallel group (one rank of
+    each ep group: across nodes when an ep group fills them)."""
+    dense, experts = stage_param_split(s)
+    if not _param_counts(s.model).experts:
+        return [("dpcp", dense)]
+    return [("dpcp", dense), ("edp", experts)]
 
 
 def dp_comm(
@@ -98,21 +114,24 @@ def dp_comm(
     (module docstring; None: the generic model); `fp8_param_gather`: Megatron's
     --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format)."""
     f, micro = s.f, s.micro
-    params = stage_params(s)
-    grads = params * main_grad_bytes(f["grad_reduce_bf16"])
-    weights = params * gather_bytes(f["precision"], fp8_param_gather)
+    groups = _dp_groups(s)
+    params = groups[0][1] if len(groups) == 1 else groups[0][1] + groups[1][1]
+    grad_bytes = main_grad_bytes(f["grad_reduce_bf16"])
+    weight_bytes = gather_bytes(f["precision"], fp8_param_gather)
+    grads, weights = params * grad_bytes, params * weight_bytes
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
     bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
     fwd_window = compute_s * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * overlap_param_gather
     ranks = f["dp"] * f["cp"]
-    buckets = 1.0
+    buckets = [1.0] * len(groups)
     if framework == "megatron":  # gradients and weights move bucket by bucket
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
-        buckets = -(-params // bucket)
-    rs = select(shard, lambda: buckets * comm("dpcp", "reduce_scatter", grads / buckets), _zero)
-    ag = select(shard, lambda: buckets * comm("dpcp", "all_gather", weights / buckets), _zero)
-    ar = select(shard, _zero, lambda: buckets * comm("dpcp", "all_reduce", grads / buckets))
+        buckets = [-(-n // bucket) for _, n in groups]
+    rs = select(shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero)
+    ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
+    ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
+    buckets = buckets[0] if len(buckets) == 1 else buckets[0] + buckets[1]
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.
     tail = (buckets > 1) / buckets
@@ -155,6 +174,17 @@ def dp_comm(
 
 def _zero() -> float:
     return 0.0
+
+
+def _over(
+    comm: C.CommFn, op: str, groups: list[tuple[str, Array]], buckets: list, per_param: float
+) -> Array:
+    """Seconds of `op` on each DP group's parameters (`per_param` bytes each), bucket by
+    bucket."""
+    total = 0.0
+    for (kind, n), b in zip(groups, buckets, strict=True):
+        total = total + b * comm(kind, op, n * per_param / b)
+    return total
 
 
 class Sharded(NamedTuple):

@@ -15,8 +15,8 @@ group, by Megatron's ``--moe-token-dispatcher-type``:
   the expected share of distinct domains among top_k picks, D(1 - (1 - 1/D)^k) / k, when
   the group spans D > 1 domains (uniform routing; D from ep*etp consecutive GPUs).
 
-The permute / unpermute copies around the dispatch are HBM traffic in the compute term,
-scaled per dispatcher (`permute_scale`).
+The permute / unpermute copies around the dispatch (and the alltoall dispatcher's sort by
+local expert) are HBM traffic in the compute term, scaled per dispatcher (`permute_scale`).
 
 Routing sets the busiest rank's load against the mean: ``balanced`` (Megatron's
 ``--moe-router-force-load-balancing``, as NVIDIA's benchmarks run) 1; ``capacity`` (the
@@ -45,16 +45,29 @@ MOE_DROPLESS_IMBALANCE = 1.2
 EP_OVERLAP_EFFICIENCY = 0.9
 
 
-def permute_scale(dispatcher: str, ep: Array, top_k: int) -> Array:
-    """Permute / unpermute HBM traffic of `dispatcher` over the alltoall dispatcher's (which
-    copies each routed token into expert order and back): allgather scans the tokens of all
-    ep ranks where alltoall moves top_k copies of its own; flex (DeepEP) permutes inside its
-    dispatch and combine kernels."""
+def permute_scale(dispatcher: str, ep: Array, top_k: int, local_experts: Array = 1) -> Array:
+    """Permute / unpermute HBM traffic of `dispatcher` over the workload's count
+    (`tierwise.perf.terms.compute.permute_bytes`: top_k copies of each token written into
+    expert order and read back, each copy a read and a write, as the alltoall dispatcher's
+    permute and unpermute move them).
+
+    - ``alltoall``: with more than one local expert the received tokens are also sorted from
+      source-rank order into local-expert order and back around the experts (Megatron's
+      ``sort_chunks_by_idxs``): a second read and write of every copy, twice the traffic.
+    - ``allgather``: scans the tokens of all ep ranks where alltoall moves top_k copies of
+      its own: ep / top_k.
+    - ``flex`` (DeepEP, HybridEP's ``dispatch_with_permute``): a token lands once in the
+      buffer of each of the D distinct ranks among its top_k experts and is permuted there to
+      its experts (D reads, top_k writes); before the combine the top_k expert outputs are
+      read and D per-rank partial sums written: (top_k + D) / (2 top_k) with D / top_k the
+      `domain_share` of ep ranks (uniform routing). HybridEP can run the permute inside the
+      dispatch kernel's grid, but the tokens still pass through HBM.
+    """
     if dispatcher == "flex":
-        return 0.0
+        return (1 + domain_share(ep, top_k)) / 2
     if dispatcher == "allgather":
         return ep / top_k
-    return 1.0
+    return 1.0 + (local_experts > 1)
 
 
 def routing(m: ModelSpec, force_balance: bool) -> tuple[str, float]:

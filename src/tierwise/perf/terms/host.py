@@ -18,7 +18,7 @@ from tierwise.workload.flops import Array
 # Host seconds per local expert, MoE layer and pass (forward, backward, recompute) left on
 # the GPU's critical path without CUDA graphs. Fitted on the calibration runs
 # (benchmarks/validate_estimate.py --fit): three of them run MoE layers without graphs.
-MOE_HOST_PER_EXPERT_S = 0.00025
+MOE_HOST_PER_EXPERT_S = 0.0001732
 
 
 def host_seconds(s: Stage, cuda_graphs: bool) -> Array:
