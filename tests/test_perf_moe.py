@@ -190,3 +190,36 @@ def test_permute_scale_by_hand() -> None:
     assert permute_scale("alltoall", 8, 2, 1) == 1.0
     assert permute_scale("alltoall", 8, 4, 16) == 2.0
     assert permute_scale("allgather", 8, 2) == 4.0
+
+
+def test_issue_routing_names_match_megatron_flags() -> None:
+    """`--moe-routing`, `--moe-dispatcher` and `--moe-a2a-overlap` (the issue's names) give the
+    same estimate as Megatron's flags; contradictions and a missing capacity factor are errors."""
+    base = ["estimate", "-m", "mixtral-8x7b", "-c", "dgx-h100", "--nodes", "8", "--seq", "4096"]
+    base += ["--gbs", "256", "--tp", "2", "--ep", "8", "--pp", "2"]
+    pairs = [
+        (["--moe-routing", "balanced"], ["--moe-router-force-load-balancing"]),
+        (["--moe-routing", "dropless"], []),
+        (
+            ["--moe-routing", "capacity", "--moe-expert-capacity-factor", "1.5"],
+            ["--moe-expert-capacity-factor", "1.5"],
+        ),
+        (["--moe-dispatcher", "flex"], ["--moe-token-dispatcher-type", "flex"]),
+        (["--moe-a2a-overlap"], ["--overlap-moe-expert-parallel-comm"]),
+    ]
+    for ours, megatron in pairs:
+        assert cli_json(*base, *ours) == cli_json(*base, *megatron), ours
+    assert cli_json(*base, "--moe-routing", "balanced")["moe"]["routing"] == "balanced"
+    for bad, needle in (
+        (["--moe-routing", "capacity"], "give --moe-expert-capacity-factor"),
+        (["--moe-routing", "dropless", "--moe-router-force-load-balancing"], "contradicts"),
+        (["--moe-routing", "balanced", "--moe-expert-capacity-factor", "1.2"], "contradicts"),
+        (["--moe-routing", "greedy"], "balanced, dropless, capacity"),
+    ):
+        assert_user_error(run_cli(*base, *bad, check=False), needle)
+    plan = ["plan", "-m", "mixtral-8x7b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64"]
+    plan += ["--seq", "4096", "--top", "1"]
+    assert (
+        cli_json(*plan, "--moe-routing", "balanced")["plans"][0]
+        == cli_json(*plan, "--moe-router-force-load-balancing")["plans"][0]
+    )

@@ -125,6 +125,7 @@ MoeDispatcherOpt = Annotated[
     str,
     typer.Option(
         "--moe-token-dispatcher-type",
+        "--moe-dispatcher",
         help="Megatron's: alltoall | allgather | flex (DeepEP / HybridEP).",
     ),
 ]
@@ -134,6 +135,16 @@ MoeForceBalanceOpt = Annotated[
         "--moe-router-force-load-balancing",
         help="Megatron's: every expert gets the same tokens (balanced routing, as NVIDIA's "
         "benchmarks run); default dropless with an imbalance factor.",
+    ),
+]
+MoeRoutingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--moe-routing",
+        help="balanced (forced-balance dropless, as NVIDIA's benchmarks run) | dropless (with "
+        "the documented imbalance factor) | capacity (the capacity factor: "
+        "--moe-expert-capacity-factor or the model's). Default: the model's capacity factor "
+        "if it has one, else dropless.",
     ),
 ]
 MoeCapacityOpt = Annotated[
@@ -171,6 +182,7 @@ MoeA2aOverlapOpt = Annotated[
     bool,
     typer.Option(
         "--overlap-moe-expert-parallel-comm",
+        "--moe-a2a-overlap",
         help="Megatron's combined 1F1B: expert all-to-alls hidden behind the other "
         "micro-batch's compute.",
     ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
@@ -16,7 +17,6 @@ from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
 from tierwise.workload.precision import check_supported
-from tierwise.workload.spec import ModelSpec
 
 
 @cluster_options
@@ -51,6 +51,7 @@ def estimate_command(
     framework: L.EstimateFrameworkOpt = None,
     attention_backend: L.AttentionBackendOpt = "flash",
     moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_routing: L.MoeRoutingOpt = None,
     moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
     moe_expert_capacity_factor: L.MoeCapacityOpt = None,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
@@ -60,7 +61,9 @@ def estimate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
-    spec = with_capacity(load_model(model), moe_expert_capacity_factor)
+    spec, force_balance = resolve_routing(
+        load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
+    )
     if dtype is not None:  # one line naming the flag before the layout's own check
         check_supported(cluster_spec.gpu, dtype, fp8_recipe)
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
@@ -114,7 +117,7 @@ def estimate_command(
         framework=framework,
         attention_backend=attention_backend,
         moe_token_dispatcher_type=moe_token_dispatcher_type,
-        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        moe_router_force_load_balancing=force_balance,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
         cuda_graphs=enable_cuda_graph,
         fp8_dot_product_attention=fp8_dot_product_attention,
@@ -149,19 +152,6 @@ def default_global_batch(layout: Layout) -> int:
     that is a (pp-1)/pp pipeline bubble, a run nobody launches."""
     step = layout.mbs * layout.dp
     return -(-layout.world // step) * step
-
-
-def with_capacity(spec: ModelSpec, factor: float | None) -> ModelSpec:
-    """`spec` with its MoE capacity factor set to `factor` (Megatron's
-    --moe-expert-capacity-factor); a dense model or a factor <= 0 is a one-line error."""
-    if factor is None:
-        return spec
-    if spec.moe is None:
-        raise SpecError(f"--moe-expert-capacity-factor: {spec.name} is dense (no experts)")
-    if factor <= 0:
-        raise SpecError(f"--moe-expert-capacity-factor: {factor}; must be > 0")
-    moe = spec.moe.model_copy(update={"capacity_factor": factor})
-    return spec.model_copy(update={"moe": moe})
 
 
 def parse_stage_layers(text: str | None) -> list[int] | None:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
 from tierwise.errors import SpecError
@@ -147,7 +148,9 @@ def plan_command(
     attention_backend: L.AttentionBackendOpt = "flash",
     pipeline_schedule: L.PipelineScheduleOpt = None,
     moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_routing: L.MoeRoutingOpt = None,
     moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    moe_expert_capacity_factor: L.MoeCapacityOpt = None,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     enable_cuda_graph: L.CudaGraphOpt = False,
     fp8_dot_product_attention: L.Fp8AttentionOpt = False,
@@ -155,7 +158,9 @@ def plan_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
-    spec = load_model(model)
+    spec, force_balance = resolve_routing(
+        load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
+    )
     if objective not in {"step_time", "tokens_per_dollar"}:
         raise SpecError(f"--objective: {objective!r}; allowed: step_time, tokens_per_dollar")
     if framework not in FRAMEWORK_NAMES:
@@ -176,7 +181,7 @@ def plan_command(
         attention_backend=attention_backend,
         pipeline_schedule=pipeline_schedule,
         moe_token_dispatcher_type=moe_token_dispatcher_type,
-        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        moe_router_force_load_balancing=force_balance,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
         cuda_graphs=enable_cuda_graph,
         fp8_dot_product_attention=fp8_dot_product_attention,
