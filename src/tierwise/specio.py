@@ -1,7 +1,14 @@
-"""Loading YAML specs into pydantic models with one-line errors naming the field."""
+"""Loading YAML/JSON specs into pydantic models with one-line errors naming the field.
+
+``parse_yaml``/``parse_json`` accept only plain data a spec can hold: nesting at most
+``MAX_DEPTH`` deep, at most ``MAX_NODES`` values (YAML aliases counted each time they are
+used, so an alias bomb is refused), finite floats and integers inside int64.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -9,23 +16,92 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tierwise.errors import SpecError
+from tierwise.textio import MAX_SPEC_BYTES, read_text
 
 M = TypeVar("M", bound=BaseModel)
 
+#: Deepest nesting of lists/mappings accepted in a spec (real specs nest 2-4 deep).
+MAX_DEPTH = 32
+#: Most values (scalars, lists, mappings) in one spec, aliases expanded.
+MAX_NODES = 1_000_000
+#: Integers in a spec must fit int64 (numpy, and every count or size tierwise models).
+MAX_INT = 2**63 - 1
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; malformed YAML is a SpecError with the file and line."""
+
+def _where(path: list[str]) -> str:
+    return f"field {'.'.join(path)}: " if path else ""
+
+
+def check_data(data: Any, source: str) -> Any:
+    """``data`` unchanged if it is plain, bounded and finite (see the module docstring)."""
+    budget = MAX_NODES
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        value, path = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise SpecError(f"{source}: more than {MAX_NODES} values (a YAML alias bomb?)")
+        if len(path) > MAX_DEPTH:
+            raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, int):
+            if abs(value) > MAX_INT:
+                shown = f"{str(value)[:12]}... ({len(str(abs(value)))} digits)"
+                raise SpecError(
+                    f"{source}: {_where(path)}integer {shown} is out of range; allowed: "
+                    f"|n| <= 2**63-1"
+                )
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise SpecError(
+                    f"{source}: {_where(path)}{value!r} is not a finite number; allowed: finite "
+                    "numbers"
+                )
+        elif isinstance(value, dict):
+            stack += [(v, [*path, str(k)]) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, [*path, str(i)]) for i, v in enumerate(value)]
+    return data
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text as plain data; malformed or unbounded YAML is a SpecError naming the line."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise SpecError(f"{path}{where}: malformed YAML ({problem})") from None
+        raise SpecError(f"{source}{where}: malformed YAML ({problem})") from None
+    except RecursionError:
+        raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, OverflowError) as exc:  # int('9'*5000), timestamp 2024-13-45
+        raise SpecError(f"{source}: malformed YAML value ({str(exc)[:80]})") from None
+    return check_data(data, source)
+
+
+def parse_json(text: str, source: str) -> Any:
+    """JSON text as plain data; malformed or unbounded JSON is a SpecError naming the line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{source}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    except RecursionError:
+        raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, OverflowError) as exc:  # integers over 4300 digits
+        raise SpecError(f"{source}: malformed JSON value ({str(exc)[:80]})") from None
+    return check_data(data, source)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML (or JSON) spec file; see ``parse_yaml``."""
+    return parse_yaml(read_text(path, limit=MAX_SPEC_BYTES, error=SpecError), str(path))
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON spec file (a Hugging Face config.json); see ``parse_json``."""
+    return parse_json(read_text(path, limit=MAX_SPEC_BYTES, error=SpecError), str(path))
 
 
 def build(model: type[M], data: Any, source: str) -> M:
@@ -41,5 +117,10 @@ def build(model: type[M], data: Any, source: str) -> M:
             raise SpecError(f"{source}: {msg}") from None
         field = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        shown = "" if isinstance(value, dict | list) else f" (got {_short(value)})"
         raise SpecError(f"{source}: field {field}: {msg}{shown}") from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

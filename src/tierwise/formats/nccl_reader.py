@@ -41,6 +41,7 @@ from pathlib import Path
 from tierwise.errors import ParseError
 from tierwise.formats.nccl_tests import NA, NcclHalf, NcclRank, NcclRow, NcclTest
 from tierwise.formats.ops import lookup_op, op_in_name, op_in_text
+from tierwise.textio import read_text
 
 _TAG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:(?=\s))")
 _NOISE = re.compile(
@@ -553,8 +554,4 @@ def parse_log(
 def parse_file(path: str | Path) -> list[NcclTest]:
     """``parse_log`` of a file; the op defaults to the one its name spells, if any."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ParseError(f"cannot read the log: {exc.strerror or exc}", source=str(path)) from None
-    return parse_log(text, source=str(path), default_op=op_in_name(path.name))
+    return parse_log(read_text(path), source=str(path), default_op=op_in_name(path.name))

@@ -18,6 +18,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
 from tierwise.specio import build, read_yaml
+from tierwise.textio import is_file
 
 TopologyKind = Literal["rail-optimized", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
@@ -170,16 +171,65 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
     if arg in presets():
         return {"name": arg, **presets()[arg]}, f"cluster {arg}"
     path = Path(arg)
-    if path.suffix in {".yaml", ".yml", ".json"} or path.exists():
-        if not path.exists():
+    if path.suffix in {".yaml", ".yml", ".json"} or is_file(path):
+        if not is_file(path):
             raise SpecError(f"--cluster: file {arg!r} does not exist")
         data = read_yaml(path)
         if not isinstance(data, dict):
             raise SpecError(f"{arg}: expected a mapping of cluster fields")
-        return data, arg
+        return _spec_fields(data, arg), arg
     raise SpecError(
         f"--cluster: unknown preset {arg!r}; allowed: {', '.join(presets())} or a YAML file"
     )
+
+
+#: Keys of `tierwise show cluster --json` derived from the spec (dropped when it is loaded back).
+_SUMMARY_DERIVED = (
+    "gpus",
+    "nic_Gbps",
+    "nic_GBps",
+    "tiers",
+    "intra_inter_ratio_per_direction",
+    "intra_bidirectional_vs_one_nic_ratio",
+)
+#: Summary key -> (spec section or None for top level, spec field).
+_SUMMARY_FIELDS = {
+    "cluster": (None, "name"),
+    "gpus_per_nvlink_domain": (None, "nvlink_domain_gpus"),
+    "nic": ("inter", "nic"),
+    "nics_per_node": ("inter", "nics_per_node"),
+    "nodes_per_leaf": ("topology", "nodes_per_leaf"),
+    "oversubscription": ("topology", "oversubscription"),
+}
+
+
+def _spec_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Cluster fields of a file: the spec form, or `show cluster --json`'s flat summary
+    (`cluster:`, `topology: rail-optimized`, `nic:`, `tiers:`); `topology: KIND` is short for
+    `topology: {kind: KIND}`. `inter` and `topology` must be mappings."""
+    out = {**data}
+    if "cluster" in out and "name" not in out:
+        tiers = out.get("tiers")
+        first = tiers[0] if isinstance(tiers, list) and tiers else None
+        if "intra" not in out and isinstance(first, dict) and isinstance(first.get("medium"), str):
+            out["intra"] = first["medium"]
+        for key in _SUMMARY_DERIVED:
+            out.pop(key, None)
+        if isinstance(out.get("topology"), str):
+            out["topology"] = {"kind": out["topology"]}
+        for key, (section, field) in _SUMMARY_FIELDS.items():
+            if key in out and (section is None or isinstance(out.get(section, {}), dict)):
+                value = out.pop(key)
+                (out if section is None else out.setdefault(section, {}))[field] = value
+    if isinstance(out.get("topology"), str):
+        out["topology"] = {"kind": out["topology"]}
+    for section, shape in (("inter", "{nic: KEY, nics_per_node: N}"), ("topology", "{kind: KIND}")):
+        value = out.get(section)
+        if value is not None and not isinstance(value, dict):
+            raise SpecError(
+                f"{source}: field {section}: expected a mapping {shape}, got {value!r:.60}"
+            )
+    return out
 
 
 def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:

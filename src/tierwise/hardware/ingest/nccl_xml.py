@@ -30,6 +30,7 @@ GPU_CLASSES = ("0x030200", "0x030000")
 IB_CLASS_PREFIX = "0x0207"
 _RDMA_NAME = re.compile(r"^(mlx\d+_|bnxt_re|irdma|erdma|ionic|rdma)")
 MBPS_PER_GBPS = 1000
+MAX_DEPTH = 64  # deepest element nesting read (NCCL's dumps: system/cpu/pci.../gpu/nvlink)
 
 
 @dataclass(eq=False)
@@ -48,7 +49,13 @@ class _Elem:
         return out
 
     def walk(self) -> list[_Elem]:
-        return [self, *(e for c in self.children for e in c.walk())]
+        """This element and all below it, in document order."""
+        out, todo = [], [self]
+        while todo:
+            elem = todo.pop()
+            out.append(elem)
+            todo += reversed(elem.children)
+        return out
 
 
 def parse_nccl_topo(text: str, source: str = "<nccl-xml>") -> NodeTopology:
@@ -75,6 +82,12 @@ def _parse(text: str, source: str) -> _Elem:
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         parent = stack[-1] if stack else None
+        if len(stack) >= MAX_DEPTH:
+            raise ParseError(
+                f"elements nested deeper than {MAX_DEPTH}; an NCCL topology nests under 10",
+                line=parser.CurrentLineNumber,
+                source=source,
+            )
         elem = _Elem(tag, attrs, parser.CurrentLineNumber, parent)
         (parent.children if parent else roots).append(elem)
         stack.append(elem)

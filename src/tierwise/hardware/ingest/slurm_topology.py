@@ -32,6 +32,8 @@ PARAMETERS = {
     "nodes": "Nodes",
     "linkspeed": "LinkSpeed",
 }
+#: Most names one Nodes=/Switches= list may expand to (the largest clusters have ~10^4 nodes).
+MAX_HOSTS = 100_000
 MAX_MODELLED_LEVELS = 3  # ClusterSpec models leaf, pod (spine) and core switch levels
 
 
@@ -195,8 +197,14 @@ class SwitchTree:
 def parse_topology_conf(text: str, source: str = "<topology.conf>") -> SwitchTree:
     """A validated SwitchTree from topology.conf text; any mistake is a ParseError with its line."""
     switches: dict[str, Switch] = {}
+    names = 0
     for lineno, line in _logical_lines(text):
         sw = _switch(line, lineno, source)
+        names += len(sw.nodes) + len(sw.switches)
+        if names > MAX_HOSTS:
+            raise ParseError(
+                f"more than {MAX_HOSTS} nodes and switches listed", line=lineno, source=source
+            )
         if sw.name in switches:
             raise ParseError(
                 f"switch {sw.name!r} is defined twice (first on line {switches[sw.name].line})",
@@ -261,14 +269,39 @@ def _switch(line: str, lineno: int, source: str) -> Switch:
     return Switch(name, lineno, nodes, children, fields.get("LinkSpeed"))
 
 
+def hostlist_size(value: str) -> int:
+    """How many names a Slurm host list (``gpu[001-004,007],login1``) expands to, counted
+    without expanding it; malformed ranges count 1 (expanding them reports the error)."""
+    total, depth, start = 0, 0, 0
+    for i, ch in enumerate(value + ","):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            names = 1
+            for body in re.findall(r"\[([^\]]*)\]", value[start:i]):
+                names *= sum(_range_size(r) for r in body.split(","))
+            total, start = total + names, i + 1
+    return total
+
+
+def _range_size(text: str) -> int:
+    low, _, high = text.partition("-")
+    if low.isascii() and high.isascii() and low.isdigit() and high.isdigit():
+        return max(1, int(high[:12]) - int(low[:12]) + 1)
+    return 1
+
+
 def _hosts(value: str | None, key: str, lineno: int, source: str) -> tuple[str, ...]:
     if value is None:
         return ()
+    if (size := hostlist_size(value)) > MAX_HOSTS:
+        raise ParseError(
+            f"{key}= lists {size} names; allowed: at most {MAX_HOSTS}", line=lineno, source=source
+        )
     try:
         return tuple(hostlist.expand_hostlist(value))
-    except hostlist.BadHostlist as exc:
+    except (hostlist.BadHostlist, ValueError) as exc:  # ValueError: numbers over 4300 digits
         raise ParseError(
-            f"{key}={value!r}: bad host list ({exc})", line=lineno, source=source
+            f"{key}={value[:80]!r}: bad host list ({str(exc)[:60]})", line=lineno, source=source
         ) from None
 
 
