@@ -25,7 +25,7 @@ from tierwise.formats.ops import op_in_name
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.runtime.results import BenchResult
 from tierwise.specio import parse_json
-from tierwise.textio import read_text
+from tierwise.textio import read_input
 from tierwise.verify.calibrate import fitted_tier
 from tierwise.verify.measured import Measured, measured
 
@@ -137,8 +137,10 @@ def _text_sustained(text: str, source: str) -> Sustained | None:
     return Sustained(size_bytes=int(values.pop("size_bytes")), **values)
 
 
-def _text_runs(text: str, source: str, path: Path, cluster: ClusterSpec) -> list[Run]:
-    tests = parse_log(text, source=source, default_op=op_in_name(path.name))
+def _text_runs(
+    text: str, source: str, path: Path, cluster: ClusterSpec, op: str | None
+) -> list[Run]:
+    tests = parse_log(text, source=source, default_op=op_in_name(path.name), op=op)
     sustained = _text_sustained(text, source)
     if sustained is not None and len(tests) > 1:
         raise ParseError(
@@ -238,10 +240,10 @@ def _json_run(data: Any, source: str, cluster: ClusterSpec) -> Run:
     return Run(source, points, fitted_tier(points, cluster), tail, sustained)
 
 
-def load_runs(path: Path, cluster: ClusterSpec) -> list[Run]:
-    """The runs in one file: a `tierwise bench --json` object, else nccl-tests text."""
-    source = str(path)
-    text = read_text(path)
+def load_runs(path: Path, cluster: ClusterSpec, op: str | None = None) -> list[Run]:
+    """The runs in one file (``-``: stdin): a `tierwise bench --json` object, else nccl-tests
+    text; ``op`` (``--op``) names the collective of logs that do not."""
+    text, source = read_input(path)
     if text.lstrip().startswith("{"):
         return [_json_run(parse_json(text, source), source, cluster)]
-    return _text_runs(text, source, path, cluster)
+    return _text_runs(text, source, path, cluster, op)

@@ -34,6 +34,7 @@ PARAMETERS = {
 }
 #: Most names one Nodes=/Switches= list may expand to (the largest clusters have ~10^4 nodes).
 MAX_HOSTS = 100_000
+MAX_NAME = 253  # longest switch or node name (a DNS host name)
 MAX_MODELLED_LEVELS = 3  # ClusterSpec models leaf, pod (spine) and core switch levels
 
 
@@ -260,6 +261,7 @@ def _switch(line: str, lineno: int, source: str) -> Switch:
         raise ParseError(
             f"SwitchName={name!r} must be one name, not a list", line=lineno, source=source
         )
+    _check_name(name, "SwitchName", lineno, source)
     nodes = _hosts(fields.get("Nodes"), "Nodes", lineno, source)
     children = _hosts(fields.get("Switches"), "Switches", lineno, source)
     if not nodes and not children:
@@ -298,11 +300,24 @@ def _hosts(value: str | None, key: str, lineno: int, source: str) -> tuple[str, 
             f"{key}= lists {size} names; allowed: at most {MAX_HOSTS}", line=lineno, source=source
         )
     try:
-        return tuple(hostlist.expand_hostlist(value))
+        names = tuple(hostlist.expand_hostlist(value))
     except (hostlist.BadHostlist, ValueError) as exc:  # ValueError: numbers over 4300 digits
         raise ParseError(
             f"{key}={value[:80]!r}: bad host list ({str(exc)[:60]})", line=lineno, source=source
         ) from None
+    for name in names:
+        _check_name(name, key, lineno, source)
+    return names
+
+
+def _check_name(name: str, key: str, lineno: int, source: str) -> None:
+    if len(name) > MAX_NAME:
+        raise ParseError(
+            f"{key}: name {name[:40]!r}... has {len(name)} characters; allowed: at most "
+            f"{MAX_NAME} (a DNS host name)",
+            line=lineno,
+            source=source,
+        )
 
 
 def _check(switches: dict[str, Switch], source: str) -> None:
