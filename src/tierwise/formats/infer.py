@@ -14,8 +14,9 @@ the command line. The table itself still tells the op apart (NVIDIA/nccl-tests
 * ``root``: a rank >= 0 for broadcast, reduce, gather and scatter (every version that has
   them prints the column); ``-1``, blank or no column otherwise.
 * ``busbw / algbw`` is nccl-tests' bus factor of the op for the rank count (``ops.py``).
-* alltoall does not check its in-place half (``#wrong`` ``N/A`` there, or garbage such as
-  ``1e+00`` in old versions, while every out-of-place count is 0); all_gather checks both.
+* alltoall never checks its in-place half (``#wrong`` ``N/A`` there, or garbage such as
+  ``1e+00`` in old versions, while every out-of-place count is 0); the other ops print 0
+  there on a clean validated run.
 * The rank count comes from the rank lines only when they list ranks 0..n-1 (pasted logs
   often keep only the last line), else from the size relation above.
 
@@ -112,12 +113,16 @@ def _fits(
     return any(close(n) for n in range(1, 4097))
 
 
-def _unchecked_in_place(rows: Iterable[NcclRow]) -> bool:
-    """Every out-of-place #wrong is 0 and every in-place one N/A or not 0 (alltoall)."""
+def _in_place_checked(rows: Iterable[NcclRow]) -> bool | None:
+    """With every out-of-place #wrong 0: False when every in-place one is N/A or not 0
+    (alltoall's unchecked half), True when every one is 0; None otherwise."""
     rows = list(rows)
-    return bool(rows) and all(
-        r.out_of_place.wrong == 0 and r.in_place is not None and r.in_place.wrong != 0 for r in rows
-    )
+    if not rows or any(r.out_of_place.wrong != 0 or r.in_place is None for r in rows):
+        return None
+    wrong = [r.in_place.wrong for r in rows if r.in_place is not None]
+    if all(w == 0 for w in wrong):
+        return True
+    return False if all(w != 0 for w in wrong) else None
 
 
 def _listed_ranks(test: NcclTest) -> int | None:
@@ -155,8 +160,14 @@ def op_clues(test: NcclTest) -> list[tuple[str, frozenset[str]]]:
         fit = frozenset(op for op, f in BUSBW_FACTORS.items() if _fits(f, ratio, tol, nranks))
         ranks = f" on {nranks} ranks" if nranks is not None else ""
         clues.append((f"busbw/algbw {ratio:.3f}{ranks}", fit))
-    if _unchecked_in_place(rows):
-        clues.append(("in-place unchecked", frozenset({"alltoall"})))
+    checked = _in_place_checked(rows)
+    if checked is not None:
+        alltoall = frozenset({"alltoall"})
+        clues.append(
+            ("in-place #wrong 0", everything - alltoall)
+            if checked
+            else ("in-place unchecked", alltoall)
+        )
     return clues
 
 
