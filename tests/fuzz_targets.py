@@ -8,6 +8,8 @@ file through the real CLI (``{}`` stands for the path).
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -204,3 +206,170 @@ TARGETS: dict[str, Target] = {
         ),
     )
 }
+
+NASTY = (
+    "",
+    "0",
+    "-1",
+    "-0",
+    "1e999",
+    "-1e999",
+    "inf",
+    "nan",
+    "NaN",
+    ".inf",
+    ".nan",
+    "Infinity",
+    "9" * 5000,
+    "1" + "0" * 400,
+    "1e308",
+    "²",
+    "³²",
+    "٣",
+    "１２",
+    "true",
+    "null",
+    "~",
+    "[]",
+    "{}",
+    "[" * 2000,
+    "{" * 2000,
+    "- " * 500,
+    "[/]",
+    "[bold]x",
+    "\x00",
+    " " * 20000,
+    "x" * 300,
+    "a/" * 200,
+    "\t",
+    "\r\n",
+    "N/A",
+    "-",
+    "'",
+    '"',
+    "&a [1]",
+    "*a",
+    "!!python/object:os.system",
+    "\\",
+    "\u202e",
+    "GPU0",
+    "NV18",
+    "SwitchName=",
+    "Nodes=n[1-99999999]",
+    "n[1-99999999]",
+    "#",
+    "1,2",
+    ":",
+    "=",
+    "2024-13-45",
+    "0x1f",
+    "1_000",
+    "# Collective test starting: all_reduce_perf",
+    "#  size count type redop root time algbw busbw #wrong",
+    "1024 256 float sum -1 10.0 0.1 0.2 0",
+)
+NASTY_VALUES: tuple[Any, ...] = (
+    5,
+    True,
+    None,
+    "rail-optimized",
+    [],
+    {},
+    ["llama"],
+    {"a": 1},
+    -1,
+    0,
+    0.5,
+    10**30,
+    2**63,
+    1e308,
+    "x" * 300,
+    "[/]",
+    "9" * 30,
+)
+_BYTES = (*(s.encode() for s in NASTY), b"\xff\xfe", b"\xc3")
+
+
+def _leaves(data: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(data, dict):
+        out = [path] if path else []
+        return out + [p for k, v in data.items() for p in _leaves(v, (*path, k))]
+    if isinstance(data, list):
+        out = [path] if path else []
+        return out + [p for i, v in enumerate(data) for p in _leaves(v, (*path, i))]
+    return [path]
+
+
+def _structured(text: str, suffix: str, rng: random.Random) -> bytes | None:
+    """One value of a YAML/JSON document replaced (or a key dropped); None if not parseable."""
+    import yaml
+
+    try:
+        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except Exception:
+        return None
+    paths = [p for p in _leaves(data) if p]
+    if not paths:
+        return None
+    path = rng.choice(paths)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if rng.random() < 0.15:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = rng.choice(NASTY_VALUES)
+    if suffix == ".json":
+        return json.dumps(data).encode()
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False).encode()
+
+
+def mutate(seed: bytes, suffix: str, rng: random.Random) -> bytes:
+    """One to three random mutations of ``seed``."""
+    data = seed
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        kind = rng.randrange(9)
+        lines = data.split(b"\n")
+        pos = rng.randrange(len(data) + 1)
+        if kind == 0 and suffix in (".yaml", ".json"):
+            data = _structured(data.decode("utf-8", "replace"), suffix, rng) or data
+        elif kind <= 2:  # replace a word with a nasty token
+            words = [i for i in range(1, len(data)) if data[i - 1 : i] in (b" ", b":", b"=", b",")]
+            at = rng.choice(words) if words else pos
+            end = at
+            while end < len(data) and data[end : end + 1] not in b" \n,\t":
+                end += 1
+            data = data[:at] + rng.choice(_BYTES) + data[end:]
+        elif kind == 3:
+            data = data[:pos] + rng.choice(_BYTES) + data[pos:]
+        elif kind == 4:
+            data = data[: rng.randrange(len(data) + 1)]
+        elif kind == 5 and len(lines) > 1:
+            i = rng.randrange(len(lines))
+            lines.insert(rng.randrange(len(lines)), lines[i] * rng.choice((1, 1, 2, 50)))
+            data = b"\n".join(lines)
+        elif kind == 6 and len(lines) > 1:
+            del lines[rng.randrange(len(lines))]
+            data = b"\n".join(lines)
+        elif kind == 7 and data:
+            i = rng.randrange(len(data))
+            data = data[:i] + bytes([rng.randrange(256)]) + data[i + 1 :]
+        elif len(lines) > 2:
+            i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+            data = b"\n".join(lines)
+    return data
+
+
+def read_case(target: Target, path: Path) -> str:
+    """'ok', 'user_error' or 'traceback' of reading ``path`` with the target's reader: a
+    TierwiseError of one line is a user error, any other exception a traceback."""
+    from tierwise.errors import TierwiseError
+
+    try:
+        target.read(path)
+    except TierwiseError as exc:
+        return "user_error" if "\n" not in str(exc).strip() else "traceback"
+    except Exception:
+        return "traceback"
+    return "ok"

@@ -62,9 +62,7 @@ def test_ambiguous_tables_name_the_ops_they_fit_and_op_settles_them() -> None:
     (named,) = parse_file(path)
     with pytest.raises(ParseError, match=r"fits all_reduce, sendrecv; pass --op"):
         infer_op(replace(named, op=None))
-    text = "\n".join(
-        line for line in path.read_text().splitlines() if "sendrecv_perf" not in line
-    )
+    text = "\n".join(line for line in path.read_text().splitlines() if "sendrecv_perf" not in line)
     (test,) = parse_log(text)
     assert test.op is None
     (forced,) = parse_log(text, op="sendrecv")
@@ -72,9 +70,9 @@ def test_ambiguous_tables_name_the_ops_they_fit_and_op_settles_them() -> None:
 
 
 def test_parse_cli_reads_stdin_and_reports_where_the_op_came_from() -> None:
+    cli = [sys.executable, "-c", "from tierwise.cli.main import main; main()"]
     proc = subprocess.run(
-        [sys.executable, "-c", "from tierwise.cli.main import main; main()", "parse", "-"]
-        + ["--json"],
+        [*cli, "parse", "-", "--json"],
         input="".join("0: " + line + "\n" for line in RING8.read_text().splitlines()),
         capture_output=True,
         text=True,
@@ -179,5 +177,5 @@ def test_inferred_op_is_the_printed_one_or_the_error_lists_it(
         assert op in str(exc).split("it fits ")[1]
         alike = {"sendrecv", "all_reduce"}  # same columns; busbw/algbw tells them apart
         no_ratio = max(r.out_of_place.algbw_GBps or 0 for r in test.rows) < MIN_ALGBW_GBPS
-        assert op in alike and (nranks == 2 or no_ratio) or op in {"gather", "scatter"}
+        assert (op in alike and (nranks == 2 or no_ratio)) or op in {"gather", "scatter"}
     assert math.isfinite(test.rows[0].out_of_place.time_us or 0.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +25,9 @@ M = TypeVar("M", bound=BaseModel)
 MAX_DEPTH = 32
 #: Most values (scalars, lists, mappings) in one spec, aliases expanded.
 MAX_NODES = 1_000_000
+#: Bracket nesting refused before parsing (above MAX_DEPTH: brackets inside strings count).
+MAX_FLOW_DEPTH = 4 * MAX_DEPTH
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 #: Integers in a spec must fit int64 (numpy, and every count or size tierwise models).
 MAX_INT = 2**63 - 1
 
@@ -65,8 +69,25 @@ def check_data(data: Any, source: str) -> Any:
     return data
 
 
+def _bad_value(exc: Exception) -> str:
+    if "digits" in str(exc):  # Python refuses int() of more than 4300 digits
+        return "an integer of more than 4300 digits; allowed: |n| <= 2**63-1"
+    return f"malformed value ({str(exc)[:80]})"
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting in ``text`` (brackets in strings and comments counted too)."""
+    depth = deepest = 0
+    for ch in _NOT_BRACKETS.sub("", text):
+        depth = depth + 1 if ch in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def parse_yaml(text: str, source: str) -> Any:
     """YAML text as plain data; malformed or unbounded YAML is a SpecError naming the line."""
+    if _flow_depth(text) > MAX_FLOW_DEPTH:  # PyYAML recurses per level: refuse before it
+        raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -77,7 +98,7 @@ def parse_yaml(text: str, source: str) -> Any:
     except RecursionError:
         raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, OverflowError) as exc:  # int('9'*5000), timestamp 2024-13-45
-        raise SpecError(f"{source}: malformed YAML value ({str(exc)[:80]})") from None
+        raise SpecError(f"{source}: {_bad_value(exc)}") from None
     return check_data(data, source)
 
 
@@ -90,7 +111,7 @@ def parse_json(text: str, source: str) -> Any:
     except RecursionError:
         raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, OverflowError) as exc:  # integers over 4300 digits
-        raise SpecError(f"{source}: malformed JSON value ({str(exc)[:80]})") from None
+        raise SpecError(f"{source}: {_bad_value(exc)}") from None
     return check_data(data, source)
 
 
