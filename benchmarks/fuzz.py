@@ -10,7 +10,7 @@ point in-process (``tierwise.cli.main.main``), recording its exit code.
 A reader may return or raise ``TierwiseError`` (a user error); anything else is a traceback.
 Through the CLI, exit 0 and 2 are expected (1 only from ``verify``, whose check can fail);
 3 or an escaping exception counts as a traceback. ``--save DIR`` writes each input that
-caused a traceback or took over 10 s there (for tests/data/fuzz/).
+caused a traceback or took over 2 s there (for tests/data/fuzz/).
 
     python benchmarks/fuzz.py --cases 100000 --seed 0
 """
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.fuzz_targets import TARGETS, Target, mutate, read_case
 
 SLOW_S = 10.0
+SAVE_SLOW_S = 2.0  # --save also keeps inputs slower than this, to look at
 
 
 def cli_case(target: Target, path: Path) -> tuple[int, str]:
@@ -98,9 +99,10 @@ def run(cases: int, seed: int, cli_every: int, save: Path | None) -> dict[str, A
         counts[outcome] += 1
         counts["over_10s"] += slow
         per_format[target.name][outcome] += 1
-        if save is not None and (outcome == "traceback" or bad_cli or slow):
+        if save is not None and (outcome == "traceback" or bad_cli or elapsed > SAVE_SLOW_S):
             save.mkdir(parents=True, exist_ok=True)
-            (save / f"{target.name}-{case}{target.suffix}").write_bytes(data)
+            kind = "crash" if outcome == "traceback" or bad_cli else f"slow{elapsed:.0f}s"
+            (save / f"{target.name}-{kind}-{case}{target.suffix}").write_bytes(data)
     for p in tmp.iterdir():
         p.unlink()
     tmp.rmdir()

@@ -240,8 +240,8 @@ def test_superscript_digits_in_counters_and_nvidia_smi() -> None:
         sysfs = "/sys/class/infiniband/mlx5_0/ports/1/counters/port_rcv_errors:"
         parse_counters(sysfs + "9" * 5000)
     smi = (DATA / "ingest" / "nvidia_smi_dgx_h100.txt").read_text()
-    topo = parse_topo_matrix(smi.replace("0-55", "0-5²", 1))
-    assert topo.gpus  # an odd affinity cell is kept as text, never int()'d
+    topo = parse_topo_matrix(smi.replace("0-55,112-167\t0\t", "0-55,112-167\t²\t", 1))
+    assert topo.gpus[0].numa_node is None and topo.gpus[1].numa_node == 0  # int('²') crashed
 
 
 def test_nvidia_smi_name_line_with_long_space_runs_is_linear() -> None:
@@ -264,3 +264,13 @@ def test_topology_conf_host_list_bomb_and_long_names() -> None:
         parse_topology_conf(bomb)
     with pytest.raises(TierwiseError, match="characters"):
         parse_topology_conf("SwitchName=" + "9" * 5000 + " Nodes=a\n")
+
+
+def test_slurm_node_list_bomb_is_refused_before_expanding() -> None:
+    from tierwise.schedule.slurm import node_indices
+
+    bomb = ",".join(f"x{i}[1-99999]" for i in range(30))
+    with pytest.raises(TierwiseError, match="allowed: at most 100000"):
+        node_indices(load_cluster("dgx-h100"), bomb)
+    with pytest.raises(TierwiseError):
+        node_indices(load_cluster("dgx-h100"), "gpu[" + "9" * 5000 + "]")

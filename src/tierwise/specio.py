@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tierwise.errors import SpecError
-from tierwise.textio import MAX_SPEC_BYTES, read_text
+from tierwise.errors import SpecError, TierwiseError
+from tierwise.textio import MAX_SPEC_BYTES, read_text, user_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -102,17 +102,20 @@ def parse_yaml(text: str, source: str) -> Any:
     return check_data(data, source)
 
 
-def parse_json(text: str, source: str) -> Any:
-    """JSON text as plain data; malformed or unbounded JSON is a SpecError naming the line."""
+def parse_json(text: str, source: str, error: type[TierwiseError] = SpecError) -> Any:
+    """JSON text as plain data; malformed or unbounded JSON is ``error`` naming the line."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{source}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+        raise user_error(error, source, f"malformed JSON ({exc.msg})", exc.lineno) from None
     except RecursionError:
-        raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
+        raise user_error(error, source, f"nested deeper than {MAX_DEPTH} levels") from None
     except (ValueError, OverflowError) as exc:  # integers over 4300 digits
-        raise SpecError(f"{source}: {_bad_value(exc)}") from None
-    return check_data(data, source)
+        raise user_error(error, source, _bad_value(exc)) from None
+    try:
+        return check_data(data, source)
+    except SpecError as exc:
+        raise error(str(exc)) from None
 
 
 def read_yaml(path: Path) -> Any:

@@ -32,10 +32,13 @@ _BOMS = (
 )
 
 
-def _error(error: type[TierwiseError], source: str, message: str) -> TierwiseError:
+def user_error(
+    error: type[TierwiseError], source: str, message: str, line: int | None = None
+) -> TierwiseError:
+    """``error`` saying ``source[:line]: message`` (ParseError keeps line and source apart)."""
     if issubclass(error, ParseError):
-        return error(message, source=source)
-    return error(f"{source}: {message}")
+        return error(message, line=line, source=source)
+    return error(f"{source}{'' if line is None else f':{line}'}: {message}")
 
 
 def decode(data: bytes, source: str, error: type[TierwiseError] = ParseError) -> str:
@@ -49,7 +52,7 @@ def decode(data: bytes, source: str, error: type[TierwiseError] = ParseError) ->
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         byte = data[exc.start]
-        raise _error(
+        raise user_error(
             error,
             source,
             f"not {encoding.upper().removesuffix('-SIG')} text (byte 0x{byte:02x} on line {line});"
@@ -57,7 +60,7 @@ def decode(data: bytes, source: str, error: type[TierwiseError] = ParseError) ->
         ) from None
     if "\0" in text:
         line = text.count("\n", 0, text.index("\0")) + 1
-        raise _error(error, source, f"a binary file, not text (NUL byte on line {line})")
+        raise user_error(error, source, f"a binary file, not text (NUL byte on line {line})")
     return text
 
 
@@ -77,12 +80,12 @@ def read_text(
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > limit:
-                raise _error(error, source, _too_large(size, limit))
+                raise user_error(error, source, _too_large(size, limit))
             data = f.read(limit + 1)
     except OSError as exc:
-        raise _error(error, source, f"cannot read ({exc.strerror or exc})") from None
+        raise user_error(error, source, f"cannot read ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise _error(error, source, _too_large(len(data), limit))
+        raise user_error(error, source, _too_large(len(data), limit))
     return decode(data, source, error)
 
 

@@ -245,5 +245,5 @@ def load_runs(path: Path, cluster: ClusterSpec, op: str | None = None) -> list[R
     text; ``op`` (``--op``) names the collective of logs that do not."""
     text, source = read_input(path)
     if text.lstrip().startswith("{"):
-        return [_json_run(parse_json(text, source), source, cluster)]
+        return [_json_run(parse_json(text, source, ParseError), source, cluster)]
     return _text_runs(text, source, path, cluster, op)
