@@ -186,7 +186,11 @@ def test_model_type_list_and_wrong_field_types(tmp_path: Path) -> None:
         load_model(str(path))
 
 
-def test_300_character_model_name_is_a_name_not_found() -> None:
+def test_300_character_model_and_cluster_names_are_names_not_found() -> None:
+    with pytest.raises(TierwiseError, match="not a preset or a file"):
+        load_model("m" * 300)  # Path.is_file raised OSError: File name too long
+    with pytest.raises(TierwiseError, match="unknown preset"):
+        load_cluster("c" * 300)
     proc = run_cli("show", "model", "m" * 300, check=False)
     assert_user_error(proc, "not a preset or a file")
 
