@@ -66,7 +66,10 @@ MIN_ALGBW_GBPS = 0.5
 PRINT_STEP_GBPS = 0.005
 #: Smallest relative tolerance between busbw/algbw and a bus factor (float noise).
 MIN_TOLERANCE = 0.002
+#: Rank counts tried when the log does not give one: 1..4096 one by one, and this one for
+#: the limit the factors approach (2 for all_reduce, 1 for the (n-1)/n ops).
 MAX_RANKS = 1 << 20
+TRIED_RANKS = 4096
 
 
 def _per_rank_ratio(rows: Iterable[NcclRow]) -> int | None:
@@ -110,7 +113,7 @@ def _fits(
         return close(nranks)
     if close(MAX_RANKS):
         return True
-    return any(close(n) for n in range(1, 4097))
+    return any(close(n) for n in range(1, TRIED_RANKS + 1))
 
 
 def _in_place_checked(rows: Iterable[NcclRow]) -> bool | None:
