@@ -224,7 +224,14 @@ def test_header_only_trace_is_an_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("column", "value"), [("tp", "9" * 30), ("arrival_s", "1e999"), ("model", "inf")]
+    ("column", "value"),
+    [
+        ("tp", "9" * 30),
+        ("arrival_s", "1e999"),
+        ("model", "inf"),
+        ("compute_s", "1e308"),  # finite, then inf in the step-time model: fuzz found it
+        ("model", "1e300"),
+    ],
 )
 def test_trace_numbers_too_large_or_infinite(column: str, value: str, tmp_path: Path) -> None:
     text = (SPECS / "trace_small.csv").read_text()

@@ -39,6 +39,12 @@ from tierwise.workload.load import load_model
 from tierwise.workload.params import param_counts
 from tierwise.workload.spec import ModelSpec
 
+#: Largest time (s) a trace may give: about 32 years.
+MAX_SECONDS = 1e9
+#: Largest tp/pp/dp/gpus/|priority| a trace may give (more GPUs than any cluster has).
+MAX_COUNT = 10**9
+#: Largest literal parameter count (1e15; the largest models have ~2e12).
+MAX_PARAMS = 1e15
 REQUIRED = ("id", "arrival_s", "duration_s", "model", "tp", "pp", "dp", "compute_s")
 OPTIONAL = ("priority", "gpus")
 
@@ -188,13 +194,14 @@ def _cells(line: str, number: int, source: str) -> list[str]:
 def _job(row: dict[str, str], line: int, source: str) -> Job:
     def num(key: str, kind: type, low: float, default: str | None = None) -> float:
         raw = row.get(key) or default or ""
+        high = MAX_COUNT if kind is int else MAX_SECONDS
         try:
             value = ascii_int(raw, 12) if kind is int else _finite(raw)
         except ValueError:
             what = "an integer of at most 12 digits" if kind is int else "a finite number"
             raise ParseError(f"{key}={raw[:40]!r} is not {what}", line, source) from None
-        if not value >= low:
-            raise ParseError(f"{key}={raw!r} must be >= {low}", line, source)
+        if not low <= value <= high:
+            raise ParseError(f"{key}={raw!r}: allowed {low:g} to {high:g}", line, source)
         return value
 
     tp, pp, dp = (int(num(k, int, 1)) for k in ("tp", "pp", "dp"))
@@ -202,8 +209,12 @@ def _job(row: dict[str, str], line: int, source: str) -> Job:
         params = model_params(row["model"])
     except (SpecError, IndexError) as exc:
         raise ParseError(f"model={row['model'][:80]!r}: {exc}", line, source) from None
-    if not params > 0:
-        raise ParseError(f"model={row['model']!r}: a parameter count must be > 0", line, source)
+    if not 0 < params <= MAX_PARAMS:
+        raise ParseError(
+            f"model={row['model']!r}: a parameter count must be > 0 and <= {MAX_PARAMS:g}",
+            line,
+            source,
+        )
     cls = JobClass(row["model"], params, tp, pp, dp, num("compute_s", float, 1e-9))
     spec = model_spec(row["model"])
     if spec is not None:
@@ -220,7 +231,7 @@ def _job(row: dict[str, str], line: int, source: str) -> Job:
         num("arrival_s", float, 0.0),
         num("duration_s", float, 1e-9),
         cls,
-        int(num("priority", int, -(10**9), "0")),
+        int(num("priority", int, -MAX_COUNT, "0")),
     )
 
 
