@@ -1,11 +1,14 @@
-"""Text formats tierwise reads and writes; the bottom layer (imports only ``tierwise.errors``).
+"""Text formats tierwise reads and writes; the bottom layer (imports only ``tierwise.errors``
+and ``tierwise.textio``).
 
 ``nccl-tests``: ``parse_log``/``parse_file`` read logs of every nccl-tests
 version into ``NcclTest``s, ``format_test`` prints predictions and
 measurements in exactly nccl-tests' shape. ``busbw_factor``/``canonical_op``
-give nccl-tests' bus-bandwidth factors and op names.
+give nccl-tests' bus-bandwidth factors and op names; ``infer_op`` names the op
+of a table whose log does not.
 """
 
+from tierwise.formats.infer import infer_op
 from tierwise.formats.nccl_reader import parse_file, parse_log
 from tierwise.formats.nccl_tests import (
     NA,
@@ -47,6 +50,7 @@ __all__ = [
     "canonical_op",
     "format_test",
     "format_tests",
+    "infer_op",
     "lookup_op",
     "op_in_name",
     "op_in_text",
