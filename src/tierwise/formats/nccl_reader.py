@@ -84,7 +84,7 @@ _INFERRED = {  # cells per row -> (redop column, root column, halves) when no he
 
 class _CellError(Exception):
     def __init__(self, column: str, token: str, expected: str):
-        super().__init__(f"column {column!r} has {token!r}, expected {expected}")
+        super().__init__(f"column {column!r} has {token[:40]!r}, expected {expected}")
 
 
 @dataclass(frozen=True)

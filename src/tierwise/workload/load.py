@@ -32,7 +32,9 @@ def preset(name: str) -> ModelSpec:
     """A bundled preset by name."""
     entries = _presets()
     if name not in entries:
-        raise SpecError(f"model {name!r}: not a preset or a file; presets: {', '.join(entries)}")
+        raise SpecError(
+            f"model {name[:80]!r}: not a preset or a file; presets: {', '.join(entries)}"
+        )
     return ModelSpec.parse(entries[name], source=f"preset {name!r}")
 
 

@@ -117,7 +117,7 @@ def _int_attr(elem: _Elem, name: str, source: str) -> int:
         return int(value, 0)
     except ValueError:
         raise ParseError(
-            f"<{elem.tag}> {name}={value!r} is not an integer", line=elem.line, source=source
+            f"<{elem.tag}> {name}={value[:40]!r} is not an integer", line=elem.line, source=source
         ) from None
 
 

@@ -111,7 +111,7 @@ def _check_cell(row: str, col: str, cell: str, lineno: int, source: str) -> None
     if not ok:
         expect = "X" if row == col else _ALLOWED
         raise ParseError(
-            f"row {row}, column {col}: {cell!r} is not a link type; allowed: {expect}",
+            f"row {row}, column {col}: {cell[:40]!r} is not a link type; allowed: {expect}",
             line=lineno,
             source=source,
         )
