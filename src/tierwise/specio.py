@@ -1,8 +1,9 @@
 """Loading YAML/JSON specs into pydantic models with one-line errors naming the field.
 
-``parse_yaml``/``parse_json`` accept only plain data a spec can hold: nesting at most
-``MAX_DEPTH`` deep, at most ``MAX_NODES`` values (YAML aliases counted each time they are
-used, so an alias bomb is refused), finite floats and integers inside int64.
+``parse_yaml``/``parse_json`` (and ``build``, for data from anywhere) accept only plain data a
+spec can hold: nesting at most ``MAX_DEPTH`` deep, at most ``MAX_NODES`` values (YAML aliases
+counted each time they are used, so an alias bomb is refused), finite floats (also as text:
+pydantic reads ``"Infinity"`` into a float field) and integers inside int64.
 """
 
 from __future__ import annotations
@@ -28,12 +29,24 @@ MAX_NODES = 1_000_000
 #: Bracket nesting refused before parsing (above MAX_DEPTH: brackets inside strings count).
 MAX_FLOW_DEPTH = 4 * MAX_DEPTH
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+#: Longest string checked for a non-finite number (pydantic turns numeric strings into floats).
+MAX_NUMBER_TEXT = 512
 #: Integers in a spec must fit int64 (numpy, and every count or size tierwise models).
 MAX_INT = 2**63 - 1
 
 
 def _where(path: list[str]) -> str:
     return f"field {'.'.join(path)}: " if path else ""
+
+
+def _non_finite_text(text: str) -> bool:
+    """True for text a float field would read as inf or nan (``Infinity``, ``-inf``, ``1e999``)."""
+    if len(text) > MAX_NUMBER_TEXT:
+        return False
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def check_data(data: Any, source: str) -> Any:
@@ -47,7 +60,14 @@ def check_data(data: Any, source: str) -> Any:
             raise SpecError(f"{source}: more than {MAX_NODES} values (a YAML alias bomb?)")
         if len(path) > MAX_DEPTH:
             raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels")
-        if isinstance(value, bool) or value is None or isinstance(value, str):
+        if isinstance(value, str):
+            if _non_finite_text(value):  # pydantic reads "Infinity" into a float field
+                raise SpecError(
+                    f"{source}: {_where(path)}{value[:40]!r} is not a finite number; allowed: "
+                    "finite numbers"
+                )
+            continue
+        if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, int):
             if abs(value) > MAX_INT:
@@ -132,6 +152,7 @@ def build(model: type[M], data: Any, source: str) -> M:
     """Validate `data` as `model`; the first problem becomes one SpecError line."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
+    check_data(data, source)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
