@@ -1,186 +1,335 @@
-"""Predicted vs measured collectives for everything in ../shared/calibration/nccl/.
+"""Predicted vs measured collectives for every point in ../shared/calibration/nccl/.
 
+One set of constants (the catalog and `tierwise.collectives.tables`), no per-point tuning.
 Prints JSON and writes docs/validation-collectives.md (included by docs/validation.md).
-Run: .venv/bin/python benchmarks/validate_collectives.py
+Run: PYTHONPATH=src .venv/bin/python benchmarks/validate_collectives.py
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from tierwise.collectives.predict import group_shape, predict
+from tierwise.collectives import tables as T
+from tierwise.collectives.predict import group_shape, predict, predicted_busbw
 from tierwise.formats.nccl_reader import parse_file
-from tierwise.hardware.cluster import load_cluster
+from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.hardware.placement import Placement
-from tierwise.verify.calibrate import LARGE_MIN_BYTES, SMALL_MAX_BYTES, calibrate
+from tierwise.verify.calibrate import CalibrationRefused, calibrate
 from tierwise.verify.measured import measured
 
 REPO = Path(__file__).resolve().parents[1]
 CAL = REPO.parent / "shared" / "calibration" / "nccl"
 GIB = 1 << 30
+LARGE_TABLE_BYTES = 256 << 20  # table rows at or above this size count as large messages
+MID_BYTES = (1 << 20, 256 << 20)  # mid-size messages: 1 MiB up to the large ones
+MEAN_TARGET, MAX_TARGET = 0.08, 0.15
 
-# Each published point of points.yaml as (what, cluster, nodes, ranks per node, op, algo,
-# size in bytes, measured busbw GB/s). Ranks per node 1 across 2 nodes measures one NIC.
-POINTS = [
-    (
-        "DGX H100 1x8 all_reduce, NCCL default (NVLS)",
-        "dgx-h100",
-        1,
-        8,
-        "all_reduce",
-        "auto",
-        16 * GIB,
-        479.9,
-    ),
-    ("H100 node all_reduce ring, 2 GPUs", "dgx-h100", 1, 2, "all_reduce", "ring", 4 * GIB, 368),
-    ("H100 node all_reduce ring, 4 GPUs", "dgx-h100", 1, 4, "all_reduce", "ring", 4 * GIB, 368),
-    ("H100 node all_reduce ring, 8 GPUs", "dgx-h100", 1, 8, "all_reduce", "ring", 4 * GIB, 368),
-    ("Azure ND A100 v4 1x8 all_reduce", "dgx-a100", 1, 8, "all_reduce", "auto", 8 * GIB, 231.6),
-    (
-        "DGX A100 multi-node all_reduce, 8x HDR",
-        "dgx-a100",
-        4,
-        8,
-        "all_reduce",
-        "auto",
-        8 * GIB,
-        192.0,
-    ),
-    ("one NDR 400 NIC (2 nodes x 1 GPU)", "dgx-h100", 2, 1, "sendrecv", "auto", 1 * GIB, 47.0),
-    ("one HDR 200 NIC (2 nodes x 1 GPU)", "dgx-a100", 2, 1, "sendrecv", "auto", 1 * GIB, 24.0),
-]
+# The systems of points.yaml: preset, overrides, nodes, ranks per node, in-network reduction.
+SYSTEMS: dict[str, dict[str, Any]] = {
+    "dgx-h100 1x8": {"cluster": "dgx-h100", "nodes": 1},
+    "h100 2x8 IB": {"cluster": "dgx-h100", "nodes": 2},
+    "h100 8x8 IB SHARP": {"cluster": "dgx-h100", "nodes": 8, "inr": "nvls+sharp"},
+    "h100 4x8 RoCE": {"cluster": "dgx-h100", "nodes": 4, "nic": "roce400"},
+    "h100 5x8 4x RoCE": {"cluster": "dgx-h100", "nodes": 5, "nic": "roce400", "nics_per_node": 4},
+    "a100 1x8": {"cluster": "dgx-a100", "nodes": 1},
+    "a100 2x8 IB": {"cluster": "dgx-a100", "nodes": 2},
+    "a100 4x8 HDR": {"cluster": "dgx-a100", "nodes": 4},
+    "b200 2x8 IB": {"cluster": "dgx-b200", "nodes": 2},
+    "h200 1x8": {"cluster": "hgx-h200", "nodes": 1},
+    "gb200 nvl72 1 rack": {"cluster": "gb200-nvl72", "nodes": 18, "inr": "none"},
+}
+
+# Every busbw point of points.yaml: (what, system, ranks per node, op, algo, size, measured
+# busbw GB/s or the table to read it from, source). Ranks per node 1 over 2 nodes = one NIC.
+POINTS: list[tuple[str, str, int, str, str, int, float | str, str]] = [
+    ("DGX H100 1x8, NCCL default (NVLS)", "dgx-h100 1x8", 8, "all_reduce", "auto", 16 * GIB,
+     "dgx-h100_1x8_all_reduce.txt", "NVIDIA/dgxc-benchmarking"),
+    ("H100 node ring, 2 GPUs", "dgx-h100 1x8", 2, "all_reduce", "ring", 4 * GIB, 368,
+     "NVIDIA/nccl issue 1455"),
+    ("H100 node ring, 4 GPUs", "dgx-h100 1x8", 4, "all_reduce", "ring", 4 * GIB, 368,
+     "NVIDIA/nccl issue 1455"),
+    ("H100 node ring, 8 GPUs", "dgx-h100 1x8", 8, "all_reduce", "ring", 4 * GIB, 368,
+     "NVIDIA/nccl issue 1455"),
+    ("H100 NVLink effective ring bandwidth", "dgx-h100 1x8", 8, "all_reduce", "ring", 4 * GIB,
+     370, "NVIDIA/nccl-tests issue 212"),
+    ("Azure ND A100 v4 1x8", "a100 1x8", 8, "all_reduce", "auto", 8 * GIB, 231.6,
+     "Azure/AI-benchmarking-guide"),
+    ("DGX A100 multi-node (4 nodes assumed), 8x HDR", "a100 4x8 HDR", 8, "all_reduce", "auto",
+     8 * GIB, 192.0, "NVIDIA/nccl issue 812"),
+    ("one NDR 400 NIC (2 nodes x 1 GPU)", "h100 2x8 IB", 1, "sendrecv", "auto", GIB, 47.0,
+     "NVIDIA/nccl-tests issues 290, 267"),
+    ("one HDR 200 NIC (2 nodes x 1 GPU)", "a100 2x8 IB", 1, "sendrecv", "auto", GIB, 24.0,
+     "NVIDIA/nccl-tests issue 119"),
+    ("alltoall 2 nodes = 2x per-GPU network (47 GB/s)", "h100 2x8 IB", 8, "alltoall", "auto",
+     8 * GIB, 94.0, "NVIDIA/nccl-tests issue 130"),
+    ("H100 2x8 IB (Nebius), default", "h100 2x8 IB", 8, "all_reduce", "auto", 8 * GIB,
+     "h100_2x8_ib_all_reduce.txt", "dstackai/dstack examples/clusters/nebius"),
+    ("A100 2x8 IB (Crusoe), default", "a100 2x8 IB", 8, "all_reduce", "auto", 2 * GIB,
+     "a100_2x8_ib_all_reduce.txt", "dstackai/dstack examples/clusters/crusoe"),
+    ("B200 2x8 IB (Lambda), default", "b200 2x8 IB", 8, "all_reduce", "auto", 2 * GIB,
+     "b200_2x8_ib_all_reduce.txt", "dstackai/dstack examples/clusters/lambda"),
+    ("H100 8x8 IB SHARP, CollNet chain", "h100 8x8 IB SHARP", 8, "all_reduce", "collnet_chain",
+     8 * GIB, "h100_8x8_ib_sharp_all_reduce.txt", "coreweave/nccl-tests README"),
+    ("GB200 NVL72 one rack, NVLS/CollNet off", "gb200 nvl72 1 rack", 4, "all_reduce", "auto",
+     8 * GIB, "gb200_nvl72_1rack_all_reduce.txt", "coreweave/nccl-tests README"),
+    ("H100 4x8 RoCE 400, default", "h100 4x8 RoCE", 8, "all_reduce", "auto", 8 * GIB, 320,
+     "NVIDIA/nccl issue 1221"),
+    ("H100 5x8, 4x RoCE 400, ring", "h100 5x8 4x RoCE", 8, "all_reduce", "ring", GIB, 190,
+     "NVIDIA/nccl issue 1368"),
+    ("H100 5x8, 4x RoCE 400, tree", "h100 5x8 4x RoCE", 8, "all_reduce", "tree", GIB, 150,
+     "NVIDIA/nccl issue 1368"),
+    ("H200 1x8, default (peak)", "h200 1x8", 8, "all_reduce", "auto", 4 * GIB, 475,
+     "NVIDIA/nccl-tests issue 272"),
+]  # fmt: skip
+
+# Held out (not in the calibration folder, nothing fitted on them): NVIDIA/nccl issue 1229,
+# reduce_scatter busbw on H100 clusters by node count; the message size is not stated, so
+# the model is shown at 1 GiB and 8 GiB.
+HELD_OUT_RS = {4: 360, 8: 345, 16: 320, 32: 300, 64: 280, 128: 260}
+
+# The full tables: which system each ran on (ranks per node), and the algorithm forced.
+LOGS: dict[str, tuple[str, int, str]] = {
+    "dgx-h100_1x8_all_reduce.txt": ("dgx-h100 1x8", 8, "auto"),
+    "h100_2x8_ib_all_reduce.txt": ("h100 2x8 IB", 8, "auto"),
+    "a100_2x8_ib_all_reduce.txt": ("a100 2x8 IB", 8, "auto"),
+    "b200_2x8_ib_all_reduce.txt": ("b200 2x8 IB", 8, "auto"),
+    "h100_8x8_ib_sharp_all_reduce.txt": ("h100 8x8 IB SHARP", 8, "collnet_chain"),
+    "gb200_nvl72_1rack_all_reduce.txt": ("gb200 nvl72 1 rack", 4, "auto"),
+}
 
 
-def point_rows() -> list[dict[str, object]]:
+def system(name: str) -> ClusterSpec:
+    """The cluster of one named system of points.yaml."""
+    spec = dict(SYSTEMS[name])
+    inr = spec.pop("inr", None)
+    cluster = load_cluster(spec.pop("cluster"), **spec)
+    return cluster.model_copy(update={"in_network_reduction": inr}) if inr else cluster
+
+
+def table_busbw(log: str, size: int) -> float:
+    """Out-of-place busbw of one row of a calibration table."""
+    test = parse_file(CAL / log)[0]
+    row = next(r for r in test.rows if r.size_bytes == size)
+    return float(row.out_of_place.busbw_GBps)  # type: ignore[union-attr, arg-type]
+
+
+def _predict(name: str, k: int, op: str, algo: str, sizes: np.ndarray) -> Any:
+    cluster = system(name)
+    placement = Placement.contiguous(cluster, cluster.nodes * k, ranks_per_node=k)
+    return predict(op, group_shape(cluster, placement=placement), sizes, algo)
+
+
+def point_rows() -> list[dict[str, Any]]:
+    """Prediction vs measurement at each point's large message size."""
     rows = []
-    for what, cname, nodes, k, op, algo, size, meas in POINTS:
-        c = load_cluster(cname, nodes=nodes)
-        placement = Placement.contiguous(c, nodes * k, ranks_per_node=k)
-        pred = predict(op, group_shape(c, placement=placement), [size], algo)
+    for what, name, k, op, algo, size, meas, source in POINTS:
+        value = table_busbw(meas, size) if isinstance(meas, str) else float(meas)
+        pred = _predict(name, k, op, algo, np.array([size]))
         bw = float(pred.busbw_GBps[0])
         rows.append(
             {
                 "what": what,
-                "cluster": cname,
+                "system": name,
                 "op": op,
-                "algo": pred.algo[0],
+                "algo": f"{pred.algo[0]}/{pred.proto[0]}",
                 "size_bytes": size,
-                "measured_busbw_GBps": meas,
+                "measured_busbw_GBps": value,
                 "predicted_busbw_GBps": round(bw, 1),
-                "error": round(bw / meas - 1, 4),
+                "error": round(bw / value - 1, 4),
+                "source": source,
             }
         )
     return rows
 
 
-def log_rows() -> list[dict[str, object]]:
+def held_out_rows() -> list[dict[str, Any]]:
+    """reduce_scatter on DGX H100 at 4..128 nodes against NVIDIA/nccl issue 1229."""
+    cluster = load_cluster("dgx-h100")
+    rows = []
+    for nodes, meas in HELD_OUT_RS.items():
+        row: dict[str, Any] = {"nodes": nodes, "measured_busbw_GBps": meas}
+        for size in (GIB, 8 * GIB):
+            bw = predicted_busbw(cluster, "reduce_scatter", size, nodes=nodes)
+            row[f"predicted_{size // GIB}GiB_busbw_GBps"] = round(bw, 1)
+            row[f"error_{size // GIB}GiB"] = round(bw / meas - 1, 4)
+        rows.append(row)
+    return rows
+
+
+def log_rows() -> list[dict[str, Any]]:
+    """Every row of every table: uncalibrated prediction, and `calibrate` on that log."""
     out = []
-    for log in sorted(CAL.glob("*.txt")):
-        nodes = int(log.name.split("_")[1].split("x")[0])
-        cluster = load_cluster(log.name.split("_")[0], nodes=nodes)
-        for test in parse_file(log):
-            m = measured(test, cluster, str(log))
+    for log, (name, k, algo) in LOGS.items():
+        cluster = system(name)
+        test = dataclasses.replace(
+            parse_file(CAL / log)[0],
+            nranks=cluster.nodes * k,
+            nodes=cluster.nodes,
+            gpus_per_node=k,
+        )
+        m = measured(test, cluster, log)
+        pred = _predict(name, k, m.op, algo, m.size_bytes)
+        entry: dict[str, Any] = {"log": log, "system": name, "algo": algo}
+        try:
             _, fits = calibrate([m], cluster)
-            fit = fits[0]
-            large = m.size_bytes >= 256 << 20
-            small = m.size_bytes <= SMALL_MAX_BYTES
-            before_bw = m.busbw_GBps * m.time_us / fit.before_us
-            after_bw = m.busbw_GBps * m.time_us / fit.after_us
-            out.append(
-                {
-                    "log": log.name,
-                    "op": m.op,
-                    "tier": fit.tier,
-                    "calibration": fit.calibration.model_dump(),
-                    "large_busbw_error_max_before": float(
-                        np.max(np.abs(before_bw[large] / m.busbw_GBps[large] - 1))
-                    ),
-                    "large_busbw_error_max_after": float(
-                        np.max(np.abs(after_bw[large] / m.busbw_GBps[large] - 1))
-                    ),
-                    "small_time_ratio_range_before": [
-                        float(np.min(fit.before_us[small] / m.time_us[small])),
-                        float(np.max(fit.before_us[small] / m.time_us[small])),
-                    ],
-                    "rows": [
-                        {
-                            "size_bytes": int(n),
-                            "measured_us": float(t),
-                            "measured_busbw_GBps": float(b),
-                            "catalog_us": float(cb),
-                            "calibrated_us": float(ca),
-                        }
-                        for n, t, b, cb, ca in zip(
-                            m.size_bytes,
-                            m.time_us,
-                            m.busbw_GBps,
-                            fit.before_us,
-                            fit.after_us,
-                            strict=True,
-                        )
-                    ],
-                }
+            entry["calibration"] = [
+                {"tier": f.tier, **f.calibration.model_dump(), "fitted": list(f.fitted)}
+                for f in fits
+            ]
+            after = fits[-1].after_us
+        except CalibrationRefused as exc:
+            entry["calibration_refused"] = str(exc)
+            after = None
+        entry["rows"] = [
+            {
+                "size_bytes": int(n),
+                "measured_busbw_GBps": float(b),
+                "predicted_busbw_GBps": float(p),
+                "algo": f"{a}/{pr}",
+                "error": float(p / b - 1) if b > 0 else None,
+                "calibrated_error": float(t / ta - 1) if after is not None else None,
+            }
+            for i, (n, b, p, a, pr, t) in enumerate(
+                zip(
+                    m.size_bytes,
+                    m.busbw_GBps,
+                    pred.busbw_GBps,
+                    pred.algo,
+                    pred.proto,
+                    m.time_us,
+                    strict=True,
+                )
             )
+            for ta in [after[i] if after is not None else 1.0]
+        ]
+        large = [r["error"] for r in entry["rows"] if r["size_bytes"] >= LARGE_TABLE_BYTES]
+        entry["large_error_max"] = float(np.max(np.abs(large)))
+        mid = [r["error"] for r in entry["rows"] if MID_BYTES[0] <= r["size_bytes"] < MID_BYTES[1]]
+        entry["mid_error_max"] = float(np.max(np.abs(mid))) if mid else None
+        out.append(entry)
     return out
 
 
-def markdown(points: list[dict[str, object]], logs: list[dict[str, object]]) -> str:
+def summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and worst absolute error over the points."""
+    errs = np.abs([p["error"] for p in points])
+    return {
+        "points": len(points),
+        "mean_abs_error": round(float(errs.mean()), 4),
+        "max_abs_error": round(float(errs.max()), 4),
+        "meets_target": bool(errs.mean() <= MEAN_TARGET and errs.max() <= MAX_TARGET),
+        "targets": {"mean_abs_error": MEAN_TARGET, "max_abs_error": MAX_TARGET},
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def markdown(
+    points: list[dict[str, Any]],
+    logs: list[dict[str, Any]],
+    held: list[dict[str, Any]],
+    s: dict[str, Any],
+) -> str:
     lines = [
         "## Collectives: predicted vs measured",
         "",
-        "Generated by `benchmarks/validate_collectives.py` from `../shared/calibration/nccl/`.",
-        "Uncalibrated = catalog constants; calibrated = `tierwise calibrate` on the same log.",
-        "Measured time per size is the faster of nccl-tests' out-of-place and in-place halves.",
+        "Generated by `benchmarks/validate_collectives.py` from `../shared/calibration/nccl/`",
+        "(points.yaml and the tables beside it). One set of constants: the catalog and",
+        f"`collectives/tables.py` (NCCL {T.NCCL_VERSION} tuner tables; fitted constants listed",
+        "below). Error = predicted / measured busbw - 1, uncalibrated.",
         "",
-        "### Published points (uncalibrated)",
+        f"**{s['points']} points: mean |error| {s['mean_abs_error'] * 100:.1f}%, worst "
+        f"{s['max_abs_error'] * 100:.1f}%** (targets {MEAN_TARGET * 100:.0f}% and "
+        f"{MAX_TARGET * 100:.0f}%).",
         "",
-        "| point | op | algo | size | measured busbw GB/s | predicted | error |",
-        "|---|---|---|---|---|---|---|",
+        "Constants fitted on this folder, each on the point named:",
+        "",
+        "The points these constants were fitted on are not independent evidence: their small"
+        " errors hold by construction. The held-out comparison below and the full tables are.",
+        "",
+        f"- `NVLS_LINE_SHARE` {T.NVLS_LINE_SHARE}: DGX H100 1x8 NVLS at 16 GiB (x NCCL's Hopper "
+        "NVLS efficiency 0.85 = 0.61 of NVLink line rate).",
+        f"- `NVLS_TREE_INTRA_SHARE` {T.NVLS_TREE_INTRA_SHARE}: H100 2x8 NVLS-tree at 8 GiB.",
+        "- NVLink 4 ring efficiency 0.82 (nccl issue 1455, nccl-tests 212), NVLink 3 0.78 (Azure"
+        " A100), NVLink 5 0.93 (GB200 NVL72 rack ring), NDR 0.94 and HDR 0.96 (per-NIC notes),"
+        " RoCE 400 0.87 (the two RoCE points, 4x8 and 5x8, between them): `hardware/data`.",
+        "",
+        "### Points",
+        "",
+        "| point | op | algo/proto | size B | measured busbw GB/s | predicted | error | source |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         lines.append(
             f"| {p['what']} | {p['op']} | {p['algo']} | {p['size_bytes']} | "
-            f"{p['measured_busbw_GBps']} | {p['predicted_busbw_GBps']} | "
-            f"{float(p['error']) * 100:+.1f}% |"
+            f"{p['measured_busbw_GBps']:.1f} | {p['predicted_busbw_GBps']} | "
+            f"{_pct(p['error'])} | {p['source']} |"
+        )
+    lines += [
+        "",
+        "### Held out: reduce_scatter on DGX H100 by node count (NVIDIA/nccl issue 1229)",
+        "",
+        "Not in the calibration folder; nothing was fitted on it. The issue does not state the",
+        "message size: the model is shown at 1 GiB and 8 GiB. The published decline with node",
+        "count (360 to 260 GB/s from 4 to 128 nodes) is steeper than the model's at 8 GiB.",
+        "",
+        "| nodes | measured busbw GB/s | predicted 1 GiB | error | predicted 8 GiB | error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for h in held:
+        lines.append(
+            f"| {h['nodes']} | {h['measured_busbw_GBps']} | {h['predicted_1GiB_busbw_GBps']} | "
+            f"{_pct(h['error_1GiB'])} | {h['predicted_8GiB_busbw_GBps']} | "
+            f"{_pct(h['error_8GiB'])} |"
         )
     for lg in logs:
-        cal = lg["calibration"]
+        lines += ["", f"### {lg['log']} ({lg['system']}, algo {lg['algo']})", ""]
+        lines.append(
+            f"Largest busbw error at >= {LARGE_TABLE_BYTES >> 20} MiB, uncalibrated: "
+            f"{lg['large_error_max'] * 100:.1f}%"
+            + (
+                f"; from 1 MiB to {LARGE_TABLE_BYTES >> 20} MiB: {lg['mid_error_max'] * 100:.1f}%"
+                " (NCCL's tuner latencies are optimistic there; `calibrate` fits an overhead)."
+                if lg["mid_error_max"] is not None
+                else "."
+            )
+        )
+        if "calibration_refused" in lg:
+            lines.append(f"`tierwise calibrate` on this log refuses: {lg['calibration_refused']}")
+        else:
+            for c in lg["calibration"]:
+                lines.append(
+                    f"`tierwise calibrate` on this log fits tier {c['tier']} "
+                    f"({', '.join(c['fitted'])}): alpha {c['alpha_us']:.2f} us, "
+                    f"beta {c['beta_GBps']:.1f} GB/s, overhead {c['overhead_us']:.0f} us."
+                )
         lines += [
             "",
-            f"### {lg['log']} ({lg['op']}, tier {lg['tier']})",
-            "",
-            f"Fit: alpha {cal['alpha_us']:.2f} us per LL step, beta {cal['beta_GBps']:.1f} GB/s,"
-            f" overhead {cal['overhead_us']:.0f} us. Largest busbw error at >= 256 MB: "
-            f"{lg['large_busbw_error_max_before'] * 100:.1f}% uncalibrated, "
-            f"{lg['large_busbw_error_max_after'] * 100:.1f}% calibrated. Small-message "
-            f"(<= 64 KB) predicted/measured time: {lg['small_time_ratio_range_before'][0]:.2f}"
-            f"-{lg['small_time_ratio_range_before'][1]:.2f} uncalibrated.",
-            "",
-            "| size B | measured us | busbw GB/s | catalog us | error | calibrated us | error |",
-            "|---|---|---|---|---|---|---|",
+            "| size B | measured busbw GB/s | predicted | algo/proto | error | calibrated error |",
+            "|---|---|---|---|---|---|",
         ]
         for r in lg["rows"]:
-            t = r["measured_us"]
             lines.append(
-                f"| {r['size_bytes']} | {t:.2f} | {r['measured_busbw_GBps']:.2f} | "
-                f"{r['catalog_us']:.2f} | {(r['catalog_us'] / t - 1) * 100:+.1f}% | "
-                f"{r['calibrated_us']:.2f} | {(r['calibrated_us'] / t - 1) * 100:+.1f}% |"
+                f"| {r['size_bytes']} | {r['measured_busbw_GBps']:.2f} | "
+                f"{r['predicted_busbw_GBps']:.2f} | {r['algo']} | {_pct(r['error'])} | "
+                f"{_pct(r['calibrated_error'])} |"
             )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    points, logs = point_rows(), log_rows()
-    (REPO / "docs" / "validation-collectives.md").write_text(markdown(points, logs))
-    summary = [{k: v for k, v in lg.items() if k != "rows"} for lg in logs]
-    print(
-        json.dumps(
-            {"points": points, "logs": summary, "large_min_bytes": LARGE_MIN_BYTES}, indent=2
-        )
-    )
+    points, logs, held = point_rows(), log_rows(), held_out_rows()
+    s = summary(points)
+    (REPO / "docs" / "validation-collectives.md").write_text(markdown(points, logs, held, s))
+    brief = [{k: v for k, v in lg.items() if k != "rows"} for lg in logs]
+    print(json.dumps({"summary": s, "points": points, "held_out": held, "logs": brief}, indent=2))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ FAMILY = {
         "seq": 2048,
         "recompute": ["full"],
         # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels).
-        "flags": {"flash_attention": False},
+        "flags": {"attention_backend": "unfused"},
         "framework": "megatron",
         "fix": {"recompute": "full", "cp": "1", "sp": "false"},
         "sp": False,
@@ -171,7 +171,7 @@ def context(run: dict[str, Any]) -> tuple[dict[str, Any], ModelSpec, ClusterSpec
     fam = FAMILY[family(run["id"])]
     facts = SCRIPT_FACTS.get(run["id"], {})
     run = {**run, **facts}
-    flags = Flags(**fam["flags"], **facts.get("flags", {}))
+    flags = Flags(**fam["flags"], **facts.get("flags", {}), framework=fam["framework"])
     return run, model_of(run), cluster_for(fam["cluster"], run["gpus"]), flags
 
 

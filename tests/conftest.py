@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +17,14 @@ CALIBRATION = SHARED / "calibration"
 
 
 def run_cli(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run `tierwise ARGS...` in a subprocess; with check, assert exit code 0."""
+    """Run `tierwise ARGS...` in a subprocess, output piped as a user's `| less` is (no
+    COLUMNS: pytest sets it to 80); with check, assert exit code 0."""
     proc = subprocess.run(
         [sys.executable, "-c", "from tierwise.cli.main import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        env={k: v for k, v in os.environ.items() if k not in {"COLUMNS", "LINES"}},
     )
     if check:
         assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"

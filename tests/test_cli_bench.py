@@ -107,7 +107,9 @@ def test_sustained_mode_records_a_series() -> None:
         "--window", "0.5s", "-w", "1", "-n", "2", "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    series = json.loads(proc.stdout)["series"]
+    result = json.loads(proc.stdout)
+    assert [r["size_bytes"] for r in result["rows"]] == [8 * 2**i for i in range(10)]  # all kept
+    series = result["series"]
     assert series["size_bytes"] == 4096
     assert series["duration_s"] >= 1.5
     assert len(series["t_s"]) == len(series["latency_us"]) >= 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.conftest import assert_user_error, cli_json, run_cli
@@ -61,7 +62,7 @@ def test_user_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     assert_user_error(run_cli("parse", str(tmp_path / "nope.txt"), check=False), "nope.txt")
     garbled = run_cli("parse", str(DATA / "garbled_row_all_reduce.txt"), "--json", check=False)
     assert_user_error(garbled, "garbled_row_all_reduce.txt:35:", "busbw")
-    assert garbled.stdout == ""
+    assert json.loads(garbled.stdout) == {"error": garbled.stderr.strip(), "exit_code": 2}
     junk = tmp_path / "junk.log"
     junk.write_text("this is not\nan nccl-tests log\n")
     assert_user_error(run_cli("parse", str(junk), check=False), "no nccl-tests results")

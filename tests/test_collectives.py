@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierwise.collectives.model import ALGOS, candidates
+from tierwise.collectives.model import ALGOS, auto_candidates, candidates
 from tierwise.collectives.predict import group_shape, predict, time_us
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import load_cluster
@@ -83,8 +83,13 @@ def test_hierarchical_beats_flat_ring_when_ring_cannot_use_rails() -> None:
 def test_in_network_reduction_raises_large_message_busbw() -> None:
     plain = busbw("dgx-h100", 16, algo="ring")
     c = load_cluster("dgx-h100", nodes=16).model_copy(update={"in_network_reduction": "nvls+sharp"})
-    sharp = float(predict("all_reduce", group_shape(c), [BIG], "sharp").busbw_GBps[0])
-    assert sharp > 1.3 * plain
+    # NVLS in the node + SHARP across: the NVLS stage (0.85 x 0.717 x 450 x 0.91) bounds algbw
+    nvls = float(predict("all_reduce", group_shape(c), [BIG], "nvls").busbw_GBps[0])
+    assert nvls == pytest.approx(0.85 * 0.717 * 450 * 0.91 * 2 * 127 / 128, rel=0.01)
+    assert nvls > 1.3 * plain
+    # CollNet chain: the chain through the node's GPUs moves 2n per GPU: NVLink / 2
+    chain = float(predict("all_reduce", group_shape(c), [BIG], "sharp").busbw_GBps[0])
+    assert chain == pytest.approx(NVLINK4_RING / 2 * 2 * 127 / 128, rel=0.01)
     a100 = load_cluster("dgx-a100", nodes=4).model_copy(update={"in_network_reduction": "sharp"})
     assert float(predict("all_reduce", group_shape(a100), [BIG], "sharp").busbw_GBps[0]) > 192
 
@@ -162,24 +167,12 @@ def test_time_is_monotone_in_size_and_auto_is_fastest(group: tuple, op: str) -> 
     sizes = 2 ** np.arange(3, 36)
     auto = predict(op, shape, sizes)
     assert np.all(np.diff(auto.time_us) >= 0)
+    nccl = {x.algo for x in auto_candidates(op, shape)}
     for algo in {x.algo for x in candidates(op, shape)}:
         one = predict(op, shape, sizes, algo)
         assert np.all(np.diff(one.time_us) >= 0)
-        assert np.all(auto.time_us <= one.time_us * (1 + 1e-12))
-
-
-@settings(max_examples=60, deadline=None)
-@given(groups(), st.sampled_from(REDUCE_LIKE))
-def test_busbw_never_exceeds_bottleneck_times_ideal_factor(group: tuple, op: str) -> None:
-    c, ranks = group
-    shape = group_shape(c, ranks)
-    bound = c.intra.bw_GBps if shape.k > 1 else np.inf
-    if shape.crosses_domains:
-        bound = min(bound, shape.rails * c.inter.nic.line_GBps)
-    for algo in sorted({x.algo for x in candidates(op, shape)}):
-        ideal = 2.0 if algo in {"nvls", "sharp"} else 1.0
-        bw = predict(op, shape, [1 << 36], algo).busbw_GBps[0]
-        assert bw <= ideal * bound * (1 + 1e-9), (algo, bw, bound)
+        if algo in nccl:  # auto is NCCL's choice: the fastest of NCCL's algorithms
+            assert np.all(auto.time_us <= one.time_us * (1 + 1e-12))
 
 
 def test_every_algo_name_is_known() -> None:

@@ -174,8 +174,18 @@ def test_user_yaml_cluster(tmp_path: Path) -> None:
         ),
         (
             "gpu: h100-sxm\ngpus_per_node: 8\nnodes: 20\nintra: nvlink4\n"
-            "inter: {nic: ndr400, nics_per_node: 8}\ntopology: {nodes_per_leaf: 8}\n",
-            ["nodes=20", "nodes_per_leaf=8"],
+            "inter: {nic: ndr400, nics_per_node: 8}\ntopology: {leaf_sizes: [8, 8]}\n",
+            ["nodes=20", "16 nodes", "leaf_sizes"],
+        ),
+        (
+            "gpu: h100-sxm\ngpus_per_node: 8\nnodes: 2\nintra: nvlink4\n"
+            "inter: {nic: ndr400, nics_per_node: 0}\n",
+            ["nics_per_node=0", "nodes=2", "allowed"],
+        ),
+        (
+            "gpu: gb200\ngpus_per_node: 4\nnvlink_domain_gpus: 72\nnodes: 36\nintra: nvlink5\n"
+            "inter: {nic: ndr400, nics_per_node: 4}\ntopology: {nodes_per_leaf: 10}\n",
+            ["node 10", "18-node NVLink domain", "multiples of 18"],
         ),
         ("gpu: h100-sxm\n  nodes: [\n", ["malformed YAML"]),
         (
@@ -198,7 +208,9 @@ def test_cli_bad_overrides() -> None:
         run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "-1", check=False), "nodes", "-1"
     )
     assert_user_error(
-        run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "40", check=False), "nodes=40"
+        run_cli("show", "cluster", "-c", "dgx-h100", "--nodes", "200000", check=False),
+        "nodes",
+        "100000",
     )
     assert_user_error(run_cli("show", "cluster", "-c", "nope", check=False), "nope", "dgx-h100")
 

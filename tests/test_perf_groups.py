@@ -25,7 +25,10 @@ CLUSTERS = {name: load_cluster(name, nodes=16) for name in ("dgx-h100", "pcie-h1
 def layouts(draw: st.DrawFn) -> Degrees:
     tp, cp, dp, pp = (draw(st.sampled_from([1, 2, 4, 8])) for _ in range(4))
     ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if (cp * dp) % e == 0]))
-    return Degrees(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp)
+    dp_shard = draw(st.sampled_from([0, *(s for s in (1, 2, 4) if dp % s == 0 and s < dp)]))
+    ranks = tp * cp * dp
+    etp = draw(st.sampled_from([0, *(e for e in (1, 2, 4) if e != tp and ranks % (e * ep) == 0)]))
+    return Degrees(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, dp_shard=dp_shard, etp=etp)
 
 
 @settings(max_examples=150, deadline=None)

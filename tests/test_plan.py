@@ -326,7 +326,7 @@ def test_fix_sharding_ddp_searches_plain_data_parallelism() -> None:
     ("fix", "framework", "needle"),
     [
         ({"sharding": "zero7"}, "megatron", "sharding='zero7'"),
-        ({"zero": "0"}, "deepspeed", "zero=0"),
+        ({"zero": "2"}, "megatron", "zero=2"),  # zero=0 is DDP, zero=1 the distributed optimizer
     ],
 )
 def test_fix_sharding_or_zero_outside_the_framework_is_an_error(

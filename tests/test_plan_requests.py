@@ -138,7 +138,7 @@ def test_each_framework_reduces_gradients_as_it_does_by_default() -> None:
     zero3_bf16 = build_space(model, cluster, 16, 64, 4096, {"zero": "3", "grad_reduce_bf16": "1"})
     assert zero3_bf16.size and zero3_bf16.arrays["cp"].max() == 1  # DeepSpeed's
     with pytest.raises(SpecError, match=r"no framework runs it \(megatron: .*deepspeed: cp=2"):
-        build_space(model, cluster, 16, 64, 4096, {"cp": "2", "zero": "1"})
+        build_space(model, cluster, 16, 64, 4096, {"cp": "2", "zero": "2", "grad_reduce_bf16": "1"})
     with pytest.raises(SpecError, match="torchtitan reduces gradients in float32 only"):
         build_space(model, cluster, 16, 64, 4096, {"grad_reduce_bf16": "true"}, "torchtitan")
     fp32 = deepspeed_config(Layout(dp=8, seq=4096, zero=1))

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import assert_user_error, run_cli
 from tests.fuzz_targets import DATA, TARGETS
 from tierwise.errors import TierwiseError
-from tierwise.hardware.cluster import load_cluster
+from tierwise.hardware.cluster import dump_cluster, load_cluster
 from tierwise.hardware.ingest import parse_nccl_topo, parse_topo_matrix, parse_topology_conf
 from tierwise.hardware.summary import cluster_summary
 from tierwise.schedule.jobs import read_trace
@@ -176,7 +176,9 @@ def test_show_cluster_json_loads_back_as_the_same_cluster(tmp_path: Path) -> Non
     shown = run_cli("show", "cluster", "-c", "dgx-h100", "--json").stdout
     path = tmp_path / "shown.yaml"
     path.write_text(shown)
-    assert cluster_summary(load_cluster(str(path))) == json.loads(shown)
+    assert {"spec": dump_cluster(load_cluster(str(path)))} | cluster_summary(
+        load_cluster(str(path))
+    ) == json.loads(shown)
 
 
 def test_model_type_list_and_wrong_field_types(tmp_path: Path) -> None:

@@ -7,13 +7,14 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierwise.errors import TierwiseError
-from tierwise.runtime.faults import RankFailure
+from tierwise.runtime.faults import HEARTBEAT_PERIOD_S, Heartbeat, RankFailure
 from tierwise.runtime.launch import (
     detect_env,
     launch,
@@ -53,8 +54,6 @@ def test_counts_follow_nccl_tests_conventions() -> None:
     gather = BenchConfig(op="all_gather", min_bytes=4, max_bytes=100, factor=5)
     # 4 B holds no float per rank on 4 ranks; 20 B -> 1 per rank; 100 B -> 6 per rank
     assert list(gather.counts(4)) == [(16, 1), (96, 6)]
-    sustained = BenchConfig(min_bytes=8, max_bytes=1024, duration_s=5)
-    assert list(sustained.sizes()) == [1024]
 
 
 def test_config_json_round_trip() -> None:
@@ -195,3 +194,16 @@ def test_launcher_deadline_and_signal_names(tmp_path) -> None:
     slow = launch([sys.executable, "-c", "import time; time.sleep(60)"], 1, deadline_s=0.5)
     assert slow.failure is not None and "0.5 s deadline" in slow.failure
     assert all(_gone(pid) for pid in [*result.pids, *slow.pids])
+
+
+def test_duration_keeps_every_size_of_the_sweep() -> None:
+    sustained = BenchConfig(min_bytes=8, max_bytes=1024, duration_s=5.0)
+    assert list(sustained.sizes()) == [8 * 2**i for i in range(8)]  # was [1024]
+
+
+def test_heartbeat_beats_during_a_long_block(tmp_path: Path) -> None:
+    beat = Heartbeat(3, str(tmp_path))
+    with beat.during():
+        first = (tmp_path / "rank3").stat().st_mtime
+        time.sleep(3 * HEARTBEAT_PERIOD_S)  # one long collective: no beat() from the loop
+        assert (tmp_path / "rank3").stat().st_mtime > first

@@ -101,7 +101,8 @@ def test_multi_node_log_is_checked_on_the_leaf_tier() -> None:
     for name in ("leaf-busbw", "leaf-busbw-floor", "leaf-latency"):
         row = _one(rows, name)
         assert (row.status, row.tier) == ("PASS", "leaf"), row
-    assert _one(rows, "leaf-busbw").measured == pytest.approx(100 / 1.08, rel=0.01)
+    # the model's NVLS-tree on 2 nodes predicts ~461 GB/s at 1 GiB; the log's lowest is 469
+    assert _one(rows, "leaf-busbw").measured == pytest.approx(101.8, rel=0.01)
     assert {r.status for r in rows["node-busbw"] + rows["spine-busbw"]} == {"SKIP"}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +22,9 @@ from tierwise.errors import SpecError, TierwiseError
 from tierwise.textio import MAX_SPEC_BYTES, read_text, user_error
 
 M = TypeVar("M", bound=BaseModel)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's C loader when PyYAML has it: ~10x faster on the shipped data files. Users' files
+go through the pure-Python loader, whose recursion Python bounds (``parse_yaml``)."""
 
 #: Deepest nesting of lists/mappings accepted in a spec (real specs nest 2-4 deep).
 MAX_DEPTH = 32
@@ -136,6 +140,11 @@ def parse_json(text: str, source: str, error: type[TierwiseError] = SpecError) -
         return check_data(data, source)
     except SpecError as exc:
         raise error(str(exc)) from None
+
+
+def data_yaml(package: str, name: str) -> Any:
+    """A YAML file shipped inside `package` (e.g. ``data/gpus.yaml``), parsed."""
+    return yaml.load(resources.files(package).joinpath(name).read_text(), Loader=_LOADER)
 
 
 def read_yaml(path: Path) -> Any:

@@ -1,4 +1,5 @@
-"""Layout flags shared by `estimate` and `plan` (--tp --cp --ep --pp --vpp --dp --mbs ...)."""
+"""Layout flags shared by `estimate` and `plan` (--tp --cp --ep --pp --vpp --dp --mbs ...), named
+as Megatron-LM names them."""
 
 from __future__ import annotations
 
@@ -26,21 +27,117 @@ DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="bf16|fp8")]
 DistOptOpt = Annotated[
     bool | None,
     typer.Option(
-        "--distributed-optimizer/--no-distributed-optimizer",
+        "--use-distributed-optimizer/--no-use-distributed-optimizer",
         help="Megatron's distributed optimizer (optimizer states over dp*cp).",
     ),
 ]
 GradBf16Opt = Annotated[
     bool | None,
     typer.Option(
-        "--grad-reduce-bf16/--no-grad-reduce-bf16",
-        help="16-bit main grads and DP reduce at any ZeRO stage (Megatron's "
-        "--grad-reduce-in-bf16, DeepSpeed's default); default fp32 (Megatron, torchtitan).",
+        "--grad-reduce-in-bf16/--no-grad-reduce-in-bf16",
+        help="16-bit main grads and DP reduce at any ZeRO stage (as Megatron's flag; "
+        "DeepSpeed's default); default fp32 (Megatron, torchtitan).",
     ),
 ]
 CpCommOpt = Annotated[
-    str, typer.Option("--cp-comm", help="Context parallel comm: p2p (ring attention) or a2a.")
+    str,
+    typer.Option(
+        "--cp-comm-type", help="Context parallel comm (Megatron's flag): p2p (ring attention), a2a."
+    ),
 ]
 TpOverlapOpt = Annotated[
     bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")
+]
+PpLayoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pp-layout",
+        help="Megatron's --pipeline-model-parallel-layout: virtual stages split by |, E "
+        "embedding, t layer, L loss, x*n and (...)*n repeats, e.g. Et|(tt|)*62tL.",
+    ),
+]
+AccountEmbeddingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--account-for-embedding-in-pipeline-split",
+        help="Megatron's: the input embedding counts as one layer in the pipeline split.",
+    ),
+]
+AccountLossOpt = Annotated[
+    bool,
+    typer.Option(
+        "--account-for-loss-in-pipeline-split",
+        help="Megatron's: the loss counts as one layer in the pipeline split.",
+    ),
+]
+PipelineScheduleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pipeline-schedule",
+        help="torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
+        "(default 1F1B, Interleaved1F1B with --vpp > 1).",
+    ),
+]
+AttentionBackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--attention-backend",
+        help="Megatron's: flash | fused (cuDNN) | unfused (softmax in HBM, 2021-22 Megatron).",
+    ),
+]
+EstimateFrameworkOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--framework",
+        help="megatron | torchtitan | deepspeed: how DP/FSDP runs (Megatron buckets, FSDP2 "
+        "per block, ZeRO-3 per module) and which layouts and schedules it can run; default: "
+        "the generic model.",
+    ),
+]
+DpShardOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--dp-shard",
+        help="torchtitan's data_parallel_shard_degree: HSDP shards over this many dp ranks "
+        "and replicates over the rest (needs --framework torchtitan, --zero 2 or 3).",
+    ),
+]
+EtpOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--etp",
+        help="Expert tensor parallel size (Megatron's "
+        "--expert-tensor-parallel-size); default --tp.",
+    ),
+]
+MoeDispatcherOpt = Annotated[
+    str,
+    typer.Option(
+        "--moe-token-dispatcher-type",
+        help="Megatron's: alltoall | allgather | flex (DeepEP / HybridEP).",
+    ),
+]
+MoeForceBalanceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--moe-router-force-load-balancing",
+        help="Megatron's: every expert gets the same tokens (balanced routing, as NVIDIA's "
+        "benchmarks run); default dropless with an imbalance factor.",
+    ),
+]
+MoeCapacityOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--moe-expert-capacity-factor",
+        help="Megatron's: capacity routing, experts padded to this factor (tokens beyond it "
+        "dropped); overrides the model's capacity_factor.",
+    ),
+]
+MoeA2aOverlapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overlap-moe-expert-parallel-comm",
+        help="Megatron's combined 1F1B: expert all-to-alls hidden behind the other "
+        "micro-batch's compute.",
+    ),
 ]

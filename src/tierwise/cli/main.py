@@ -1,20 +1,120 @@
-"""The `tierwise` typer app; commands are discovered from `tierwise.cli.commands`."""
+"""The `tierwise` typer app. Each module of `tierwise.cli.commands` is one command of the same
+name, imported only when that command runs, so `--version` and `--help` stay fast."""
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import pkgutil
+import re
 import sys
+from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from tierwise import __version__
 from tierwise.cli import commands
-from tierwise.errors import TierwiseError
+
+DEBUG_ENV = "TIERWISE_DEBUG"
+"""Set to 1 to see the traceback of an internal error."""
+EXIT_CODES = (
+    "Exit codes: 0 ok; 1 a check ran and failed (verify, bench #wrong); 2 user error, one "
+    "stderr line naming the input, the value and what is allowed; 3 internal error, one line "
+    f"({DEBUG_ENV}=1 prints the traceback). With --json an error is also one JSON object "
+    '{"error": ..., "exit_code": ...} on stdout.'
+)
+INTERNAL_ERROR = 3
+MESSAGE_LIMIT = 2000
+"""Longest error line, characters (a message quoting a huge input is cut)."""
+_DOC = re.compile(r'^\s*"""(.*?)"""', re.DOTALL)
+
+
+def command_modules() -> dict[str, str]:
+    """Command name -> module name, from the files in `tierwise.cli.commands` (none imported)."""
+    return {
+        info.name.replace("_", "-"): f"{commands.__name__}.{info.name}"
+        for info in pkgutil.iter_modules(commands.__path__)
+        if not info.name.startswith("_")
+    }
+
+
+def command_summary(module: str) -> str:
+    """The listing line of a command: its module docstring's first paragraph after '`...`: '."""
+    path = Path(commands.__path__[0], module.rsplit(".", 1)[1] + ".py")
+    match = _DOC.match(path.read_text(encoding="utf-8"))
+    text = match.group(1).split("\n\n")[0] if match else ""
+    text = " ".join(text.split()).split("`: ", 1)[-1]
+    return text[:1].upper() + text[1:]
+
+
+def load_command(name: str, module: str) -> Any:
+    """Import one command module and build its click command (a group for sub-apps)."""
+    holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    holder.callback()(lambda: None)  # a callback keeps typer from collapsing to one command
+    importlib.import_module(module).register(holder)
+    registered = typer.main.get_command(holder).commands  # type: ignore[attr-defined]
+    if name not in registered:
+        raise RuntimeError(f"{module} registers {', '.join(registered)}, not its name {name!r}")
+    command = registered[name]
+    command.multi_value_options = getattr(sys.modules[module], "MULTI_VALUE_OPTIONS", ())
+    return command
+
+
+def spread_values(args: list[str], options: tuple[str, ...]) -> list[str]:
+    """`--logs a b c` -> `--logs a --logs b --logs c` for each of `options` (click gives an
+    option one value per occurrence); a value run ends at the next token starting with '-'."""
+    out: list[str] = []
+    current, taken = None, False
+    for token in args:
+        if token.startswith("-"):
+            current, taken = (token if token in options else None), False
+        elif current is not None:
+            if taken:
+                out.append(current)
+            taken = True
+        out.append(token)
+    return out
+
+
+class LazyGroup(TyperGroup):
+    """Lists every command module; imports one only to run it (help shows module summaries)."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted({*self.commands, *command_modules()})
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        module = command_modules().get(cmd_name)
+        if module is None:
+            return None
+        if self._listing:
+            return TyperCommand(cmd_name, help=command_summary(module))
+        self.commands[cmd_name] = load_command(cmd_name, module)
+        return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, command, spread_values(rest, getattr(command, "multi_value_options", ()))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="tierwise",
+    cls=LazyGroup,
     help="Topology-aware distributed training: tiers, collectives, step time, plans.",
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -36,14 +136,48 @@ def _root(
     """tierwise command line."""
 
 
-for _info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-    importlib.import_module(f"{commands.__name__}.{_info.name}").register(app)
+def click_app() -> Any:
+    """The root click group with every command loaded (for tests and docs)."""
+    group = typer.main.get_command(app)
+    for name in group.list_commands(None):  # type: ignore[attr-defined]
+        group.get_command(None, name)  # type: ignore[attr-defined]
+    return group
+
+
+def one_line(exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
+    """An exception's message on one line, cut to `limit` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def fail(message: str, code: int) -> None:
+    """Exit with `code` after one stderr line; under --json also an error object on stdout
+    (unless the command printed its result before failing, as bench does on #wrong)."""
+    output = sys.modules.get("tierwise.cli.output")
+    if "--json" in sys.argv[1:] and not getattr(output, "json_printed", False):
+        sys.stdout.write(json.dumps({"error": message, "exit_code": code}) + "\n")
+    typer.echo(message, err=True)
+    sys.exit(code)
 
 
 def main() -> None:
-    """Entry point: user errors become one stderr line and exit code 2 (click handles usage)."""
+    """Entry point: exit 2 with one stderr line on a user error (click handles usage), 3 with
+    one line on an internal error (the traceback with TIERWISE_DEBUG=1), never a traceback."""
+    from tierwise.errors import TierwiseError
+
     try:
         app()
     except TierwiseError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        fail(f"error: {one_line(exc)}", exc.exit_code)
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV, "") not in {"", "0"}:
+            raise
+        fail(
+            f"internal error: {type(exc).__name__}: {one_line(exc)} (a tierwise bug; run again "
+            f"with {DEBUG_ENV}=1 for the traceback)",
+            INTERNAL_ERROR,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.workload.load import load_model, preset, preset_names
 from tierwise.workload.params import ParamCounts, param_counts
 from tierwise.workload.spec import ModelSpec
@@ -66,8 +66,10 @@ def _print_human(m: ModelSpec, p: ParamCounts) -> None:
     if m.moe:
         spec |= {f"moe.{k}": v for k, v in m.moe.model_dump().items()}
     console.print(
-        f"[bold]{m.name}[/]: {p.total / BILLION:.2f} B parameters, "
-        f"{p.active / BILLION:.2f} B active per token"
+        line(
+            styled(str(m.name), "bold"),
+            f": {p.total / BILLION:.2f} B parameters, {p.active / BILLION:.2f} B active per token",
+        )
     )
     console.print(table("shape", ["field", "value"], spec.items()))
     rows = [(part, f"{getattr(p, part):,}", f"{getattr(p, part) / p.total:.2%}") for part in PARTS]

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from tierwise.hardware.cluster import load_cluster
+from tierwise.errors import SpecError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object to stdout.")]
 LogOpOpt = Annotated[
@@ -53,6 +53,13 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
         Annotated[str | None, typer.Option("--intra", help="Override the intra-node link.")],
         None,
     ),
+    "nodes_per_leaf": (
+        Annotated[
+            int | None,
+            typer.Option("--nodes-per-leaf", help="Override nodes under each leaf switch."),
+        ],
+        None,
+    ),
     "oversubscription": (
         Annotated[
             float | None, typer.Option("--oversubscription", help="Leaf uplink ratio, e.g. 2.")
@@ -62,10 +69,29 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_CLUSTER = _CLUSTER_OPTIONS["cluster"][1]
+_CLUSTER_ARGUMENT = (
+    Annotated[
+        str | None,
+        typer.Argument(
+            help="Preset or YAML (as --cluster).", metavar="CLUSTER", show_default=False
+        ),
+    ],
+    None,
+)
+
+
+def cluster_argument(func: F) -> F:
+    """`cluster_options` plus an optional CLUSTER argument (`show cluster dgx-h100`)."""
+    return _with_cluster(func, {"cluster_arg": _CLUSTER_ARGUMENT, **_CLUSTER_OPTIONS})
 
 
 def cluster_options(func: F) -> F:
     """Give a command --cluster and the shape overrides; it receives `cluster_spec`."""
+    return _with_cluster(func, _CLUSTER_OPTIONS)
+
+
+def _with_cluster(func: F, options: dict[str, tuple[Any, Any]]) -> F:
     sig = inspect.signature(func)
     hints = typing.get_type_hints(func, include_extras=True)
     kept = [
@@ -75,13 +101,21 @@ def cluster_options(func: F) -> F:
     ]
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
-        for name, (ann, default) in _CLUSTER_OPTIONS.items()
+        for name, (ann, default) in options.items()
     ]
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
-        picked = {name: kwargs.pop(name) for name in _CLUSTER_OPTIONS}
-        cluster = picked.pop("cluster")
+        picked = {name: kwargs.pop(name) for name in options}
+        cluster, positional = picked.pop("cluster"), picked.pop("cluster_arg", None)
+        if positional is not None:
+            if cluster not in (DEFAULT_CLUSTER, positional):
+                raise SpecError(
+                    f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
+                )
+            cluster = positional
+        from tierwise.hardware.cluster import load_cluster  # pydantic, numpy: only to run
+
         return func(cluster_spec=load_cluster(cluster, **picked), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]

@@ -1,39 +1,111 @@
-"""Shared CLI output helpers: JSON to stdout, rich tables, one-line errors."""
+"""Shared CLI output helpers: JSON to stdout, rich tables, one-line errors.
+
+Data prints literally: the consoles parse no markup and highlight nothing, so a model or check
+name such as ``[/]`` prints as written and a 20,000-digit value prints at once; styled words are
+built as `Text`. Piped output is not cut: a terminal's width (or ``COLUMNS``) applies, a pipe
+gets `PIPED_WIDTH`. JSON output carries no inf or NaN: a non-finite number prints as ``null``.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+from tierwise.errors import SpecError
 
-console = Console(width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True)
+if TYPE_CHECKING:  # rich loads on first human output: --json never imports it
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+PIPED_WIDTH = 10_000
+"""Columns of piped output without ``COLUMNS``: wide enough that no table is cut."""
+RULE_WIDTH = 100
+"""Widest separator line (a rule over `PIPED_WIDTH` columns would be one huge line)."""
+
+
+def _width() -> int | None:
+    """None (rich reads ``COLUMNS`` or the terminal) on a terminal or with ``COLUMNS`` set."""
+    return None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH
+
+
+class LazyConsole:
+    """A rich `Console` (no markup, no highlighting) made on first use."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            width = None if self._stderr else _width()
+            self._console = Console(stderr=self._stderr, width=width, markup=False, highlight=False)
+        return getattr(self._console, name)
+
+
+console = LazyConsole()
+err_console = LazyConsole(stderr=True)
+
+
+json_printed = False
+"""Whether this process printed its JSON result (an error after it adds no second object)."""
 
 
 def print_json(obj: Any) -> None:
-    """Print one JSON object to stdout (stable key order as built, no NaN)."""
-    sys.stdout.write(json.dumps(obj, indent=2, default=_jsonable, allow_nan=False) + "\n")
+    """Print one JSON object to stdout (key order as built; inf and NaN as null)."""
+    global json_printed
+    sys.stdout.write(json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")
+    json_printed = True
 
 
-def _jsonable(value: Any) -> Any:
+def finite(value: Any) -> Any:
+    """`value` as plain JSON data: pydantic models dumped, arrays listed, inf/NaN -> None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
     if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
+        return finite(value.model_dump(mode="json"))
     if hasattr(value, "tolist"):
-        return value.tolist()
+        return finite(value.tolist())
+    if value is None or isinstance(value, str | int | bool):
+        return value
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def styled(text: str, style: str) -> Text:
+    """`text` printed literally in a rich style (e.g. "bold", "red")."""
+    from rich.text import Text
+
+    return Text(text, style=style)
+
+
+def line(*parts: str | Text) -> Text:
+    """One printed line from plain strings and `styled` pieces (no markup is parsed)."""
+    from rich.text import Text
+
+    return Text.assemble(*parts)
+
+
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    """A rich table with right-aligned numeric-looking columns."""
-    t = Table(title=title, title_justify="left")
+    """A rich table; cells are `fmt`-ed and printed literally (a `Text` keeps its style)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=Text(title), title_justify="left")
     for col in columns:
-        t.add_column(col)
+        t.add_column(Text(col))
     for row in rows:
-        t.add_row(*(fmt(v) for v in row))
+        t.add_row(*(v if isinstance(v, Text) else Text(fmt(v)) for v in row))
     return t
 
 
@@ -46,9 +118,36 @@ def fmt(value: Any) -> str:
     if isinstance(value, float):
         if value == 0:
             return "0"
+        if not math.isfinite(value):
+            return str(value)
         if abs(value) >= 100:
             return f"{value:,.1f}"
         if abs(value) >= 1:
             return f"{value:.2f}"
         return f"{value:.3g}"
     return str(value)
+
+
+def writable(path: Path | None, flag: str) -> None:
+    """Fail early, in one line, when `path` (an output file of `flag`) cannot be written."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecError(f"{flag}: {str(path)!r} is a folder; give a file name")
+    if not folder.is_dir():
+        raise SpecError(f"{flag}: folder {str(folder)!r} of {str(path)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SpecError(f"{flag}: {str(path)!r} is not writable")
+
+
+def write_files(folder: Path, files: dict[str, str], flag: str) -> list[str]:
+    """Write name -> text into `folder` (made if missing); the paths written. A folder that
+    cannot be written is one line naming `flag`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    except OSError as exc:
+        raise SpecError(f"{flag}: cannot write into {str(folder)!r} ({exc.strerror})") from None
+    return [str(folder / name) for name in files]

@@ -1,9 +1,18 @@
-"""Cost of one collective on a placed group, per algorithm and protocol, NCCL-tuner style.
+"""Cost of one collective on a placed group, per algorithm and protocol, as NCCL's tuner sees it.
 
 Each (algorithm, protocol) reduces to a fixed latency `lat_us` and an algorithm bandwidth
-`algbw_GBps`, so that time(n bytes) = lat_us + n / (1e3 * algbw_GBps) in us — the same form as
-NCCL's tuner (src/graph/tuning.cc). Candidates are built once per group shape; evaluating any
-number of sizes is one numpy expression. `auto` picks the fastest candidate per size.
+`algbw_GBps`: time(n bytes) = lat_us + n / (1e3 * algbw_GBps) in us, the form of NCCL's tuner
+(src/graph/tuning.cc; tables in `tables.py`). The tree and NVLS algorithms also take NCCL's
+per-size tree correction. Candidates are built once per group shape; any number of sizes is
+one numpy expression. `auto` picks the fastest candidate per size, as NCCL does.
+
+Bandwidths are physical first: what each algorithm moves over each tier the group crosses
+(NVLink per GPU, the NICs of each NVLink domain, leaf uplinks), at each tier's effective rate.
+NCCL's tables then cap them per channel by node count (1, 2, >= 4 nodes) and scale them per
+protocol. Per node and per direction an all_reduce moves: ring 2(p-1)/p n per GPU; tree n
+through the NICs on 2 nodes but 2n on more (each node is an inner node of one of the two
+trees), 2n per GPU on the NVLink chain; NVLS n per GPU through the switch; SHARP n per node
+through the NICs.
 
 busbw as nccl-tests reports it is algbw x factor (all_reduce 2(p-1)/p; all_gather,
 reduce_scatter, alltoall (p-1)/p; broadcast, reduce, sendrecv 1).
@@ -12,6 +21,7 @@ reduce_scatter, alltoall (p-1)/p; broadcast, reduce, sendrecv 1).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,7 +33,19 @@ from tierwise.errors import SpecError
 from tierwise.formats.ops import BUSBW_FACTORS
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
-ALGOS = ("ring", "tree", "hierarchical", "nvls", "sharp", "pairwise")
+ALGOS = (
+    "ring",
+    "tree",
+    "hierarchical",
+    "nvls",
+    "nvls_tree",
+    "collnet_direct",
+    "collnet_chain",
+    "pat",
+    "pairwise",
+)
+# `--algo sharp` selects the in-network (SHARP/CollNet) algorithms.
+ALGO_ALIASES = {"sharp": ("collnet_direct", "collnet_chain")}
 # Extra latency per peer of a grouped point-to-point exchange (alltoall), us. Assumed: NCCL
 # posts one send/recv pair per peer and its proxy progresses them in turn.
 P2P_PER_PEER_US = 0.5
@@ -31,16 +53,59 @@ P2P_PER_PEER_US = 0.5
 
 @dataclass(frozen=True)
 class Candidate:
-    """One way to run the collective: time(n) = lat_us + n / (1e3 * algbw_GBps)."""
+    """One way to run the collective: time(n) = lat_us + n / (1e3 * algbw_GBps * c(n)),
+    c = NCCL's tree correction where `corrected`, else 1."""
 
     algo: str
     proto: str
     lat_us: float
     algbw_GBps: float
+    corrected: bool = False
 
     def time_us(self, size_bytes: np.ndarray | float) -> np.ndarray:
         """Predicted time in us for message sizes in bytes."""
-        return self.lat_us + np.asarray(size_bytes, dtype=float) / (1e3 * self.algbw_GBps)
+        n = np.asarray(size_bytes, dtype=float)
+        bw = self.algbw_GBps * (tree_correction(self.proto, n) if self.corrected else 1.0)
+        return self.lat_us + n / (1e3 * bw)
+
+    def time_scalar_us(self, size_bytes: float) -> float:
+        """`time_us` of one size in plain Python (the planner's hot path)."""
+        bw = self.algbw_GBps * (_correction_scalar(self.proto, size_bytes) if self.corrected else 1)
+        return self.lat_us + size_bytes / (1e3 * bw)
+
+
+def _correction_scalar(proto: str, size_bytes: float) -> float:
+    """`tree_correction` of one size without numpy."""
+    x = math.log2(max(size_bytes, 1.0) / T.TREE_CORRECTION_MIN_BYTES)
+    if x <= 0:
+        return T.TREE_CORRECTION[proto][0]
+    i = int(x)
+    if i >= T.TREE_CORRECTION_LAST_INDEX + 1:
+        return 1.0
+    table = T.TREE_CORRECTION[proto]
+    hi = table[i + 1] if i < T.TREE_CORRECTION_LAST_INDEX else 1.0
+    return table[i] + (x - i) * (hi - table[i])
+
+
+def tree_correction(proto: str, size_bytes: np.ndarray | float) -> np.ndarray:
+    """NCCL's tree bandwidth correction at each size, interpolated in log2(size)."""
+    n = np.maximum(np.asarray(size_bytes, dtype=float), 1.0)
+    table = np.asarray((*T.TREE_CORRECTION[proto][: T.TREE_CORRECTION_LAST_INDEX + 1], 1.0))
+    x = np.log2(n / T.TREE_CORRECTION_MIN_BYTES)
+    return np.interp(x, np.arange(len(table)), table)
+
+
+def times_us(cands: Sequence[Candidate], size_bytes: np.ndarray) -> np.ndarray:
+    """[candidate, size] matrix of predicted times, us."""
+    n = np.asarray(size_bytes, dtype=float)
+    if not cands:
+        return np.zeros((0, n.size))
+    lat = np.array([c.lat_us for c in cands])[:, None]
+    bw = np.array([c.algbw_GBps for c in cands])[:, None] * np.ones((1, n.size))
+    for i, c in enumerate(cands):
+        if c.corrected:
+            bw[i] = bw[i] * tree_correction(c.proto, n)
+    return lat + n[None, :] / (1e3 * bw)
 
 
 def bus_factor(op: str, p: int) -> float:
@@ -53,7 +118,16 @@ def candidates(op: str, s: Shape) -> tuple[Candidate, ...]:
     """Every algorithm/protocol NCCL (or tierwise's runtime) could run for `op` on `s`.
 
     Cached per (op, shape): like NCCL's per-communicator tables, built once, read often."""
-    return tuple(_candidates(op, s))
+    return tuple(c for c in _candidates(op, s) if c.algbw_GBps > 0)
+
+
+@lru_cache(maxsize=65536)
+def auto_candidates(op: str, s: Shape) -> tuple[Candidate, ...]:
+    """The candidates NCCL's tuner chooses among. tierwise's own hierarchical algorithm only
+    stands in for NCCL's ring when the rank order leaves a domain more than once per domain
+    (NCCL orders each ring by topology, not by rank)."""
+    scattered = s.crosses_domains and s.dom_crossings > s.n_dom
+    return tuple(c for c in candidates(op, s) if c.algo != "hierarchical" or scattered)
 
 
 def _candidates(op: str, s: Shape) -> list[Candidate]:
@@ -66,54 +140,107 @@ def _candidates(op: str, s: Shape) -> list[Candidate]:
     if op == "sendrecv":
         return _sendrecv(s)
     out = _ring(op, s)
-    if op == "all_reduce":
-        out += _tree(s)
+    if op in {"all_gather", "reduce_scatter"} and s.k == 1 and s.n_dom == s.p:
+        out += _pat(op, s)
     if op in {"all_reduce", "all_gather", "reduce_scatter"} and s.crosses_domains and s.even:
         out += _hierarchical(op, s)
-    if op == "all_reduce" and s.nvls:
-        out += _nvls(s)
-    if op == "all_reduce" and s.sharp and s.crosses_domains:
-        out += _sharp(s)
+    if op != "all_reduce":
+        return out
+    out += _tree(s)
+    if s.nvls and s.k > 1:
+        out += _nvls(s) if not s.crosses_domains or s.sharp else []
+        out += _nvls_tree(s) if s.crosses_domains else []
+    if s.sharp and s.crosses_domains:
+        out += _collnet(s)
     return out
 
 
-# --- building blocks -------------------------------------------------------------------------
+# --- shared pieces -------------------------------------------------------------------------
+
+
+def node_index(s: Shape) -> int:
+    """Column of NCCL's per-node-count tables: 0 one node, 1 two nodes, 2 three or more."""
+    return min(s.n_dom, 3) - 1
+
+
+def channels(s: Shape) -> int:
+    """Ring/tree channels NCCL opens: 2 per rail across nodes (at most 64), 32 inside one."""
+    if not s.crosses_domains:
+        return T.ONE_NODE_CHANNELS
+    return min(T.CHANNELS_PER_RAIL * s.rails, T.MAX_CHANNELS)
+
+
+def _ll_max(s: Shape) -> float:
+    """NCCL's LL ceiling (busBw, GB/s) for this node count."""
+    if not s.crosses_domains:
+        return T.LL_MAX_BW_ONE_NODE[s.arch]
+    return T.LL_MAX_BW_MULTI_NODE[node_index(s) - 1]
 
 
 def _protocols(s: Shape) -> tuple[str, ...]:
-    """LL128 needs NVLink inside the node (NCCL disables it on PCIe-only systems)."""
+    """LL128 needs NVLink inside the node (NCCL enables it only up to NVB paths)."""
     return T.PROTOCOLS if s.intra_kind == "nvlink" else ("LL", "Simple")
 
 
-def _proto_bw_factor(op: str, proto: str, s: Shape, algo: str) -> float:
-    if proto == "Simple":
-        return 1.0
-    if proto == "LL128":
-        return T.LL128_BW_FACTOR if s.k >= 2 else T.LL128_BW_FACTOR_ONE_PER_NODE
-    if algo == "tree":
-        return 1.0 / 3.8
-    reduce_or_net = op in {"all_reduce", "reduce"} or s.crosses_domains
-    return T.LL_BW_FACTOR_REDUCE_OR_NET if reduce_or_net else T.LL_BW_FACTOR_OTHER
-
-
-def _step_lat(s: Shape, algo: str, proto: str, net: bool) -> float:
-    """Latency of one ring/tree step on the intra link or across the network, us."""
+def _hw_lat(s: Shape, algo: str, proto: str, net: bool) -> float:
+    """NCCL's per-step latency on the intra link or across the network, plus what this
+    cluster's hardware (or calibration) adds to the table's reference, us."""
     if net:
         return max(0.0, T.STEP_LAT_US["net"][algo][proto] + s.net_step_extra_us)
     table = T.STEP_LAT_US[intra_class(s.intra_kind)][algo][proto]
-    return max(0.0, table + s.intra_step_extra_us)
+    return max(0.0, table + s.intra_step_extra_us) if table else 0.0
 
 
-def _simple_overhead(s: Shape, proto: str) -> float:
-    """Calibrated fixed cost of a bandwidth-protocol collective (0 uncalibrated), us."""
-    return s.overhead_us if proto == "Simple" else 0.0
+def _inter_lat(s: Shape, algo: str, proto: str) -> float:
+    """Latency of one network step: one rank per node exposes the tree's network latency;
+    Simple adds the flush (NCCL adds graph latencyInter once more)."""
+    row = "tree" if s.k == 1 else algo
+    lat = _hw_lat(s, row, proto, net=True)
+    return lat + (max(0.0, s.net_step_extra_us) if proto == "Simple" else 0.0)
+
+
+def _overhead(s: Shape, proto: str) -> float:
+    """Calibrated fixed cost of a bandwidth-protocol (LL128, Simple) collective (0
+    uncalibrated), us."""
+    return s.overhead_us if proto != "LL" else 0.0
+
+
+def node_net_GBps(s: Shape) -> float:
+    """Bandwidth the group has through the NICs of one NVLink domain, each direction, GB/s;
+    across leaves, the leaf uplinks' share too."""
+    bw = s.rails * s.port_GBps
+    if s.n_leaf > 1:
+        bw = min(bw, s.uplink_GBps_per_domain)
+    return bw / s.nic_share
+
+
+def _chain_GBps(s: Shape) -> float:
+    """algbw of a chain through the k GPUs of a domain (NCCL tree/CollNet chain inside a node):
+    reduce up and broadcast down put 2n on each middle GPU's link per direction."""
+    if s.k < 2:
+        return math.inf
+    return s.intra_GBps / (2.0 if s.k > 2 else 1.0)
+
+
+def _nvls_GBps(s: Shape) -> float:
+    """algbw of an NVLS all_reduce inside the NVSwitch domain."""
+    share = T.NVLS_EFFICIENCY[s.arch] * T.NVLS_LINE_SHARE
+    return share * s.intra_line_GBps * s.intra_calibration_scale
+
+
+def _tree_net_GBps(s: Shape) -> float:
+    """algbw the double binary tree gets through the NICs: n per node on 2 nodes, 2n above."""
+    return node_net_GBps(s) / (1.0 if s.n_dom == 2 else 2.0)
+
+
+# --- ring -----------------------------------------------------------------------------------
 
 
 def ring_busbw(s: Shape) -> float:
     """Bus bandwidth a ring reaches in the group's rank order, GB/s (Simple protocol).
 
     Intra: each GPU's link. Inter: the ring steps between domains `dom_crossings` times; per
-    node those crossings spread over its `rails` NICs (one channel per rail), shared with
+    domain those crossings spread over its `rails` NICs (one channel per rail), shared with
     `nic_share` concurrent groups: n_dom * rails * port / (crossings * share). Spine: the
     leaf-crossing steps share each leaf's uplinks.
     """
@@ -121,67 +248,183 @@ def ring_busbw(s: Shape) -> float:
     if s.crosses_domains:
         bw = min(bw, s.n_dom * s.rails * s.port_GBps / (s.dom_crossings * s.nic_share))
     if s.leaf_crossings:
-        nodes_per_leaf = s.n_dom / s.n_leaf
-        bw = min(
-            bw,
-            s.n_leaf * nodes_per_leaf * s.uplink_GBps_per_node / (s.leaf_crossings * s.nic_share),
-        )
+        bw = min(bw, s.n_dom * s.uplink_GBps_per_domain / (s.leaf_crossings * s.nic_share))
     return bw
 
 
-def _ring_steps(op: str, s: Shape) -> tuple[int, int]:
-    """(total steps, steps that cross the network) of a ring `op`, as NCCL's tuner counts."""
+def _ring_proto_busbw(s: Shape, busbw: float, proto: str) -> float:
+    """Ring busbw per protocol (NCCL: LL half of Simple up to the LL ceiling; LL128 0.92 of it
+    up to the per-channel LL128 ceiling)."""
+    if proto == "LL":
+        return min(_ll_max(s), T.LL_BW_FACTOR * busbw)
+    if proto == "LL128":
+        cap = channels(s) * T.PER_CH_MAX_RING_LL128[s.arch][node_index(s)]
+        return min(T.LL128_BW_FACTOR * busbw, cap)
+    return busbw
+
+
+def _ring_lat(op: str, s: Shape, proto: str) -> float:
+    """NCCL's ring latency: base + intra steps x intra latency + inter steps x net latency;
+    broadcast/reduce pay one step; multi-node Simple all_reduce the ring plateau."""
+    base = T.BASE_LAT_US["ring"][proto] + _overhead(s, proto)
+    if op in {"broadcast", "reduce"}:
+        return base + (
+            _inter_lat(s, "ring", proto)
+            if s.crosses_domains
+            else _hw_lat(s, "ring", proto, net=False)
+        )
     mult = 2 if op == "all_reduce" else 1
     total = mult * (s.p - 1)
-    inter = mult * max(0, s.dom_crossings - 1) if s.crosses_domains else 0
-    return total, min(inter, total)
+    inter = min(total, mult * max(0, s.dom_crossings - 1)) if s.crosses_domains else 0
+    intra_lat = _hw_lat(s, "ring", proto, net=False)
+    if s.crosses_domains:
+        net_over = T.NET_OVERHEAD_US * (T.NET_OVERHEAD_SIMPLE_MULT if proto == "Simple" else 1.0)
+        intra_lat = max(intra_lat, net_over)
+    lat = base + (total - inter) * intra_lat + inter * _inter_lat(s, "ring", proto)
+    if op == "all_reduce" and proto == "Simple" and s.crosses_domains:
+        lat *= T.RING_PLATEAU[s.arch]
+    return lat
 
 
 def _ring(op: str, s: Shape) -> list[Candidate]:
     busbw = ring_busbw(s)
-    total, inter = _ring_steps(op, s)
-    out = []
-    for proto in _protocols(s):
-        lat = (
-            T.BASE_LAT_US["ring"][proto]
-            + _simple_overhead(s, proto)
-            + (total - inter) * _step_lat(s, "ring", proto, net=False)
-            + inter * _step_lat(s, "ring", proto, net=True)
+    return [
+        Candidate(
+            "ring",
+            proto,
+            _ring_lat(op, s, proto),
+            _ring_proto_busbw(s, busbw, proto) / bus_factor(op, s.p),
         )
-        bw = busbw * _proto_bw_factor(op, proto, s, "ring") / bus_factor(op, s.p)
-        out.append(Candidate("ring", proto, lat, bw))
-    return out
+        for proto in _protocols(s)
+    ]
+
+
+def _pat(op: str, s: Shape) -> list[Candidate]:
+    """PAT all_gather/reduce_scatter, one GPU per node: the ring's bytes at 0.75 of NCCL's
+    bandwidth (which it also leaves unconverted: algbw = busBw), log-depth network latency."""
+    busbw = ring_busbw(s) * T.PAT_BW_FACTOR * bus_factor(op, s.p)
+    lat = (
+        T.BASE_LAT_US["pat"]["Simple"]
+        + _overhead(s, "Simple")
+        + _log2i(s.n_dom) * _inter_lat(s, "tree", "Simple") / T.PAT_LOG_LAT_DIVISOR
+        + s.p * T.PAT_STEP_LAT_US
+    )
+    return [Candidate("pat", "Simple", lat, busbw / bus_factor(op, s.p))]
+
+
+def _log2i(n: int) -> int:
+    return max(0, int(n).bit_length() - 1)
+
+
+# --- tree -----------------------------------------------------------------------------------
 
 
 def _tree(s: Shape) -> list[Candidate]:
-    """NCCL's double binary tree between domains, a chain inside each (all_reduce only)."""
-    if s.p < 3:
+    """NCCL's double binary tree between domains and a chain inside each (all_reduce).
+
+    NCCL's busBw for the tree is twice the algbw; its caps apply to that."""
+    phys = min(_chain_GBps(s), _tree_net_GBps(s) if s.crosses_domains else math.inf)
+    if not math.isfinite(phys):
         return []
-    bw = s.intra_GBps if s.k > 1 else math.inf
-    if s.crosses_domains:
-        bw = min(bw, s.rails * s.port_GBps / s.nic_share)
-        if s.n_leaf > 1:
-            bw = min(bw, s.uplink_GBps_per_node / s.nic_share)
-    busbw = T.TREE_BW_FACTOR * bw
-    depth = math.ceil(math.log2(s.n_dom)) if s.crosses_domains else 0
+    idx = node_index(s)
+    nch = channels(s)
+    simple = min(T.TREE_BW_FACTOR * 2 * phys, nch * T.PER_CH_MAX_TREE[s.arch][idx])
+    by_proto = {
+        "Simple": simple,
+        "LL": min(simple * T.TREE_LL_BW_FACTOR, _ll_max(s)),
+        "LL128": min(
+            simple * (T.TREE_LL128_BW_FACTOR if idx else T.TREE_LL128_BW_FACTOR_ONE_NODE),
+            nch * T.PER_CH_MAX_TREE_LL128[s.arch][idx],
+        ),
+    }
     out = []
     for proto in _protocols(s):
         lat = (
             T.BASE_LAT_US["tree"][proto]
-            + _simple_overhead(s, proto)
+            + _overhead(s, proto)
             + 2
             * (
-                (s.k - 1) * _step_lat(s, "tree", proto, net=False)
-                + depth * _step_lat(s, "tree", proto, net=True)
+                (s.k - 1) * _hw_lat(s, "tree", proto, net=False)
+                + _log2i(s.n_dom) * _inter_lat(s, "tree", proto)
             )
         )
-        # The tree moves every byte up and down once: algbw = half the per-link bandwidth.
-        out.append(
-            Candidate(
-                "tree", proto, lat, 0.5 * busbw * _proto_bw_factor("all_reduce", proto, s, "tree")
-            )
-        )
+        out.append(Candidate("tree", proto, lat, 0.5 * by_proto[proto], corrected=True))
     return out
+
+
+# --- in-switch (NVLS) and in-network (SHARP) reduction ------------------------------------
+
+
+def _nvls(s: Shape) -> list[Candidate]:
+    """NVLS: the NVSwitch reduces; across domains (NCCL: only with CollNet/SHARP) each domain's
+    NICs carry n once up and once down through the SHARP switches.
+
+    NVLS and NVLS-tree take NCCL's per-size tree correction (NCCL itself applies it to NVLS-tree
+    on Blackwell x86 hosts): the NVLS logs in ../shared/calibration/nccl fall short of the
+    uncorrected line by the same 10-40% from 1 MiB to 256 MiB (docs/validation-collectives.md).
+    """
+    lat = _hw_lat(s, "nvls", "Simple", net=False) + s.intra_overhead_us
+    bw = _nvls_GBps(s)
+    if s.crosses_domains:
+        lat += _inter_lat(s, "nvls", "Simple") + s.net_overhead_us
+        bw = min(bw * T.NVLS_TREE_INTRA_SHARE, node_net_GBps(s) * T.SHARP_ALGBW_EFFICIENCY)
+    return [Candidate("nvls", "Simple", lat, bw, corrected=True)]
+
+
+def _nvls_tree(s: Shape) -> list[Candidate]:
+    """NVLS inside each domain, NCCL's tree between domains: the 2-node tree sends n per node,
+    a deeper one 2n, so the 2-node gain does not carry to 4+ nodes; capped per NVLS channel
+    by node count (NCCL's busBw, i.e. nccl-tests busbw). Takes NCCL's per-size tree correction
+    (see `_nvls`)."""
+    nvls_ch = T.NVLS_CHANNELS.get(s.arch)
+    if nvls_ch is None:
+        return []
+    cap_busbw = nvls_ch[1] * T.PER_CH_MAX_NVLS_TREE[s.arch][node_index(s)]
+    algbw = min(
+        _nvls_GBps(s) * T.NVLS_TREE_INTRA_SHARE,
+        _tree_net_GBps(s),
+        cap_busbw / bus_factor("all_reduce", s.p),
+    )
+    lat = (
+        _hw_lat(s, "nvls_tree", "Simple", net=False)
+        + s.net_overhead_us
+        + 2 * _log2i(s.n_dom) * _inter_lat(s, "nvls_tree", "Simple")
+    )
+    return [Candidate("nvls_tree", "Simple", lat, algbw, corrected=True)]
+
+
+def _collnet(s: Shape) -> list[Candidate]:
+    """SHARP in the IB switch (NCCL CollNet): each domain's NICs send n once up and get it once
+    down. Chain: a chain through the domain's GPUs to the NIC; direct: every GPU scatters and
+    gathers over NVSwitch (NCCL: NVSwitch only; it discounts GPUs sharing a NIC, and 15% on
+    sm90+)."""
+    net = node_net_GBps(s) * T.SHARP_ALGBW_EFFICIENCY
+    intra_lat = _hw_lat(s, "collnet_chain", "Simple", net=False)
+    chain_lat = 2 * (s.k - 1) * intra_lat + _inter_lat(s, "collnet_chain", "Simple")
+    out = [
+        Candidate(
+            "collnet_chain", "Simple", chain_lat + s.net_overhead_us, min(_chain_GBps(s), net)
+        )
+    ]
+    if s.intra_kind == "nvlink" and s.k > 1:
+        gpus_per_nic = max(1.0, s.k / s.rails)
+        direct = min(s.intra_GBps * s.k / (2 * (s.k - 1)), net) / ((gpus_per_nic + 1) / 2)
+        if s.arch in {"hopper", "blackwell"}:
+            direct *= T.COLLNET_HOPPER_BW_FACTOR
+        lat = (
+            2
+            * (
+                min(1, s.k - 1) * _hw_lat(s, "collnet_direct", "Simple", net=False)
+                + (s.k - 1) * T.COLLNET_ARITY_LAT_US
+            )
+            + _inter_lat(s, "collnet_direct", "Simple")
+            + s.net_overhead_us
+        )
+        out.append(Candidate("collnet_direct", "Simple", lat, direct))
+    return out
+
+
+# --- tierwise's hierarchical runtime algorithm ----------------------------------------------
 
 
 def _chain(algo: str, proto: str, stages: list[tuple[Candidate, float]]) -> Candidate:
@@ -189,21 +432,6 @@ def _chain(algo: str, proto: str, stages: list[tuple[Candidate, float]]) -> Cand
     lat = sum(c.lat_us for c, _ in stages)
     inv = sum(f / c.algbw_GBps for c, f in stages)
     return Candidate(algo, proto, lat, 1.0 / inv)
-
-
-def _overlap(algo: str, stages: list[tuple[Candidate, float]]) -> Candidate:
-    """Stages on different links pipelined chunk by chunk (NCCL's NVLS/CollNet chains):
-    latencies add, the slowest stage sets the bandwidth."""
-    lat = sum(c.lat_us for c, _ in stages)
-    return Candidate(algo, "Simple", lat, min(c.algbw_GBps / f for c, f in stages))
-
-
-def _best_simple(op: str, s: Shape) -> Candidate:
-    """Fastest Simple-protocol ring or tree for large messages on `s`."""
-    cands = [
-        c for c in _ring(op, s) + (_tree(s) if op == "all_reduce" else []) if c.proto == "Simple"
-    ]
-    return max(cands, key=lambda c: c.algbw_GBps)
 
 
 def _stage(op: str, s: Shape, proto: str) -> Candidate:
@@ -251,51 +479,26 @@ def _hierarchical(op: str, s: Shape) -> list[Candidate]:
     return out
 
 
-def _nvls_stage(s: Shape) -> Candidate:
-    """One NVLS all-reduce inside the NVSwitch domain (each GPU sends and receives n once)."""
-    return Candidate(
-        "nvls",
-        "Simple",
-        T.NVLS_LAT_US + s.intra_overhead_us,
-        T.NVLS_ALGBW_EFFICIENCY * s.intra_line_GBps * s.intra_calibration_scale,
-    )
+# --- point to point: alltoall and sendrecv -------------------------------------------------
 
 
-def _nvls(s: Shape) -> list[Candidate]:
-    """NVLink SHARP in the domain; across domains, a ring per rail on n/k bytes in between."""
-    if not s.crosses_domains:
-        return [_nvls_stage(s)]
-    inter = _best_simple("all_reduce", s.inter_group())
-    return [_overlap("nvls", [(_nvls_stage(s), 1.0), (inter, 1.0 / s.k)])]
-
-
-def _sharp(s: Shape) -> list[Candidate]:
-    """SHARP in the IB switch: each byte goes up and down once per rail (n/k bytes each),
-    pipelined with the reduce-scatter/all-gather (or NVLS) inside the domain."""
-    intra = s.intra_group()
-    rail_bw = s.port_GBps / s.rail_contention * T.SHARP_ALGBW_EFFICIENCY
-    if s.n_leaf > 1:
-        rail_bw = min(rail_bw, s.uplink_GBps_per_node / (s.rails * s.rail_contention))
-    switch = Candidate("sharp", "Simple", T.SHARP_LAT_US + s.net_overhead_us, rail_bw)
-    if s.k == 1:
-        return [switch]
-    if s.nvls:
-        inner = _nvls_stage(s)
-    else:
-        rs = _stage("reduce_scatter", intra, "Simple")
-        inner = _chain("sharp", "Simple", [(rs, 1.0), (_stage("all_gather", intra, "Simple"), 1.0)])
-    return [_overlap("sharp", [(inner, 1.0), (switch, 1.0 / s.k)])]
+def _p2p_bw(s: Shape, bw: float, proto: str) -> float:
+    """Point-to-point bandwidth per protocol (LL: half, up to NCCL's LL ceiling)."""
+    return min(_ll_max(s), T.LL_BW_FACTOR * bw) if proto == "LL" else bw
 
 
 def _alltoall_bytes_time_per_byte(s: Shape) -> float:
-    """us per byte of a pairwise alltoall: intra, inter and cross-leaf shares run at once."""
+    """us per byte of a pairwise alltoall: intra, inter and cross-leaf shares run at once.
+
+    Across domains NCCL's PXN moves each GPU's remote bytes over NVLink to the GPU on the
+    destination's rail, so the domain's NICs together carry its (p - k)/p share."""
     per_gpu_net = s.rails * s.port_GBps / (s.k * s.nic_share)
     t = (s.k - 1) / s.p / s.intra_GBps if s.k > 1 else 0.0
     if s.crosses_domains:
         t = max(t, (s.p - s.k) / s.p / per_gpu_net)
     if s.n_leaf > 1:
         cross_leaf = (s.p - s.ranks_per_leaf) / s.p
-        t = max(t, cross_leaf / (s.uplink_GBps_per_node / (s.k * s.nic_share)))
+        t = max(t, cross_leaf / (s.uplink_GBps_per_domain / (s.k * s.nic_share)))
     return t / 1e3
 
 
@@ -303,11 +506,11 @@ def _pairwise(s: Shape, group: Shape, proto: str, net: bool) -> Candidate:
     """One pairwise exchange over `group` (a sub-shape of `s`): every peer at once."""
     lat = (
         T.BASE_LAT_US["ring"][proto]
-        + _step_lat(s, "ring", proto, net)
+        + _hw_lat(s, "ring", proto, net)
         + (group.p - 1) * P2P_PER_PEER_US
     )
-    factor = _proto_bw_factor("alltoall", proto, s, "ring")
-    return Candidate("pairwise", proto, lat, factor / (_alltoall_bytes_time_per_byte(group) * 1e3))
+    bw = _p2p_bw(s, 1.0 / (_alltoall_bytes_time_per_byte(group) * 1e3), proto)
+    return Candidate("pairwise", proto, lat, bw)
 
 
 def _alltoall(s: Shape) -> list[Candidate]:
@@ -326,21 +529,23 @@ def _alltoall(s: Shape) -> list[Candidate]:
 
 
 def _sendrecv(s: Shape) -> list[Candidate]:
-    """Each rank sends n bytes to the next in ring order at once (nccl-tests sendrecv)."""
+    """Each rank sends n bytes to the next in ring order at once (nccl-tests sendrecv); with
+    PXN a GPU reaches a remote peer through the NIC on the peer's rail, so the sends leaving
+    a domain share its NICs."""
     bw = s.intra_GBps if s.p > s.dom_crossings else math.inf
     if s.crosses_domains:
         per_node = -(-s.dom_crossings // s.n_dom)
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
     if s.leaf_crossings:  # sends that leave the leaf share its (oversubscribed) uplinks
         per_node = -(-s.leaf_crossings // s.n_dom)
-        bw = min(bw, s.uplink_GBps_per_node / (per_node * s.nic_share))
+        bw = min(bw, s.uplink_GBps_per_domain / (per_node * s.nic_share))
     net = s.crosses_domains
     return [
         Candidate(
             "ring",
             proto,
-            T.BASE_LAT_US["ring"][proto] + _step_lat(s, "ring", proto, net),
-            bw * _proto_bw_factor("sendrecv", proto, s, "ring"),
+            T.BASE_LAT_US["ring"][proto] + _hw_lat(s, "ring", proto, net),
+            _p2p_bw(s, bw, proto),
         )
         for proto in ("LL", "Simple")
     ]

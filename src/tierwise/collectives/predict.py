@@ -7,7 +7,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tierwise.collectives.model import ALGOS, Candidate, bus_factor, candidates
+from tierwise.collectives.model import (
+    ALGO_ALIASES,
+    ALGOS,
+    Candidate,
+    auto_candidates,
+    bus_factor,
+    candidates,
+    times_us,
+)
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
@@ -65,12 +73,14 @@ def group_shape(
 
 def pick(op: str, shape: Shape, algo: str = "auto") -> tuple[Candidate, ...]:
     """Candidates for `op`, all (auto) or those of one algorithm; an impossible one is an error."""
-    if algo != "auto" and algo not in ALGOS:
-        raise SpecError(f"--algo: unknown algorithm {algo!r}; allowed: auto, {', '.join(ALGOS)}")
-    cands = candidates(op, shape)
+    if algo != "auto" and algo not in ALGOS and algo not in ALGO_ALIASES:
+        allowed = ", ".join(["auto", *ALGOS, *ALGO_ALIASES])
+        raise SpecError(f"--algo: unknown algorithm {algo!r}; allowed: {allowed}")
     if algo == "auto":
-        return cands
-    chosen = tuple(c for c in cands if c.algo == algo)
+        return auto_candidates(op, shape)
+    cands = candidates(op, shape)
+    names = ALGO_ALIASES.get(algo, (algo,))
+    chosen = tuple(c for c in cands if c.algo in names)
     if not chosen and shape.p > 1:
         offered = sorted({c.algo for c in cands})
         raise SpecError(
@@ -89,9 +99,7 @@ def predict(
     if not cands:  # one rank: nothing moves
         zeros = np.zeros(len(n))
         return Prediction(op, shape.p, n, zeros, zeros, zeros, ["none"] * len(n), ["-"] * len(n))
-    lat = np.array([c.lat_us for c in cands])[:, None]
-    bw = np.array([c.algbw_GBps for c in cands])[:, None]
-    times = lat + n[None, :] / (1e3 * bw)
+    times = times_us(cands, n)
     best = np.argmin(times, axis=0)
     t = times[best, np.arange(len(n))]
     algbw = np.where(t > 0, n / (t * 1e3), 0.0)
@@ -110,4 +118,35 @@ def predict(
 def time_us(op: str, shape: Shape, size_bytes: float, algo: str = "auto") -> float:
     """One size, fastest candidate: the planner's and step-time model's hot path."""
     cands = pick(op, shape, algo)
-    return min((c.lat_us + size_bytes / (1e3 * c.algbw_GBps) for c in cands), default=0.0)
+    return min((c.time_scalar_us(size_bytes) for c in cands), default=0.0)
+
+
+def expected(
+    cluster: ClusterSpec,
+    op: str,
+    sizes: Sequence[int] | np.ndarray,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    algo: str = "auto",
+) -> Prediction:
+    """What nccl-tests should show for `op` on `nodes` nodes (default all) of `cluster` with
+    `ranks_per_node` ranks each (default every GPU), placed in block order: the model's
+    prediction per size (time us, algbw and busbw GB/s, the algorithm NCCL would pick)."""
+    nodes = nodes or cluster.nodes
+    if nodes > cluster.nodes:
+        cluster = cluster.model_copy(update={"nodes": nodes})
+    k = ranks_per_node or cluster.gpus_per_node
+    placement = Placement.contiguous(cluster, nodes * k, ranks_per_node=k)
+    return predict(op, group_shape(cluster, placement=placement), sizes, algo)
+
+
+def predicted_busbw(
+    cluster: ClusterSpec,
+    op: str,
+    size_bytes: int,
+    nodes: int | None = None,
+    ranks_per_node: int | None = None,
+    algo: str = "auto",
+) -> float:
+    """Expected nccl-tests busbw (GB/s) of one size; see `expected`."""
+    return float(expected(cluster, op, [size_bytes], nodes, ranks_per_node, algo).busbw_GBps[0])

@@ -19,6 +19,15 @@ def intra_class(kind: str) -> str:
     return "nvlink" if kind == "nvlink" else "pcie"
 
 
+def gpu_arch(cluster: ClusterSpec) -> str:
+    """NCCL's architecture row for the cluster's GPU (sm80/86/89 ampere, sm90 hopper, sm100
+    blackwell); a GPU outside the table is placed by its NVLink generation."""
+    by_key = T.GPU_ARCH.get(cluster.gpu.key)
+    if by_key is not None:
+        return by_key
+    return T.LINK_ARCH.get(cluster.intra.key, "ampere")
+
+
 def step_extra_us(t: Tier, cls: str) -> float:
     """Per-step latency a tier adds to NCCL's table value, us.
 
@@ -37,9 +46,13 @@ class Shape:
 
     Bandwidths are GB/s per GPU per direction (effective). `port_GBps` is one NIC's effective
     bandwidth; `intra_calibration_scale` the fitted/catalog ratio of the intra bandwidth (it
-    scales NVLS too); `rails` the NICs the group's GPUs use per node; `nic_share` how many groups
-    running at once use one NIC; `uplink_GBps_per_node` the bandwidth one node has through the
-    leaf uplinks (port x rails / oversubscription x the share of the uplink this job gets).
+    scales NVLS too). Traffic that leaves an NVLink domain spreads over every NIC of the domain
+    (one node's NICs; all 72 of a GB200 NVL72 rack, as NCCL's multi-node-NVLink rings use them):
+    `rails` is how many NICs the group's GPUs use in its least-connected domain, so
+    `rails x port_GBps` is what its traffic can leave one domain at; `nic_share` how many groups
+    running at once use one NIC; `uplink_GBps_per_domain` what one domain's share of the group
+    has through the leaf uplinks (port x rails / oversubscription x the share of the uplinks
+    this job gets); `arch` NCCL's GPU architecture row of the tuning tables.
     """
 
     p: int
@@ -59,10 +72,11 @@ class Shape:
     port_GBps: float
     net_step_extra_us: float
     net_overhead_us: float
-    uplink_GBps_per_node: float
+    uplink_GBps_per_domain: float
     nvls: bool
     sharp: bool
     ranks_per_leaf: int
+    arch: str = "hopper"
 
     @property
     def crosses_domains(self) -> bool:
@@ -104,7 +118,7 @@ class Shape:
         )
 
     def inter_group(self) -> Shape:
-        """One rank per domain, all local ranks doing this at once on their own rails."""
+        """One rank per domain, all ranks of a domain doing this at once on their own NICs."""
         return replace(
             self,
             p=self.n_dom,
@@ -113,7 +127,7 @@ class Shape:
             leaf_crossings=self.n_leaf if self.n_leaf > 1 else 0,
             rails=1,
             nic_share=self.rail_contention,
-            uplink_GBps_per_node=self.uplink_GBps_per_node / self.rails,
+            uplink_GBps_per_domain=self.uplink_GBps_per_domain / self.rails,
             ranks_per_leaf=max(1, self.n_dom // self.n_leaf),
         )
 
@@ -153,6 +167,7 @@ def shape_of(
     leaf = tier(cluster, "leaf")
     net = span.top if span.domains > 1 else leaf
     port = leaf.eff_GBps * gpn / nics
+    rails = min(span.rails, nics * cluster.nodes_per_domain)
     over = cluster.topology.oversubscription
     return Shape(
         p=span.size,
@@ -161,7 +176,7 @@ def shape_of(
         n_leaf=span.leaves,
         dom_crossings=span.domain_crossings,
         leaf_crossings=span.leaf_crossings,
-        rails=min(span.rails, nics),
+        rails=rails,
         nic_share=max(1, nic_share),
         intra_GBps=span.intra.eff_GBps,
         intra_line_GBps=span.intra.line_GBps,
@@ -172,8 +187,9 @@ def shape_of(
         port_GBps=port,
         net_step_extra_us=step_extra_us(net, "net"),
         net_overhead_us=net.overhead_us,
-        uplink_GBps_per_node=port * min(span.rails, nics) / over * uplink_share,
+        uplink_GBps_per_domain=port * rails / over * uplink_share,
         nvls=cluster.nvls,
         sharp=cluster.sharp,
         ranks_per_leaf=max(1, span.size // span.leaves),
+        arch=gpu_arch(cluster),
     )

@@ -1,36 +1,69 @@
-"""Constant tables of the collective model, NCCL-style: latencies in us, bandwidth factors.
+"""Constant tables of the collective model, NCCL-style: latencies in us, bandwidths in GB/s.
 
-Latency values are NCCL's tuner constants (NVIDIA/nccl src/graph/tuning.cc, `baseLat` and
-`hwLat`), indexed [algorithm][protocol]; protocols LL, LL128, Simple. They are facts about
-NCCL's software pipeline (kernel launch, proxy thread, flag polling), not hardware latency:
-a tier's own hardware latency is added on top as its difference to the reference below.
+Source unless a line says otherwise: NVIDIA/nccl v2.30.7-1 (commit 5067397c, June 2026),
+`src/graph/tuning.cc` (`ncclTunerConstantsDefaults`, `ncclTopoTuneModel`,
+`ncclTopoGetAlgoTime`) and `src/transport/nvls.cc`. Tables are indexed
+[algorithm][protocol] with protocols (LL, LL128, Simple), or [architecture][node index] with
+node index 0, 1, 2 for 1, 2 and >= 4 nodes (3 nodes use the >= 4 column, as NCCL's
+`index2 = nNodes <= 2 ? nNodes - 1 : 2`). The latencies are facts about NCCL's software
+pipeline (kernel launch, proxy thread, flag polling), not wire latency: a tier's own hardware
+latency is added on top as its difference to the reference it was measured with.
 """
 
 from __future__ import annotations
 
 PROTOCOLS = ("LL", "LL128", "Simple")
+NCCL_VERSION = "2.30.7"
 
-# Fixed cost of launching one collective, us (tuning.cc baseLat).
+# NCCL algorithms as tierwise spells them (NCCL_ALGO Tree, Ring, CollNetDirect, CollNetChain,
+# NVLS, NVLSTree, PAT): tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat.
+
+# Fixed cost of launching one collective, us (baseLatencies).
 BASE_LAT_US: dict[str, dict[str, float]] = {
-    "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 14.0},
+    "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4},
     "ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
+    "collnet_direct": {"LL": 0.0, "LL128": 0.0, "Simple": 0.0},
+    "collnet_chain": {"LL": 0.0, "LL128": 0.0, "Simple": 0.0},
+    "nvls": {"LL": 0.0, "LL128": 0.0, "Simple": 0.0},
+    "nvls_tree": {"LL": 0.0, "LL128": 0.0, "Simple": 0.0},
+    "pat": {"LL": 8.0, "LL128": 8.0, "Simple": 8.0},
 }
 
-# Per-step latency by link class, us (tuning.cc hwLat[NVLINK|PCI|NET]).
+# Latency of one step by link class, us (hwLatencies[NVLINK|PCI|NET]).
 STEP_LAT_US: dict[str, dict[str, dict[str, float]]] = {
     "nvlink": {
         "tree": {"LL": 0.6, "LL128": 1.25, "Simple": 4.0},
         "ring": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
+        "collnet_direct": {"LL": 0.0, "LL128": 0.0, "Simple": 3.7},
+        "collnet_chain": {"LL": 0.0, "LL128": 0.0, "Simple": 2.8},
+        "nvls": {"LL": 0.0, "LL128": 0.0, "Simple": 25.0},
+        "nvls_tree": {"LL": 0.0, "LL128": 0.0, "Simple": 25.0},
+        "pat": {"LL": 0.0, "LL128": 0.0, "Simple": 4.0},
     },
     "pcie": {
         "tree": {"LL": 1.0, "LL128": 1.9, "Simple": 4.0},
         "ring": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+        "collnet_direct": {"LL": 0.0, "LL128": 0.0, "Simple": 3.7},
+        "collnet_chain": {"LL": 0.0, "LL128": 0.0, "Simple": 2.8},
+        "nvls": {"LL": 0.0, "LL128": 0.0, "Simple": 0.0},
+        "nvls_tree": {"LL": 0.0, "LL128": 0.0, "Simple": 0.0},
+        "pat": {"LL": 0.0, "LL128": 0.0, "Simple": 4.0},
     },
     "net": {
         "tree": {"LL": 5.0, "LL128": 8.5, "Simple": 14.0},
         "ring": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0},
+        "collnet_direct": {"LL": 0.0, "LL128": 0.0, "Simple": 31.0},
+        "collnet_chain": {"LL": 0.0, "LL128": 0.0, "Simple": 30.0},
+        "nvls": {"LL": 0.0, "LL128": 0.0, "Simple": 18.0},
+        "nvls_tree": {"LL": 0.0, "LL128": 0.0, "Simple": 20.9},
+        "pat": {"LL": 0.0, "LL128": 0.0, "Simple": 14.0},
     },
 }
+
+# Host cost of posting one network step, us (getNetOverhead: 1 us on Intel, 2 on AMD x86; x3
+# for Simple). Multi-node ring steps inside the node cost at least this. Intel assumed.
+NET_OVERHEAD_US = 1.0
+NET_OVERHEAD_SIMPLE_MULT = 3.0
 
 # Hardware one-way latency the NET row above was measured with (InfiniBand, ~1.2 us); a
 # slower NIC (RoCE, TCP, EFA) adds its difference per inter-node step, us.
@@ -38,24 +71,111 @@ NET_REFERENCE_LATENCY_US = 1.2
 # Same for intra-node links: the NVLINK/PCI rows assume this hardware latency, us.
 INTRA_REFERENCE_LATENCY_US = {"nvlink": 0.6, "pcie": 1.0}
 
-# In-network reduction: one Simple-protocol collective through NVSwitch (NVLS) or the IB
-# switch (SHARP/CollNet) has a large fixed cost, us (tuning.cc NVLS/CollNet hwLat ~25-31 us).
-NVLS_LAT_US = 25.0
-SHARP_LAT_US = 31.0
+# --- bandwidth caps, [architecture][1 node, 2 nodes, >= 4 nodes] ------------------------------
+# Architectures (NCCL compCapIndex): volta, ampere, hopper, blackwell.
 
-# Bandwidth each protocol keeps of the Simple protocol's (tuning.cc "model refinements"):
-# LL sends 4 B of flag per 4 B of data and polls: ~1/4 for all-reduce or multi-node, 1/3 else.
-LL_BW_FACTOR_REDUCE_OR_NET = 0.25
-LL_BW_FACTOR_OTHER = 1.0 / 3.0
-# LL128 carries 120 of every 128 bytes; with fewer than 2 GPUs per node it pipelines worse.
-LL128_BW_FACTOR = 120.0 / 128.0
-LL128_BW_FACTOR_ONE_PER_NODE = 0.7
-# The double binary tree all-reduce reaches 92% of the ring's per-link bandwidth (tuning.cc).
-TREE_BW_FACTOR = 0.92
+# LL protocol ceiling of the whole communicator (llMaxBws): one node by GPU architecture; more
+# nodes by host CPU (Intel row; AMD hosts: 22.5 and 19.0). GB/s of NCCL "busBw".
+LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_BW_MULTI_NODE = (39.0, 20.4)  # (2 nodes, >= 4 nodes), Intel hosts
+# Per-channel ceilings, GB/s (perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws,
+# perChMaxNVLSTreeBws).
+PER_CH_MAX_RING_LL128 = {
+    "volta": (20.0, 20.0, 20.0),
+    "ampere": (20.0, 20.0, 20.0),
+    "hopper": (36.7, 36.7, 36.7),
+    "blackwell": (40.0, 40.0, 40.0),
+}
+PER_CH_MAX_TREE_LL128 = {
+    "volta": (20.0, 20.0, 20.0),
+    "ampere": (20.0, 20.0, 20.0),
+    "hopper": (36.7, 36.7, 29.0),
+    "blackwell": (55.6, 31.67, 20.0),
+}
+PER_CH_MAX_TREE = {
+    "volta": (26.5, 18.5, 10.0),
+    "ampere": (24.0, 23.6, 17.8),
+    "hopper": (38.7, 41.4, 36.0),
+    "blackwell": (70.0, 42.8, 24.0),
+}
+PER_CH_MAX_NVLS_TREE = {
+    "volta": (26.5, 18.5, 10.0),
+    "ampere": (24.0, 23.6, 17.8),
+    "hopper": (0.0, 57.7, 45.5),
+    "blackwell": (0.0, 96.0, 80.0),
+}
+# NVLS efficiency by architecture (nvlsEfficiency): Hopper 0.85, Blackwell 0.74.
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 
-# NVLS all-reduce algbw as a share of NVLink line rate per direction. Fitted on
-# shared/calibration/nccl/dgx-h100_1x8_all_reduce.txt: busbw 479.9 GB/s at 16 GiB on 8 GPUs =
-# algbw 274.2 GB/s = 0.61 x 450 GB/s.
-NVLS_ALGBW_EFFICIENCY = 0.61
+# --- channels ------------------------------------------------------------------------------
+# NVLS channels (nvls.cc NVLS_NCHANNELS_SM90 16; SM100 32 across nodes, 24 in one NVLink domain).
+NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}  # (one domain, several)
+# Ring/tree channels: NCCL's search finds one channel per NIC (rail) across nodes and
+# duplicates it (search.cc, "Duplicate channels"); inside one NVSwitch node it uses up to
+# MAXCHANNELS / 2 = 32 (device.h MAXCHANNELS 64).
+CHANNELS_PER_RAIL = 2
+ONE_NODE_CHANNELS = 32
+MAX_CHANNELS = 64
+
+# --- protocol and algorithm refinements (ncclTopoTuneModel "model refinements") -----------
+LL_BW_FACTOR = 0.5  # ring LL: half the Simple busBw (capped by the LL ceiling)
+LL128_BW_FACTOR = 0.92  # ring LL128: "0.92 /*120.0/128.0*/"
+TREE_BW_FACTOR = 0.92  # tree all_reduce
+TREE_LL_BW_FACTOR = 1.0 / 3.8
+TREE_LL128_BW_FACTOR_ONE_NODE = 7.0 / 9.0
+TREE_LL128_BW_FACTOR = 120.0 / 128.0
+PAT_BW_FACTOR = 0.75
+PAT_STEP_LAT_US = 2.8  # PAT latency per rank ("still a linear part")
+PAT_LOG_LAT_DIVISOR = 3.5  # PAT: log2(nodes) x net latency / 3.5
+COLLNET_HOPPER_BW_FACTOR = 0.85  # CollNet direct on sm90+
+COLLNET_ARITY_LAT_US = 0.4  # CollNet direct: "0.4 us arity serialization latency"
+# Multi-node Simple ring all_reduce latency "plateau effect of ring" (ncclTopoGetAlgoTime):
+# x1.4 on sm80+ (x1.9 before) once nBytes / (nChannels x nRanks) >= 64. Below that size LL
+# is faster, so the factor is applied to the Simple ring candidate at every size.
+RING_PLATEAU = {"volta": 1.9, "ampere": 1.4, "hopper": 1.4, "blackwell": 1.4}
+
+# Tree all_reduce bandwidth correction by size (treeCorrectionFactor), per protocol, for
+# 64 B x 2^i, i = 0..23; NCCL also applies it to NVLS-tree on Blackwell x86 hosts, tierwise
+# to NVLS and NVLS-tree everywhere (their logs show the same mid-size shortfall). tierwise
+# interpolates it in log2(size) so time stays monotone between powers of two.
+TREE_CORRECTION = {
+    "LL": (
+        *(1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5),
+        *(0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    ),
+    "LL128": (
+        *(1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6),
+        *(0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0),
+    ),
+    "Simple": (
+        *(0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5),
+        *(0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9, 0.9),
+    ),
+}
+TREE_CORRECTION_MIN_BYTES = 64  # index 0; NCCL applies indices 0..22 (64 B .. 256 MiB)
+TREE_CORRECTION_LAST_INDEX = 22
+
+# --- fitted on ../shared/calibration/nccl (docs/validation-collectives.md) -----------------
+# NVLS all_reduce algbw = NVLS_EFFICIENCY[arch] x NVLS_LINE_SHARE x NVLink line rate.
+# DGX H100 1x8, 16 GiB: busbw 479.9 = algbw 274.2 GB/s = 0.609 x 450; 0.609 / 0.85 = 0.717.
+NVLS_LINE_SHARE = 0.717
+# NVLS stage of an NVLS-tree (the switch reduction also feeding the NICs) keeps this share of
+# the single-node NVLS rate: H100 2x8 (Nebius), 8 GiB busbw 467.5 -> algbw 249.4 / 274.2.
+NVLS_TREE_INTRA_SHARE = 0.91
 # SHARP sends each byte once up and once down per rail: algbw = NIC effective bandwidth.
 SHARP_ALGBW_EFFICIENCY = 1.0
+
+# GPU architecture row per catalog GPU (NCCL compCapIndex: >= sm100 blackwell, >= sm90 hopper,
+# >= sm80 ampere); GPUs not listed by their intra link. MI300X runs RCCL, placed as ampere.
+GPU_ARCH = {
+    "a100-sxm-40gb": "ampere",
+    "a100-sxm-80gb": "ampere",
+    "l40s": "ampere",
+    "h100-sxm": "hopper",
+    "h100-pcie": "hopper",
+    "h200": "hopper",
+    "b200": "blackwell",
+    "gb200": "blackwell",
+    "mi300x": "ampere",
+}
+LINK_ARCH = {"nvlink3": "ampere", "nvlink4": "hopper", "nvlink5": "blackwell"}

@@ -7,13 +7,12 @@ Gb/s for NIC line rates, microseconds for latency.
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from tierwise.errors import SpecError
+from tierwise.specio import data_yaml
 
 
 class _Frozen(BaseModel):
@@ -92,8 +91,7 @@ KINDS: dict[str, type[_Frozen]] = {"gpus": GPU, "links": Link, "nics": NIC, "swi
 @cache
 def _load(kind: str) -> dict[str, _Frozen]:
     model = KINDS[kind]
-    text = resources.files("tierwise.hardware").joinpath(f"data/{kind}.yaml").read_text()
-    raw = yaml.safe_load(text)
+    raw = data_yaml("tierwise.hardware", f"data/{kind}.yaml")
     return {key: model(key=key, **fields) for key, fields in raw.items()}
 
 

@@ -6,23 +6,26 @@ objects at validation time, so a loaded spec is self-contained and dumps reprodu
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
+from collections.abc import Sequence
+from functools import cache, lru_cache
+from itertools import accumulate
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
-from tierwise.specio import build, read_yaml
+from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
 
-TopologyKind = Literal["rail-optimized", "fat-tree", "spine-leaf", "single-switch"]
+TopologyKind = Literal["rail-optimized", "rail-only", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
 TIER_NAMES = ("intra", "leaf", "spine", "core")
+# Largest cluster tierwise models, in nodes: the placement and group models hold a few arrays
+# per rank, so 10^5 nodes (800k GPUs) stay within seconds and a few GB (benchmarks/scale.py).
+MAX_NODES = 100_000
 
 
 class _Spec(BaseModel):
@@ -42,18 +45,36 @@ class InterSpec(_Spec):
 
 
 class TopologySpec(_Spec):
-    """The switch tree: leaves of `nodes_per_leaf` nodes, optional pods of leaves above them.
+    """The switch tree: leaves of nodes, optional pods of leaves above them.
 
-    oversubscription is the leaf downlink:uplink ratio (2.0 = 2:1); pod_oversubscription the
-    same one level up. Rail-optimized means each rail (NIC index) has its own leaf per group of
-    nodes, so same-rail traffic inside a leaf group takes one switch hop.
+    Leaves hold `nodes_per_leaf` nodes each (the last one may be partly filled), or the sizes
+    listed in `leaf_sizes` in node order (a Slurm topology.conf's leaves); pods likewise hold
+    `leaves_per_pod` leaves or the counts in `pod_sizes`. oversubscription is the leaf
+    downlink:uplink ratio (2.0 = 2:1); pod_oversubscription the same one level up.
+    rail-optimized: each rail (NIC index) has its own leaf per group of nodes, joined by a
+    spine; rail-only: the same rail switches with no spine between rails, so traffic between
+    different rails of two nodes hops over NVLink first (NCCL's PXN) and the per-rail tiers are
+    the same as rail-optimized. A multi-plane fabric is described by the same fields: the NIC
+    rate summed over its planes, nodes_per_leaf as one plane's leaf reaches.
     """
 
     kind: TopologyKind = "fat-tree"
     nodes_per_leaf: int | None = Field(default=None, gt=0)
     gpus_per_leaf: int | None = Field(default=None, gt=0)
+    leaf_sizes: tuple[Annotated[int, Field(gt=0)], ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NODES,
+        description="Nodes under each leaf in node order (instead of nodes_per_leaf).",
+    )
     oversubscription: float = Field(default=1.0, ge=1.0)
     leaves_per_pod: int | None = Field(default=None, gt=0)
+    pod_sizes: tuple[Annotated[int, Field(gt=0)], ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NODES,
+        description="Leaves under each pod in leaf order (instead of leaves_per_pod).",
+    )
     pod_oversubscription: float = Field(default=1.0, ge=1.0)
 
 
@@ -62,7 +83,7 @@ class TierCalibration(_Spec):
 
     alpha_us: latency of one LL-protocol ring step on this tier (NCCL's software + wire), us;
     beta_GBps: effective bandwidth per GPU per direction, GB/s; overhead_us: fixed extra time of
-    one bandwidth-protocol (Simple/NVLS) collective on this tier, us.
+    one bandwidth-protocol (LL128/Simple/NVLS) collective on this tier, us.
     """
 
     alpha_us: float = Field(ge=0)
@@ -76,7 +97,7 @@ class ClusterSpec(_Spec):
     name: str = "custom"
     gpu: GPU
     gpus_per_node: int = Field(gt=0)
-    nodes: int = Field(gt=0)
+    nodes: int = Field(gt=0, le=MAX_NODES)
     nvlink_domain_gpus: int | None = Field(default=None, gt=0)
     intra: Link
     inter: InterSpec
@@ -97,18 +118,36 @@ class ClusterSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_shape(self) -> ClusterSpec:
-        domain = self.domain_gpus
+        domain, npd = self.domain_gpus, self.nodes_per_domain
         if domain % self.gpus_per_node:
             raise ValueError(
                 f"nvlink_domain_gpus={domain} must be a multiple of "
                 f"gpus_per_node={self.gpus_per_node}"
             )
-        npl = self.nodes_per_leaf
-        if self.nodes > npl and self.nodes % npl:
+        listed = self.topology.leaf_sizes
+        if listed and self.topology.kind != "single-switch" and self.nodes > sum(listed):
             raise ValueError(
-                f"nodes={self.nodes} are not divisible into leaves of nodes_per_leaf={npl}; "
-                f"use a multiple of {npl} or change topology.nodes_per_leaf"
+                f"nodes={self.nodes} exceed the {sum(listed)} nodes under topology.leaf_sizes; "
+                "list every leaf or lower nodes"
             )
+        pods = self.topology.pod_sizes
+        if pods and self.leaves > sum(pods):
+            raise ValueError(
+                f"{self.leaves} leaves exceed the {sum(pods)} leaves under topology.pod_sizes; "
+                "list every pod or lower nodes"
+            )
+        if self.inter.nics_per_node == 0 and self.nodes > npd:
+            raise ValueError(
+                f"nics_per_node=0 leaves nodes={self.nodes} without a network between their "
+                f"{-(-self.nodes // npd)} NVLink domains; allowed: nics_per_node >= 1, or "
+                f"nodes <= {npd}"
+            )
+        for start in self.leaf_starts[1:]:
+            if start % npd:
+                raise ValueError(
+                    f"a leaf starts at node {start}, inside a {npd}-node NVLink domain; "
+                    f"leaf sizes must be multiples of {npd} (nvlink_domain_gpus / gpus_per_node)"
+                )
         return self
 
     @property
@@ -122,17 +161,53 @@ class ClusterSpec(_Spec):
         return self.domain_gpus // self.gpus_per_node
 
     @property
+    def nics_per_domain(self) -> int:
+        """NICs of one full NVLink domain: what traffic leaving the domain spreads over."""
+        return self.inter.nics_per_node * self.nodes_per_domain
+
+    @property
+    def domains(self) -> int:
+        """NVLink domains (the last one may be partly filled)."""
+        return -(-self.nodes // self.nodes_per_domain)
+
+    @property
+    def leaf_sizes(self) -> tuple[int, ...]:
+        """Nodes under each leaf, in node order, covering exactly `nodes` (single-switch: one
+        leaf; listed sizes cut at `nodes`; else leaves of nodes_per_leaf, the last partly
+        filled)."""
+        return _leaf_sizes(self.nodes, self.gpus_per_node, self.topology)
+
+    @property
+    def leaf_starts(self) -> tuple[int, ...]:
+        """Index of the first node of each leaf."""
+        return _leaf_starts(self.leaf_sizes)
+
+    @property
+    def leaves(self) -> int:
+        """Leaf switch groups holding at least one node."""
+        return len(self.leaf_sizes)
+
+    @property
     def nodes_per_leaf(self) -> int:
-        """Nodes under one leaf switch group (a preset's scalable unit, at most all nodes);
-        single-switch puts all nodes under one."""
+        """Nodes under the largest leaf (a preset's scalable unit, at most all nodes)."""
+        return max(self.leaf_sizes)
+
+    @property
+    def pod_sizes(self) -> tuple[int, ...]:
+        """Leaves under each pod, in leaf order, covering every leaf (one pod when the tree has
+        two levels; else as `leaf_sizes`, from pod_sizes or leaves_per_pod)."""
         topo = self.topology
-        if topo.kind == "single-switch":
-            return self.nodes
-        if topo.nodes_per_leaf:
-            return min(topo.nodes_per_leaf, self.nodes)
-        if topo.gpus_per_leaf:
-            return min(max(1, topo.gpus_per_leaf // self.gpus_per_node), self.nodes)
-        return self.nodes
+        return _blocks(self.leaves, topo.pod_sizes, topo.leaves_per_pod or self.leaves)
+
+    @property
+    def leaves_per_pod(self) -> int:
+        """Leaves under the largest pod (all leaves when the tree has two levels)."""
+        return max(self.pod_sizes)
+
+    @property
+    def pods(self) -> int:
+        """Pods holding at least one leaf."""
+        return len(self.pod_sizes)
 
     @property
     def world(self) -> int:
@@ -150,17 +225,59 @@ class ClusterSpec(_Spec):
         return "sharp" in self.in_network_reduction and self.inter.nic.sharp
 
 
+def uniform_size(counts: Sequence[int]) -> int:
+    """The common count when every count but a smaller last one (a partly built leaf or pod)
+    equals the first, else 0."""
+    if all(n == counts[0] for n in counts[:-1]) and counts[-1] <= counts[0]:
+        return counts[0]
+    return 0
+
+
+@lru_cache(maxsize=256)
+def _leaf_sizes(nodes: int, gpus_per_node: int, topo: TopologySpec) -> tuple[int, ...]:
+    if topo.kind == "single-switch":
+        return (nodes,)
+    if topo.nodes_per_leaf:
+        npl = topo.nodes_per_leaf
+    elif topo.gpus_per_leaf:
+        npl = max(1, topo.gpus_per_leaf // gpus_per_node)
+    else:
+        npl = nodes
+    return _blocks(nodes, topo.leaf_sizes, npl)
+
+
+@lru_cache(maxsize=256)
+def _blocks(items: int, listed: tuple[int, ...] | None, size: int) -> tuple[int, ...]:
+    """Sizes of consecutive blocks holding `items`: the `listed` sizes cut at `items`, else
+    blocks of `size` with a partly filled last one."""
+    if not listed:
+        full, rest = divmod(items, size)
+        return (size,) * full + ((rest,) if rest else ())
+    out, left = [], items
+    for n in listed:
+        if left <= 0:
+            break
+        out.append(min(n, left))
+        left -= n
+    return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _leaf_starts(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(accumulate(sizes[:-1], initial=0))
+
+
 @cache
 def presets() -> dict[str, dict[str, Any]]:
     """Preset cluster fields by name."""
-    text = resources.files("tierwise.hardware").joinpath("data/clusters.yaml").read_text()
-    return yaml.safe_load(text)
+    return data_yaml("tierwise.hardware", "data/clusters.yaml")
 
 
 def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
     """A cluster from a preset name or a YAML file, with shape overrides applied.
 
-    Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription.
+    Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription,
+    nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus.
     """
     data, source = _raw_cluster(str(arg))
     data = apply_overrides(data, **overrides)
@@ -175,6 +292,8 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
         if not is_file(path):
             raise SpecError(f"--cluster: file {arg!r} does not exist")
         data = read_yaml(path)
+        if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "tiers" in data:
+            data = data["spec"]  # what `tierwise show cluster --json` prints: load its spec
         if not isinstance(data, dict):
             raise SpecError(f"{arg}: expected a mapping of cluster fields")
         return _spec_fields(data, arg), arg
@@ -183,44 +302,10 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
     )
 
 
-#: Keys of `tierwise show cluster --json` derived from the spec (dropped when it is loaded back).
-_SUMMARY_DERIVED = (
-    "gpus",
-    "nic_Gbps",
-    "nic_GBps",
-    "tiers",
-    "intra_inter_ratio_per_direction",
-    "intra_bidirectional_vs_one_nic_ratio",
-)
-#: Summary key -> (spec section or None for top level, spec field).
-_SUMMARY_FIELDS = {
-    "cluster": (None, "name"),
-    "gpus_per_nvlink_domain": (None, "nvlink_domain_gpus"),
-    "nic": ("inter", "nic"),
-    "nics_per_node": ("inter", "nics_per_node"),
-    "nodes_per_leaf": ("topology", "nodes_per_leaf"),
-    "oversubscription": ("topology", "oversubscription"),
-}
-
-
 def _spec_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """Cluster fields of a file: the spec form, or `show cluster --json`'s flat summary
-    (`cluster:`, `topology: rail-optimized`, `nic:`, `tiers:`); `topology: KIND` is short for
-    `topology: {kind: KIND}`. `inter` and `topology` must be mappings."""
+    """Cluster fields of a file: `topology: KIND` is short for `topology: {kind: KIND}` (as
+    `show cluster` prints it); `inter` and `topology` must be mappings."""
     out = {**data}
-    if "cluster" in out and "name" not in out:
-        tiers = out.get("tiers")
-        first = tiers[0] if isinstance(tiers, list) and tiers else None
-        if "intra" not in out and isinstance(first, dict) and isinstance(first.get("medium"), str):
-            out["intra"] = first["medium"]
-        for key in _SUMMARY_DERIVED:
-            out.pop(key, None)
-        if isinstance(out.get("topology"), str):
-            out["topology"] = {"kind": out["topology"]}
-        for key, (section, field) in _SUMMARY_FIELDS.items():
-            if key in out and (section is None or isinstance(out.get(section, {}), dict)):
-                value = out.pop(key)
-                (out if section is None else out.setdefault(section, {}))[field] = value
     if isinstance(out.get("topology"), str):
         out["topology"] = {"kind": out["topology"]}
     for section, shape in (("inter", "{nic: KEY, nics_per_node: N}"), ("topology", "{kind: KIND}")):
@@ -248,6 +333,10 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
             inter["nic"] = value
         elif key == "oversubscription":
             topo["oversubscription"] = value
+        elif key == "nodes_per_leaf":
+            listed = {"leaf_sizes", "gpus_per_leaf", "pod_sizes"}  # they count the old leaves
+            topo = {k: v for k, v in topo.items() if k not in listed}
+            topo["nodes_per_leaf"] = value
         else:
             raise SpecError(f"unknown cluster override {key!r}")
     out["inter"], out["topology"] = inter, topo

@@ -1,19 +1,22 @@
 """Where ranks sit: rank -> (node, local GPU), and what a group of ranks spans.
 
 A `Placement` maps global ranks to nodes (indices into the cluster) and local GPU slots.
-`span()` answers, for one group of ranks, which tiers it crosses, how many ranks share a
-node, how many rails (NICs) it can use, and how often its ring order crosses each boundary.
+`span()` answers, for one group of ranks, which tiers it crosses, how many ranks share an
+NVLink domain, how many NICs its traffic leaves a domain through, and how often its ring order
+crosses each boundary. `hierarchy()` maps nodes to their domain, leaf and pod (leaves may differ
+in size; the last leaf, domain and pod may be partly filled).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, uniform_size
 from tierwise.hardware.tiers import Tier, tier
 
 
@@ -76,7 +79,7 @@ class GroupSpan:
     leaves: int
     pods: int
     ranks_per_domain: int
-    rails: int
+    rails: int  # NICs the group's GPUs use in its least-connected NVLink domain
     domain_crossings: int
     leaf_crossings: int
     pod_crossings: int
@@ -87,11 +90,9 @@ class GroupSpan:
     def of(cls, placement: Placement, ranks: np.ndarray) -> GroupSpan:
         c = placement.cluster
         node = placement.node_of[ranks]
-        domain = node // c.nodes_per_domain
-        leaf = node // c.nodes_per_leaf
-        pod_nodes = c.nodes_per_leaf * (c.topology.leaves_per_pod or max(c.nodes, 1))
-        pod = node // pod_nodes
-        n_domains = len(np.unique(domain))
+        domain, leaf, pod = hierarchy(c, node)
+        _, per_domain = np.unique(domain, return_counts=True)
+        n_domains = len(per_domain)
         n_leaves = len(np.unique(leaf))
         n_pods = len(np.unique(pod))
         top_name = (
@@ -103,7 +104,6 @@ class GroupSpan:
             if n_pods == 1
             else "core"
         )
-        _, per_domain = np.unique(domain, return_counts=True)
         return cls(
             size=len(ranks),
             nodes=len(np.unique(node)),
@@ -137,25 +137,53 @@ def _crossings(label: np.ndarray) -> int:
 
 
 def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
-    """Distinct NICs the group's GPUs use in its least-connected node."""
-    pairs = np.unique(node * (placement.cluster.inter.nics_per_node + 1) + placement.nic_of(ranks))
-    _, per_node = np.unique(
-        pairs // (placement.cluster.inter.nics_per_node + 1), return_counts=True
-    )
-    return max(1, int(per_node.min()))
+    """Distinct NICs the group's GPUs use in its least-connected NVLink domain: traffic that
+    leaves a domain spreads over every NIC of it (one node's NICs, or a whole NVL72 rack's)."""
+    c = placement.cluster
+    nics = c.inter.nics_per_node + 1
+    pairs = np.unique(node * nics + placement.nic_of(ranks))
+    _, per_domain = np.unique(pairs // nics // c.nodes_per_domain, return_counts=True)
+    return max(1, int(per_domain.min()))
+
+
+def hierarchy(cluster: ClusterSpec, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(NVLink domain, leaf, pod) index of each node in `node`."""
+    domain = node // cluster.nodes_per_domain
+    leaf = block_of(cluster.leaf_sizes, node)
+    return domain, leaf, block_of(cluster.pod_sizes, leaf)
+
+
+def block_of(sizes: tuple[int, ...], item: np.ndarray) -> np.ndarray:
+    """Block of each item for consecutive blocks of `sizes` items (leaves of nodes, pods of
+    leaves)."""
+    uniform, starts = _block_plan(sizes)
+    if uniform:
+        return item // uniform
+    return np.searchsorted(starts, item, side="right") - 1
+
+
+@lru_cache(maxsize=256)
+def _block_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
+    """(common block size when all blocks but a partly filled last one share it, else 0;
+    first item of each block)."""
+    return uniform_size(sizes), np.cumsum((0, *sizes[:-1]))
 
 
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
-    """Most groups that cross nodes and use one same NIC when all `groups` run at once."""
+    """Most groups that leave their NVLink domain through one same NIC when all `groups` run
+    at once."""
     if not groups:
         return 1
     c = placement.cluster
-    use: dict[tuple[int, int], int] = {}
+    nics = c.inter.nics_per_node + 1
+    used = []  # per group crossing domains: the distinct (node, NIC) it sends through
     for g in groups:
         ranks = np.asarray(g, dtype=np.int64)
         node = placement.node_of[ranks]
-        if len(np.unique(node // c.nodes_per_domain)) < 2:
+        domain = node // c.nodes_per_domain
+        if np.all(domain == domain[0]):
             continue
-        for key in set(zip(node.tolist(), placement.nic_of(ranks).tolist(), strict=True)):
-            use[key] = use.get(key, 0) + 1
-    return max(use.values(), default=1)
+        used.append(np.unique(node * nics + placement.nic_of(ranks)))
+    if not used:
+        return 1
+    return int(np.unique(np.concatenate(used), return_counts=True)[1].max())

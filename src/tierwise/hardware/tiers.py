@@ -9,6 +9,7 @@ Bandwidths are GB/s per GPU per direction; `*_eff_GBps` is what a ring reaches
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import accumulate, pairwise
 
 from tierwise.hardware.cluster import ClusterSpec
 
@@ -68,7 +69,6 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
     if cluster.nodes_per_domain >= cluster.nodes or cluster.inter.nics_per_node == 0:
         return out
     share = cluster.inter.nics_per_node / cluster.gpus_per_node
-    npl = cluster.nodes_per_leaf
     leaf = Tier(
         name="leaf",
         level=1,
@@ -76,31 +76,23 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
         line_GBps=nic.line_GBps * share,
         eff_GBps=nic.effective_GBps * share,
         latency_us=nic.latency_us,
-        gpus_in_scope=min(npl, cluster.nodes) * cluster.gpus_per_node,
+        gpus_in_scope=cluster.nodes_per_leaf * cluster.gpus_per_node,
         calibrated=False,
     )
     out.append(_calibrated(cluster, leaf))
-    if cluster.nodes > npl:
+    if cluster.leaves > 1:
         over = cluster.topology.oversubscription
-        out.append(_above(cluster, out[-1], "spine", 2, over, npl * _pod_leaves(cluster)))
-        if _pod_leaves(cluster) * npl < cluster.nodes:
-            out.append(
-                _above(
-                    cluster,
-                    out[-1],
-                    "core",
-                    3,
-                    cluster.topology.pod_oversubscription,
-                    cluster.nodes,
-                )
-            )
+        out.append(_above(cluster, out[-1], "spine", 2, over, _nodes_per_pod(cluster)))
+        if cluster.pods > 1:
+            pod_over = cluster.topology.pod_oversubscription
+            out.append(_above(cluster, out[-1], "core", 3, pod_over, cluster.nodes))
     return out
 
 
-def _pod_leaves(cluster: ClusterSpec) -> int:
-    """Leaves per pod (all leaves when the tree has two levels)."""
-    leaves = -(-cluster.nodes // cluster.nodes_per_leaf)
-    return cluster.topology.leaves_per_pod or leaves
+def _nodes_per_pod(cluster: ClusterSpec) -> int:
+    """Nodes under the largest pod (all nodes when the tree has two levels)."""
+    bounds = accumulate(cluster.pod_sizes, initial=0)
+    return max(sum(cluster.leaf_sizes[a:b]) for a, b in pairwise(bounds))
 
 
 def _above(
@@ -114,7 +106,7 @@ def _above(
         line_GBps=below.line_GBps / over,
         eff_GBps=below.eff_GBps / over,
         latency_us=below.latency_us + EXTRA_LEVEL_LATENCY_US,
-        gpus_in_scope=min(nodes_in_scope, cluster.nodes) * cluster.gpus_per_node,
+        gpus_in_scope=nodes_in_scope * cluster.gpus_per_node,
     )
     return _calibrated(cluster, tier)
 

@@ -10,16 +10,18 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
+from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
-from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
+from tierwise.workload.pipeline import standard_split
 from tierwise.workload.spec import ModelSpec
-
-KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": "dpcp"}
 
 
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
-    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    shard = hsdp_fields(layout).get("dp_shard", 0)
+    etp = layout.expert_tp if layout.expert_tp != layout.tp else 0
+    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp)
 
 
 CP_COMM_TYPES = ("p2p", "a2a")
@@ -28,33 +30,44 @@ CP_COMM_TYPES = ("p2p", "a2a")
 def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:
     """All-to-all CP splits each TP rank's heads over cp ranks, so cp must divide them."""
     if cp_comm not in CP_COMM_TYPES:
-        raise SpecError(f"--cp-comm: {cp_comm!r}; allowed: {', '.join(CP_COMM_TYPES)}")
+        raise SpecError(f"--cp-comm-type: {cp_comm!r}; allowed: {', '.join(CP_COMM_TYPES)}")
     if cp_comm == "a2a" and layout.cp > 1:
         heads = model.heads // layout.tp
         kv = max(1, model.kv // layout.tp)
         if heads % layout.cp or kv % layout.cp:
             raise SpecError(
                 f"layout: cp {layout.cp} must divide the heads ({heads}) and kv_heads ({kv}) per "
-                f"TP rank for --cp-comm a2a; use p2p (ring attention) or a smaller cp"
+                f"TP rank for --cp-comm-type a2a; use p2p (ring attention) or a smaller cp"
             )
 
 
 def estimate(
-    model: ModelSpec, cluster: ClusterSpec, layout: Layout, flags: Flags = Flags()
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    layout: Layout,
+    flags: Flags = Flags(),
+    split_rule: str | None = None,
 ) -> dict[str, Any]:
-    """JSON-ready estimate of one layout (validated against the model and the cluster)."""
+    """JSON-ready estimate of one layout (validated against the model and the cluster).
+    Layers that do not divide over pp*vpp without `pp_layers` get the standard uneven split
+    (`tierwise.workload.pipeline.standard_split`); `split_rule` names a split chosen before."""
+    if layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
+        split = standard_split(model.layers, layout.pp, layout.vpp)
+        layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
     check_cp_comm(model, layout, flags.cp_comm)
+    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
+    stages = layout.stage_layers(model)
     terms = step_terms(
         model,
         cluster,
         layout_fields(layout, model),
         groups.time_s,
         flags,
-        max(layout.stage_layers(model)),
+        max(stages[1:-1], default=0),
     )
-    tiers = {kind: groups.top_tiers[group] for kind, group in KINDS.items()}
+    tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":
@@ -80,6 +93,23 @@ def estimate(
         "comm_total_s": {k: float(v) for k, v in terms["comm_total_s"].items()},
         "bytes_per_tier": per_tier,
         "nic_GBps_needed_per_gpu": needed,
+        "pipeline": {
+            "stage_layers": list(stages),
+            "split": split_rule or ("given" if layout.pp_layers is not None else "even"),
+            "schedule": schedule,
+            "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
+        },
+        "framework": flags.framework,
+        "moe": None
+        if model.moe is None
+        else {
+            "dispatcher": flags.moe_token_dispatcher_type,
+            "routing": terms["moe_routing"],
+            "load_imbalance": float(terms["moe_load"]),
+            "a2a_overlap": flags.overlap_moe_expert_parallel_comm,
+            "etp": layout.expert_tp,
+        },
+        "attention_backend": flags.attention_backend,
     }
 
 

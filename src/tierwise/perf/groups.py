@@ -10,16 +10,15 @@ prices each collective from a memoised (latency, rate) list without touching num
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
-from tierwise.collectives.model import Candidate, candidates
+from tierwise.collectives.model import Candidate, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import Placement, nic_sharing
+from tierwise.hardware.placement import Placement, hierarchy, nic_sharing
 
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
 ORDERS = {
@@ -28,7 +27,9 @@ ORDERS = {
     "tp-pp-cp-ep-dp": ("tp", "pp", "cp", "dp"),
     "dp-cp-pp-tp": ("dp", "cp", "pp", "tp"),  # naive: data parallel innermost
 }
-GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp")
+# dpshard / dprep: torchtitan's HSDP, sharding over cp x dp_shard ranks and replicating
+# over dp / dp_shard (only when Degrees.dp_shard is set).
+GROUP_KINDS = ("tp", "cp", "ep", "dpcp", "pp", "dpshard", "dprep")
 
 
 class Degrees(NamedTuple):
@@ -39,6 +40,10 @@ class Degrees(NamedTuple):
     ep: int
     dp: int
     pp: int
+    dp_shard: int = 0
+    """HSDP: dp ranks sharding one replica (0: all dp, plain FSDP)."""
+    etp: int = 0
+    """Expert tensor parallel size when it differs from tp (0: tp)."""
 
     @property
     def world(self) -> int:
@@ -46,8 +51,15 @@ class Degrees(NamedTuple):
         return self.tp * self.cp * self.dp * self.pp
 
     def group_size(self, kind: str) -> int:
-        """Ranks in a group of `kind` (dpcp: dp*cp; pp counts the stage boundary)."""
-        return self.dp * self.cp if kind == "dpcp" else getattr(self, kind)
+        """Ranks in a group of `kind` (dpcp: dp*cp; pp counts the stage boundary; dpshard,
+        dprep: 1 without HSDP)."""
+        if kind == "dpcp":
+            return self.dp * self.cp
+        if kind in ("dpshard", "dprep"):
+            if not self.dp_shard:
+                return 1
+            return self.cp * self.dp_shard if kind == "dpshard" else self.dp // self.dp_shard
+        return getattr(self, kind)
 
 
 def _coords(d: Degrees, order: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -65,19 +77,30 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
     """For every rank, an id shared by exactly the ranks of its `kind` group.
 
     tp/cp/dp/pp: ranks equal in every other coordinate. dpcp: the gradient-reduce group over
-    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest)."""
+    dp*cp. ep: the experts' group, `ep` consecutive ranks of the cp*dp index (cp fastest).
+    dpshard: cp x the dp_shard ranks of one HSDP replica; dprep: one rank of each replica."""
     c = _coords(d, order)
     if kind in {"tp", "cp", "dp", "pp"}:
         others = [dim for dim in ("tp", "cp", "dp", "pp") if dim != kind]
-    elif kind in {"dpcp", "ep"}:
+    elif kind in {"dpcp", "ep", "dpshard"}:
         others = ["tp", "pp"]
+    elif kind == "dprep":
+        others = ["tp", "cp", "pp"]
     else:
         raise SpecError(f"unknown group kind {kind!r}")
     gid = np.zeros(d.world, dtype=np.int64)
     for dim in others:
         gid = gid * getattr(d, dim) + c[dim]
-    if kind == "ep":
+    if kind == "ep" and d.etp:
+        # Megatron's expert ranks: etp innermost, then ep, over the tp*cp*dp ranks of a stage.
+        r = c["tp"] + d.tp * (c["cp"] + d.cp * c["dp"])
+        gid = (c["pp"] * d.world + r % d.etp) * d.world + r // (d.etp * d.ep)
+    elif kind == "ep":
         gid = gid * d.world + (c["cp"] + d.cp * c["dp"]) // d.ep
+    elif kind == "dpshard":
+        gid = gid * d.dp + c["dp"] // d.dp_shard
+    elif kind == "dprep":
+        gid = gid * d.dp + c["dp"] % d.dp_shard
     return gid
 
 
@@ -96,10 +119,10 @@ def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[l
 def scattered_nodes(cluster: ClusterSpec) -> list[int]:
     """Node order of a topology-unaware scheduler: consecutive ranks' nodes on different
     leaves (round-robin over leaves)."""
-    npl = cluster.nodes_per_leaf
-    leaves = -(-cluster.nodes // npl)
-    order = [leaf * npl + i for i in range(npl) for leaf in range(leaves)]
-    return [n for n in order if n < cluster.nodes]
+    node = np.arange(cluster.nodes)
+    leaf = hierarchy(cluster, node)[1]
+    slot = node - np.asarray(cluster.leaf_starts)[leaf]
+    return np.lexsort((leaf, slot)).tolist()
 
 
 def placement_for(cluster: ClusterSpec, scatter: bool = False) -> Placement:
@@ -143,6 +166,10 @@ def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, in
         stride *= d.group_size(dim)
     if kind in strides:
         return strides[kind], 2 if kind == "pp" else d.group_size(kind)
+    if kind == "ep" and d.etp:  # expert ranks etp apart when tp, cp, dp are innermost
+        return (d.etp, d.ep) if order[:3] == ("tp", "cp", "dp") else None
+    if kind == "dprep":  # one dp coordinate of each replica: dp_shard apart
+        return strides["dp"] * d.dp_shard, d.group_size(kind)
     inner, outer = sorted(("cp", "dp"), key=order.index)
     if d.cp == 1 or d.dp == 1:
         start = strides["dp" if d.cp == 1 else "cp"]
@@ -198,7 +225,7 @@ class LayoutGroups:
 
     def __init__(self, shapes: dict[str, Shape]) -> None:
         self.shapes = shapes
-        self._costs: dict[tuple[str, str], tuple[tuple[float, float], ...]] = {}
+        self._costs: dict[tuple[str, str], tuple[Candidate, ...]] = {}
         # The slowest tier each group kind crosses: intra, leaf or spine ("none": no group).
         self.top_tiers = {
             kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
@@ -238,30 +265,22 @@ def layout_groups(
     return groups
 
 
-@lru_cache(maxsize=65536)
-def scalar_costs(op: str, shape: Shape) -> tuple[tuple[float, float], ...]:
-    """(lat_us, bytes per us) of each candidate of `op` on `shape`."""
-    return tuple((c.lat_us, 1e3 * c.algbw_GBps) for c in candidates(op, shape))
+def scalar_costs(op: str, shape: Shape) -> tuple[Candidate, ...]:
+    """The candidates NCCL chooses among for `op` on `shape` (cached by the model)."""
+    return auto_candidates(op, shape)
 
 
-def _fastest_s(costs: tuple[tuple[float, float], ...], size_bytes: float) -> float:
+def _fastest_s(costs: tuple[Candidate, ...], size_bytes: float) -> float:
     """Seconds of the fastest of `costs` for one message of `size_bytes` (0 without any)."""
-    return min([lat + size_bytes / rate for lat, rate in costs], default=0.0) * 1e-6
-
-
-@lru_cache(maxsize=65536)
-def cost_table(op: str, shape: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """(lat_us, algbw_GBps) arrays of the candidates of `op` on `shape` (empty: no cost)."""
-    cands: tuple[Candidate, ...] = candidates(op, shape)
-    return (np.array([c.lat_us for c in cands]), np.array([c.algbw_GBps for c in cands]))
+    return min([c.time_scalar_us(size_bytes) for c in costs], default=0.0) * 1e-6
 
 
 def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float | np.ndarray:
     """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
     if np.ndim(size_bytes) == 0:
         return _fastest_s(scalar_costs(op, shape), float(size_bytes))
-    lat, bw = cost_table(op, shape)
-    if len(lat) == 0:
+    cands = auto_candidates(op, shape)
+    if not cands:
         return 0.0 * size_bytes
-    t = lat[None, :] + np.asarray(size_bytes, dtype=float)[:, None] / (1e3 * bw[None, :])
-    return t.min(axis=1) * 1e-6
+    n = np.asarray(size_bytes, dtype=float)
+    return times_us(cands, n.ravel()).min(axis=0).reshape(n.shape) * 1e-6

@@ -5,12 +5,15 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
+from bisect import bisect_right
 from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
+from tierwise.workload.pipeline import chunk_layers, layout_string
 from tierwise.workload.spec import ModelSpec
 
 EMITTERS = ("megatron", "torchtitan", "deepspeed", "slurm")
@@ -63,20 +66,21 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args += ["--group-query-attention", f"--num-query-groups {model.kv}"]
     if model.moe is not None:
         args += [f"--num-experts {model.moe.experts}", f"--moe-router-topk {model.moe.top_k}"]
-    if layout.pp_layers is not None and layout.pp > 1:
-        first, *middle, last = layout.pp_layers
-        if len(set(middle)) > 1:
-            raise SpecError(
-                f"--emit megatron: pp_layers {list(layout.pp_layers)}: Megatron sets the first "
-                "and last stage's layers; the stages between them must hold the same number"
-            )
-        args += [
-            f"--decoder-first-pipeline-num-layers {first}",
-            f"--decoder-last-pipeline-num-layers {last}",
-        ]
-    if layout.vpp > 1:
-        per_stage = layout.stage_layers(model)[0] // layout.vpp
-        args.append(f"--num-layers-per-virtual-pipeline-stage {per_stage}")
+    stages = layout.stage_layers(model)
+    first, last, middle = stages[0], stages[-1], set(stages[1:-1])
+    if len(middle) > 1 or any(n % layout.vpp for n in stages):
+        # Only a layout string states middle stages that differ or chunks that do (it also
+        # sets the virtual stages per rank).
+        layout_text = layout_string(stages, layout.vpp)
+        args.append(f'--pipeline-model-parallel-layout "{layout_text}"')
+    else:
+        if layout.pp_layers is not None and layout.pp > 1:
+            args += [
+                f"--decoder-first-pipeline-num-layers {first}",
+                f"--decoder-last-pipeline-num-layers {last}",
+            ]
+        if layout.vpp > 1:
+            args.append(f"--num-layers-per-virtual-pipeline-stage {first // layout.vpp}")
     if layout.sp_enabled:
         args.append("--sequence-parallel")
     if layout.distributed_optimizer:
@@ -107,6 +111,18 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append(f"--cp-comm-type {flags.cp_comm}")
     if flags.tp_comm_overlap and layout.tp > 1:
         args.append("--tp-comm-overlap")
+    if flags.attention_backend != "flash":
+        args.append(f"--attention-backend {flags.attention_backend}")
+    if model.moe is not None:
+        args.append(f"--moe-token-dispatcher-type {flags.moe_token_dispatcher_type}")
+        if layout.expert_tp != layout.tp:
+            args.append(f"--expert-tensor-parallel-size {layout.expert_tp}")
+        if flags.moe_router_force_load_balancing:
+            args.append("--moe-router-force-load-balancing")
+        if model.moe.capacity_factor:
+            args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
+        if flags.overlap_moe_expert_parallel_comm:
+            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     return args
 
 
@@ -140,15 +156,18 @@ def _check_torchtitan(layout: Layout) -> None:
 
 def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
     """First layer of every (virtual) pipeline stage but the first. torchtitan's looped
-    schedules put virtual stage j*pp + r on pipeline rank r; each holds 1/vpp of its layers."""
-    chunks = [layers // vpp for _ in range(vpp) for layers in stage_layers]
-    return list(itertools.accumulate(chunks))[:-1]
+    schedules put virtual stage j*pp + r on pipeline rank r; each holds about 1/vpp of its
+    layers (`chunk_layers`)."""
+    return list(itertools.accumulate(chunk_layers(stage_layers, vpp)))[:-1]
 
 
-def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
+def torchtitan_toml(
+    layout: Layout, model: ModelSpec | None = None, schedule: str | None = None
+) -> str:
     """A torchtitan job config's [parallelism], [training] and [activation_checkpoint] (and
     [model] converters + [float8] for an FP8 layout). `model` gives the layer count behind
-    the split points of an even pipeline split (`layout.pp_layers` states an uneven one)."""
+    the split points of an even pipeline split (`layout.pp_layers` states an uneven one);
+    `schedule` the pipeline schedule (default 1F1B, Interleaved1F1B with vpp > 1)."""
     _check_torchtitan(layout)
     shard = layout.zero >= 1  # FSDP over the data-parallel ranks; zero 0 replicates (DDP)
     pipeline, local_batch = [], layout.mbs
@@ -160,7 +179,7 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
                 "or pp_layers"
             )
         points = ", ".join(f'"layers.{s}"' for s in _split_points(stages, layout.vpp))
-        schedule = "Interleaved1F1B" if layout.vpp > 1 else "1F1B"
+        schedule = schedule_for(schedule, layout.pp, layout.vpp, "torchtitan")
         pipeline = [
             f'pipeline_parallel_schedule = "{schedule}"',
             f"pipeline_parallel_split_points = [{points}]",
@@ -180,6 +199,7 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
     # FSDP2 keeps the gathered parameters from forward to backward ("never": ZeRO-2, the
     # SHARD_GRAD_OP strategy) or frees and gathers them again ("always": ZeRO-3).
+    shard_degree = layout.dp_shard_degree or layout.dp  # HSDP: replicas of this many ranks
     reshard = (
         [f'fsdp_reshard_after_forward = "{"always" if layout.zero >= 3 else "never"}"']
         if shard
@@ -188,8 +208,8 @@ def torchtitan_toml(layout: Layout, model: ModelSpec | None = None) -> str:
     return "\n".join(
         [
             "[parallelism]",
-            f"data_parallel_replicate_degree = {1 if shard else layout.dp}",
-            f"data_parallel_shard_degree = {layout.dp if shard else 1}",
+            f"data_parallel_replicate_degree = {layout.dp // shard_degree if shard else layout.dp}",
+            f"data_parallel_shard_degree = {shard_degree if shard else 1}",
             *reshard,
             f"tensor_parallel_degree = {layout.tp}",
             f"context_parallel_degree = {layout.cp}",
@@ -306,7 +326,7 @@ def slurm_script(
             f"--emit slurm: {layout.world} GPUs do not fill whole {cluster.gpus_per_node}-GPU "
             "nodes; torchrun starts the same number of ranks on every node"
         )
-    leaves = -(-nodes // cluster.nodes_per_leaf)
+    leaves = bisect_right(cluster.leaf_starts, nodes - 1)  # leaves nodes 0..nodes-1 fill
     if hostnames is not None and len(hostnames) != nodes:
         raise SpecError(f"hostnames: {len(hostnames)} given, the layout needs {nodes} nodes")
     lines = [
@@ -368,7 +388,7 @@ def emit(
     if kind == "megatron":
         return " \\\n  ".join(megatron_args(model, layout, flags)) + "\n"
     if kind == "torchtitan":
-        return torchtitan_toml(layout, model)
+        return torchtitan_toml(layout, model, flags.pipeline_schedule)
     if kind == "deepspeed":
         return json.dumps(deepspeed_config(layout), indent=2) + "\n"
     return slurm_script(cluster, layout, launch_command(framework, model, layout, flags))

@@ -22,9 +22,11 @@ def process_groups(
     for name, kind in MAPPED_KINDS.items():
         if getattr(d, kind) < 2:
             continue
-        gid = group_ids(d, order, kind)
-        _, first = np.unique(gid, return_index=True)
-        out[name] = [np.nonzero(gid == gid[i])[0].tolist() for i in sorted(first)]
+        _, first, inverse, counts = np.unique(
+            group_ids(d, order, kind), return_index=True, return_inverse=True, return_counts=True
+        )
+        members = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
+        out[name] = [members[i].tolist() for i in np.argsort(first)]
     return out
 
 

@@ -83,6 +83,13 @@ ANY_SCHEMES = {
     "ddp": ("megatron", "deepspeed"),
 }
 FRAMEWORK_NAMES = ("any", *FRAMEWORKS)
+FIX_HELP = (
+    "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
+    f"recompute={'|'.join(RECOMPUTE)}; zero=0|1|2|3 (1 includes Megatron's distributed "
+    f"optimizer); sharding={'|'.join(SHARDING)}; dtype=bf16|fp8; sp, grad_reduce_bf16=true|false. "
+    "E.g. tp=8,pp=4."
+)
+"""The `--fix` help of plan and sweep: the keys of `FIXABLE` and their values."""
 FIXABLE = (
     "tp",
     "cp",
@@ -198,7 +205,8 @@ def build_space(
     for name in rc_names:
         if name not in RECOMPUTE:
             raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
-    shard_names = shardings or caps["sharding"]
+    # A fixed ZeRO stage picks among every scheme the framework runs, plain DDP included.
+    shard_names = shardings or (("ddp", *caps["sharding"]) if "zero" in fix else caps["sharding"])
     if "sharding" in fix:
         allowed = ("ddp", *caps["sharding"])
         if fix["sharding"] not in allowed:
@@ -210,12 +218,12 @@ def build_space(
     shard_opts = tuple(SHARDING[name] for name in shard_names)
     if "zero" in fix:
         stage = _ints(fix, "zero", ())[0]
-        shard_opts = tuple(s for s in shard_opts if s[0] == stage)
+        shard_opts = tuple(s for s in shard_opts if zero_stage(*s) == stage)
         if not shard_opts:
-            stages = sorted({SHARDING[name][0] for name in shard_names})
+            stages = sorted({f"{zero_stage(*SHARDING[name])} ({name})" for name in shard_names})
             raise SpecError(
                 f"--fix: zero={stage} with {'/'.join(shard_names)} ({framework}); "
-                f"allowed: {', '.join(map(str, stages))}"
+                f"allowed: {', '.join(stages)}"
             )
     # FP8 is searched where the GPU has FP8 tensor cores (Transformer Engine's recipe) and
     # the framework can run it.
@@ -333,7 +341,8 @@ def _any_space(
 ) -> Space:
     """`--framework any`: every framework's space over the sharding schemes it runs
     (`ANY_SCHEMES`); a fix no framework can run is one error naming each one's reason."""
-    names = (fix["sharding"],) if "sharding" in fix else tuple(s for s in ANY_SCHEMES if s != "ddp")
+    searched = tuple(s for s in ANY_SCHEMES if s != "ddp" or "zero" in fix)  # as build_space
+    names = (fix["sharding"],) if "sharding" in fix else searched
     if names[0] not in ANY_SCHEMES:
         raise SpecError(f"--fix: sharding={names[0]!r}; allowed: {', '.join(SHARDING)}")
     spaces, errors = [], {}
@@ -355,11 +364,22 @@ def _any_space(
     raise SpecError(f"--fix {pins}: no framework runs it ({each})")
 
 
+def zero_stage(zero: int, distributed_optimizer: bool) -> int:
+    """The ZeRO stage a sharding matches: Megatron's distributed optimizer shards the optimizer
+    states over data parallel ranks as ZeRO-1 does, so `--fix zero=1` selects it."""
+    return 1 if distributed_optimizer else zero
+
+
+def sharding_name(layout: Layout) -> str:
+    """The SHARDING scheme of `layout`: "distopt" with the distributed optimizer, whatever the
+    zero field says."""
+    stage = (0, True) if layout.distributed_optimizer else (layout.zero, False)
+    return next(name for name, sharding in SHARDING.items() if sharding == stage)
+
+
 def frameworks_for(layout: Layout) -> list[str]:
     """The frameworks whose search space holds `layout` (`FRAMEWORKS` capabilities)."""
-    # The SHARDING scheme; the distributed optimizer is "distopt" whatever the zero field says.
-    stage = (0, True) if layout.distributed_optimizer else (layout.zero, False)
-    scheme = next(name for name, sharding in SHARDING.items() if sharding == stage)
+    scheme = sharding_name(layout)
     return [
         name
         for name, caps in FRAMEWORKS.items()

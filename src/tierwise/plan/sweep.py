@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
 from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
 from tierwise.perf.step import Flags
@@ -24,24 +25,31 @@ SWEEPABLE = {
     "intra": str,
     "oversubscription": float,
     "nvlink_domain_gpus": int,
+    "nodes_per_leaf": int,
 }
+CATALOG_KEYS = {"nic": catalog.nic, "intra": catalog.link}
+"""Sweepable keys whose values are catalog keys."""
 # Bisection bounds for the bandwidth search, Gb/s per NIC port.
 MIN_RATE_GBPS, MAX_RATE_GBPS = 1.0, 12800.0
 BISECTION_STEPS = 24
 
 
 def parse_vary(text: str) -> tuple[str, list[Any]]:
-    """`nics_per_node=1,2,4,8` -> ("nics_per_node", [1, 2, 4, 8])."""
+    """`nics_per_node=1,2,4,8` -> ("nics_per_node", [1, 2, 4, 8]); an unknown catalog key
+    (`nic=foo`) is the user's error here, a value whose cluster does not validate is a row."""
     key, sep, values = text.partition("=")
     key = key.strip().replace("-", "_")
     if not sep or key not in SWEEPABLE or not values.strip():
         raise SpecError(f"--vary: {text!r} is not KEY=V1,V2,... with KEY in {', '.join(SWEEPABLE)}")
     try:
-        return key, [SWEEPABLE[key](v.strip()) for v in values.split(",")]
+        parsed = [SWEEPABLE[key](v.strip()) for v in values.split(",")]
     except ValueError:
         raise SpecError(
             f"--vary: {text!r}: values of {key} must be {SWEEPABLE[key].__name__}"
         ) from None
+    for value in parsed if key in CATALOG_KEYS else []:
+        CATALOG_KEYS[key](value, field=f"--vary {key}")
+    return key, parsed
 
 
 def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
@@ -61,23 +69,26 @@ def sweep(
     framework: str = "any",
     fix: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Best plan per combination of the varied parameters; a combination where nothing
-    divides or fits is a row with ``error`` (and no numbers)."""
+    """Best plan per combination of the varied parameters, each row with the nodes, GPUs,
+    gbs and seq it ran; a combination that is no valid cluster, or where nothing divides or
+    fits, is a row with ``error`` (and no numbers)."""
     keys = [k for k, _ in varies]
     rows = []
     for values in itertools.product(*(v for _, v in varies)):
         params = dict(zip(keys, values, strict=True))
-        c = with_params(cluster, params)  # a value that is no cluster is the user's error
+        row: dict[str, Any] = {**params, "gbs": gbs, "seq": seq}
         try:
+            c = with_params(cluster, params)
+            row |= {"nodes": c.nodes, "gpus": c.world}
             best = search(
                 model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
             ).plans[0]
         except SpecError as exc:
-            rows.append({**params, "tokens_per_s": None, "mfu": None, "error": str(exc)})
+            rows.append({**row, "tokens_per_s": None, "mfu": None, "error": str(exc)})
             continue
         rows.append(
             {
-                **params,
+                **row,
                 "tokens_per_s": best["tokens_per_s"],
                 "mfu": best["mfu"],
                 "step_time_s": best["step_time_s"],

@@ -29,7 +29,10 @@ ALGO_COLORS = {
     "tree": "#a61e4d",
     "hierarchical": "#0c8599",
     "nvls": "#f59f00",
-    "sharp": "#d6336c",
+    "nvls_tree": "#e67700",
+    "collnet_direct": "#d6336c",
+    "collnet_chain": "#9c36b5",
+    "pat": "#5c940d",
     "pairwise": "#868e96",
 }
 """One colour per algorithm (the requested group's per-algorithm curves, dashed)."""
@@ -38,7 +41,10 @@ ALGO_DASHES = {
     "tree": "-.",
     "hierarchical": "--",
     "nvls": (0, (1, 1)),
-    "sharp": (0, (3, 1, 1, 1)),
+    "nvls_tree": (0, (2, 1)),
+    "collnet_direct": (0, (3, 1, 1, 1)),
+    "collnet_chain": (0, (3, 1, 1, 1, 1, 1)),
+    "pat": (0, (4, 2)),
     "pairwise": (0, (6, 2, 1, 2)),
 }
 
@@ -114,20 +120,21 @@ def _tier_nodes(cluster: ClusterSpec) -> dict[str, list[int]]:
     """Small node sets whose top tier is each tier present: one NVLink domain (intra); two
     domains under one leaf (leaf); two domains in each of two leaves (spine); two domains in
     each of two pods (core)."""
-    npd, npl = cluster.nodes_per_domain, cluster.nodes_per_leaf
-    pod = npl * (cluster.topology.leaves_per_pod or -(-cluster.nodes // npl))
+    npd, sizes, starts = cluster.nodes_per_domain, cluster.leaf_sizes, cluster.leaf_starts
     pair = list(range(2 * npd))
-    sets = {
-        "intra": list(range(npd)),
-        "leaf": pair,
-        "spine": pair + [npl + n for n in pair],
-        "core": pair + [pod + n for n in pair],
-    }
+    sets = {"intra": list(range(npd)), "leaf": pair}
+    if len(sizes) > 1 and sizes[1] >= 2 * npd:
+        sets["spine"] = pair + [starts[1] + n for n in pair]
+    pod = cluster.pod_sizes[0]  # the first leaf of the second pod
+    if cluster.pods > 1 and sizes[pod] >= 2 * npd:
+        sets["core"] = pair + [starts[pod] + n for n in pair]
     present = {t.name for t in tiers(cluster)}
     return {
         name: nodes
         for name, nodes in sets.items()
-        if name in present and (name == "intra" or 2 * npd <= npl) and max(nodes) < cluster.nodes
+        if name in present
+        and (name == "intra" or 2 * npd <= sizes[0])
+        and max(nodes) < cluster.nodes
     }
 
 

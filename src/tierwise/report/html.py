@@ -112,6 +112,7 @@ def render(inputs: ReportInputs) -> str:
         layout_text=layout_text,
         command=inputs.command,
         logs=inputs.logs,
+        doctor=inputs.doctor,
         contract_text=inputs.contract_text,
         cluster_yaml=yaml.safe_dump(dump_cluster(inputs.cluster), sort_keys=False),
         model_yaml=yaml.safe_dump(inputs.model.model_dump(mode="json"), sort_keys=False),

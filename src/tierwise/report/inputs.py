@@ -33,6 +33,7 @@ from tierwise.report.figures import (
 from tierwise.report.mapping import MappingData, mapping_data
 from tierwise.units import size_sweep
 from tierwise.verify.contract import Contract, load_contract
+from tierwise.verify.doctor import Diagnosis, diagnose
 from tierwise.verify.measured import measured
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
@@ -84,6 +85,7 @@ class ReportInputs:
     command: str
     contract_text: str | None = None
     logs: tuple[str, ...] = field(default=())
+    doctor: Diagnosis | None = None
 
     @property
     def best(self) -> ReportPlan | None:
@@ -222,8 +224,10 @@ def build_inputs(
     logs: Sequence[Path] = (),
     contract_path: Path | None = None,
     top: int = 5,
+    doctor_logs: Sequence[Path] = (),
 ) -> ReportInputs:
-    """Plan, naive placement, what-if sweep and busbw panels for one model on one cluster."""
+    """Plan, naive placement, what-if sweep and busbw panels for one model on one cluster;
+    with logs, `tierwise doctor`'s findings on `logs` and `doctor_logs` read as one run."""
     contract = load_contract(contract_path) if contract_path is not None else None
     plans = plans_from_search(model, cluster, gbs, seq, top)
     best = plans[0]
@@ -236,5 +240,6 @@ def build_inputs(
         busbw=busbw_panels(cluster, logs, contract),
         command=command,
         contract_text=contract_path.read_text() if contract_path is not None else None,
-        logs=tuple(str(p) for p in logs),
+        logs=tuple(str(p) for p in [*logs, *doctor_logs]),
+        doctor=diagnose([*logs, *doctor_logs], cluster) if (logs or doctor_logs) else None,
     )

@@ -68,7 +68,7 @@ class MappingData:
 
     cluster: str
     gpus_per_node: int
-    nodes_per_leaf: int
+    leaf_starts: tuple[int, ...]
     node_of: np.ndarray
     local_of: np.ndarray
     order: tuple[str, ...]
@@ -110,7 +110,7 @@ def mapping_data(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...]) -> Ma
     return MappingData(
         cluster.name,
         cluster.gpus_per_node,
-        cluster.nodes_per_leaf,
+        cluster.leaf_starts,
         placement.node_of,
         placement.local_of,
         order,
@@ -144,8 +144,9 @@ def mapping_figure(data: MappingData, tier_labels: dict[str, str]) -> Figure:
                 aspect="auto",
                 interpolation="nearest",
             )
-            for b in range(data.nodes_per_leaf, nodes, data.nodes_per_leaf):
-                ax.axvline(b - 0.5, color="black", lw=2.5)
+            for b in data.leaf_starts[1:]:
+                if b < nodes:
+                    ax.axvline(b - 0.5, color="black", lw=2.5)
             if annotate:
                 for (gpu, node), g in np.ndenumerate(grid):
                     if g >= 0:

@@ -47,11 +47,11 @@ class Subset:
 def subset(cluster: ClusterSpec) -> Subset:
     """The representative part of `cluster` the figure draws."""
     npl = cluster.nodes_per_leaf
-    leaves_total = -(-cluster.nodes // npl)
+    leaves_total = cluster.leaves
     leaves = min(leaves_total, 2)
     per_leaf = min(npl, MAX_NODES_DRAWN // leaves)
     nics = min(cluster.inter.nics_per_node, MAX_GPUS_DRAWN)
-    rails = cluster.topology.kind == "rail-optimized" and nics > 1
+    rails = cluster.topology.kind in {"rail-optimized", "rail-only"} and nics > 1
     return Subset(
         leaves,
         leaves_total,
@@ -104,7 +104,7 @@ def _add_node(
     leaf. Nodes of one NVLink domain (drawn under the same leaf) share one scale-up switch."""
     leaf, i = node
     g.graph.setdefault("node_x", []).append(x0 + w / 2)
-    domain = (leaf * cluster.nodes_per_leaf + i) // cluster.nodes_per_domain
+    domain = (cluster.leaf_starts[leaf] + i) // cluster.nodes_per_domain
     nvs = ("nvswitch", leaf, domain)
     if nvs not in g:
         g.add_node(nvs, kind="nvswitch", x0=x0, x1=x0 + w)
@@ -296,7 +296,9 @@ def _captions(ax: Axes, cluster: ClusterSpec, s: Subset, ts: dict[str, Tier], sl
         notes.append(
             f"NVLink domain: {cluster.domain_gpus} GPUs = {cluster.nodes_per_domain} nodes"
         )
-    notes.append(f"x {cluster.nodes_per_leaf} nodes per leaf (drawn {s.nodes_per_leaf})")
+    sizes = sorted(set(cluster.leaf_sizes))
+    per_leaf = f"{sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"{sizes[0]}"
+    notes.append(f"x {per_leaf} nodes per leaf (drawn {s.nodes_per_leaf})")
     if s.leaves_total > 1:
         notes.append(
             f"x {s.leaves_total} leaves (drawn {s.leaves}), "
@@ -310,7 +312,7 @@ def _captions(ax: Axes, cluster: ClusterSpec, s: Subset, ts: dict[str, Tier], sl
         ax.text(
             x0 + s.nodes_per_leaf * slot / 2,
             -0.35,
-            f"leaf {leaf}: {s.nodes_per_leaf} of {cluster.nodes_per_leaf} nodes",
+            f"leaf {leaf}: {s.nodes_per_leaf} of {cluster.leaf_sizes[leaf]} nodes",
             ha="center",
             va="center",
             fontsize=10.5,

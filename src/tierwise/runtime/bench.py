@@ -2,8 +2,8 @@
 
 Per size: ``warmup`` untimed then ``iters`` timed iterations, out-of-place then in-place, each
 iteration timed on its own (host clock on CPU, CUDA events on GPU), then one run on a known
-pattern to count wrong elements. With ``duration_s``, one size runs back to back for that long
-and every iteration's latency is kept (the sustained-load series).
+pattern to count wrong elements. With ``duration_s``, after that sweep the largest size runs
+back to back for that long and every iteration's latency is kept (the sustained-load series).
 
 Test hooks (env): ``TIERWISE_BENCH_CORRUPT_RANK=<r>`` makes rank r's result wrong after the
 check run; ``TIERWISE_BENCH_FAULT=kill:<r>`` or ``hang:<r>`` makes rank r SIGKILL or SIGSTOP
@@ -329,13 +329,12 @@ class BenchRunner:
 
     def _mode(self, mode: Mode, case: Case, size: int) -> HalfResult:
         cfg = self.config
-        for _ in range(cfg.warmup):
-            mode.run()
-            self.heartbeat.beat()
-        lat = time_iters(mode.run, cfg.iters, self.device)
-        self.heartbeat.beat()
-        wrong = check_mode(mode, case, self.rank, self.device) if cfg.check else None
-        return summarize(cfg.op, size, lat, wrong, self.device)
+        with self.heartbeat.during():
+            for _ in range(cfg.warmup):
+                mode.run()
+            lat = time_iters(mode.run, cfg.iters, self.device)
+            wrong = check_mode(mode, case, self.rank, self.device) if cfg.check else None
+            return summarize(cfg.op, size, lat, wrong, self.device)
 
     def row(self, size: int, count: int) -> BenchRow:
         """Both modes at one size."""
@@ -367,16 +366,16 @@ class BenchRunner:
         lat: list[float] = []
         start = time.perf_counter()
         stop = torch.zeros(1, dtype=torch.int64, device=self.device)
-        while not stop.item():
-            t0 = time.perf_counter() - start
-            chunk = time_iters(run, per_check, self.device)
-            for dt in chunk:
-                t_s.append(t0)
-                t0 += dt * 1e-6
-            lat += chunk
-            self.heartbeat.beat()
-            stop.fill_(int(time.perf_counter() - start >= duration_s))
-            dist.all_reduce(stop, dist.ReduceOp.MAX)
+        with self.heartbeat.during():
+            while not stop.item():
+                t0 = time.perf_counter() - start
+                chunk = time_iters(run, per_check, self.device)
+                for dt in chunk:
+                    t_s.append(t0)
+                    t0 += dt * 1e-6
+                lat += chunk
+                stop.fill_(int(time.perf_counter() - start >= duration_s))
+                dist.all_reduce(stop, dist.ReduceOp.MAX)
         slowest = gather_latencies(lat, self.device).amax(0).tolist()
         return Series.build(size, count, t_s, slowest, cfg.window_s)
 

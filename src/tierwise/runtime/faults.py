@@ -7,7 +7,10 @@ launcher and the CLI can use this module without the runtime extra.
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tierwise.errors import TierwiseError
@@ -118,3 +121,28 @@ class Heartbeat:
         if now - self._last >= HEARTBEAT_PERIOD_S:
             self._path.touch()
             self._last = now
+
+    @contextmanager
+    def during(self) -> Iterator[None]:
+        """Beat every `HEARTBEAT_PERIOD_S` from a thread while a block of collectives runs:
+        a long healthy block is not taken for a hang. A stopped or killed rank stops beating
+        (its threads stop with it); a collective stuck on a dead peer fails by its own timeout."""
+        if self._path is None:
+            yield
+            return
+        done = threading.Event()
+        path = self._path
+
+        def loop() -> None:
+            while not done.wait(HEARTBEAT_PERIOD_S):
+                path.touch()
+
+        thread = threading.Thread(target=loop, name="tierwise-heartbeat", daemon=True)
+        self.beat()
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+            self.beat()

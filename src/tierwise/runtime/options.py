@@ -122,11 +122,8 @@ class BenchConfig:
         return DTYPES[self.dtype]
 
     def sizes(self) -> Iterator[int]:
-        """Requested sizes in bytes: ``min, min*factor, ...`` up to ``max`` (one size with
-        ``--duration``: ``max_bytes``)."""
-        if self.duration_s is not None:
-            yield self.max_bytes
-            return
+        """Requested sizes in bytes: ``min, min*factor, ...`` up to ``max`` (``--duration``
+        adds the sustained series at the largest after them)."""
         if self.size_list is not None:
             yield from self.size_list
             return

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.placement import hierarchy
 from tierwise.schedule.jobs import JobClass
 from tierwise.schedule.step_time import STEP_TIMES, StepTimeFn, job_placement, step_time_fn
 
@@ -53,8 +54,6 @@ class SlowdownModel:
     def __init__(self, cluster: ClusterSpec, step_time: StepTimeFn | None = None):
         self.cluster = cluster
         self.step_time = step_time or step_time_fn(DEFAULT_STEP_TIME)
-        self.npl = min(cluster.nodes_per_leaf, cluster.nodes)
-        self.leaves_per_pod = cluster.topology.leaves_per_pod or cluster.nodes
         self._ideal: dict[JobClass, float] = {}
         self._cache: dict[tuple[JobClass, Signature, float | None], float] = {}
 
@@ -65,10 +64,11 @@ class SlowdownModel:
 
     def signature(self, nodes: np.ndarray) -> Signature:
         """Placement signature of `nodes` (see `Signature`)."""
-        leaves, counts = np.unique(nodes // self.npl, return_counts=True)
+        _, leaf, pod = hierarchy(self.cluster, nodes)
+        _, first, counts = np.unique(leaf, return_index=True, return_counts=True)
         pods: dict[int, list[int]] = {}
-        for leaf, n in zip(leaves.tolist(), counts.tolist(), strict=True):
-            pods.setdefault(leaf // self.leaves_per_pod, []).append(n)
+        for p, n in zip(pod[first].tolist(), counts.tolist(), strict=True):
+            pods.setdefault(p, []).append(n)
         return tuple(sorted(tuple(sorted(c, reverse=True)) for c in pods.values()))
 
     def ideal_step_s(self, cls: JobClass) -> float:

@@ -1,8 +1,9 @@
 """Cluster state on the switch tree: which nodes are free, down or drained, per leaf and pod.
 
-Node i sits under leaf `i // nodes_per_leaf`; leaf l under pod `l // leaves_per_pod` (a 2-level
-tree has one pod). Allocation is node-exclusive. Counts per leaf are kept incrementally so
-policies read them in O(leaves).
+Leaves hold consecutive nodes (`ClusterSpec.leaf_sizes`: equal leaves, the last one perhaps
+partly filled, or the sizes a topology.conf lists), and pods hold consecutive leaves the same
+way (a 2-level tree has one pod). Allocation is node-exclusive. Counts per leaf are kept
+incrementally so policies read them in O(leaves).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.placement import block_of, hierarchy
 
 FREE = -1
 """`owner` value of an idle, schedulable node."""
@@ -40,12 +42,13 @@ class ClusterState:
     def __init__(self, cluster: ClusterSpec, down: Iterable[int] = (), drained: Iterable[int] = ()):
         self.cluster = cluster
         self.nodes = cluster.nodes
-        self.nodes_per_leaf = min(cluster.nodes_per_leaf, cluster.nodes)
-        self.leaves = -(-self.nodes // self.nodes_per_leaf)
-        self.leaves_per_pod = cluster.topology.leaves_per_pod or self.leaves
-        self.pods = -(-self.leaves // self.leaves_per_pod)
-        self.leaf_of = np.arange(self.nodes) // self.nodes_per_leaf
-        self.pod_of_leaf = np.arange(self.leaves) // self.leaves_per_pod
+        self.nodes_per_leaf = cluster.nodes_per_leaf
+        self.leaves = cluster.leaves
+        self.leaves_per_pod = cluster.leaves_per_pod
+        self.pods = cluster.pods
+        self.leaf_of = hierarchy(cluster, np.arange(self.nodes))[1]
+        self.leaf_start = np.asarray(cluster.leaf_starts, dtype=np.int64)
+        self.pod_of_leaf = block_of(cluster.pod_sizes, np.arange(self.leaves))
         self.leaf_size = np.bincount(self.leaf_of, minlength=self.leaves)
         self.down = frozenset(_checked(down, self.nodes, "down"))
         self.drained = frozenset(_checked(drained, self.nodes, "drained"))
@@ -60,8 +63,8 @@ class ClusterState:
         """Free node indices (of one leaf, or all), ascending."""
         if leaf is None:
             return np.flatnonzero(self.owner == FREE)
-        lo = leaf * self.nodes_per_leaf
-        return lo + np.flatnonzero(self.owner[lo : lo + self.nodes_per_leaf] == FREE)
+        lo = int(self.leaf_start[leaf])
+        return lo + np.flatnonzero(self.owner[lo : lo + int(self.leaf_size[leaf])] == FREE)
 
     def whole_free_leaves(self) -> np.ndarray:
         """Leaves whose every usable node is free (and that have one)."""

@@ -29,7 +29,7 @@ from tierwise.collectives.predict import group_shape, time_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import Placement, nic_sharing
+from tierwise.hardware.placement import Placement, hierarchy, nic_sharing
 from tierwise.perf.comm import CommFn
 from tierwise.perf.estimate import degrees
 from tierwise.perf.groups import DEFAULT_ORDER, comm_time_s, group_ids
@@ -103,8 +103,7 @@ def widest_group(placement: Placement, groups: np.ndarray) -> int:
     """Row of `groups` that spans the most pods, then leaves, then nodes."""
     c = placement.cluster
     node = placement.node_of[groups]
-    leaf = node // c.nodes_per_leaf
-    pod = leaf // (c.topology.leaves_per_pod or c.nodes)
+    _, leaf, pod = hierarchy(c, node)
     width = groups.shape[1] + 1
     key = (_distinct(pod) * width + _distinct(leaf)) * width + _distinct(node)
     return int(np.argmax(key))

@@ -158,9 +158,13 @@ def _text_runs(
     return runs
 
 
+_SIGNED = ("p99_drift",)  # a relative change: negative when the tail got better
+
+
 def _check_fields(obj: Any, source: str, where: str = "") -> None:
     """Every field of a bench result dataclass holds its declared type: finite numbers >= 0
-    (``root`` may be -1), strings, tuples of those, nested results; else a ParseError."""
+    (``root`` may be -1, a drift any sign), strings, tuples of those, nested results; else a
+    ParseError."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value, name = getattr(obj, f.name), f"{where}{f.name}"
@@ -179,7 +183,7 @@ def _check_fields(obj: Any, source: str, where: str = "") -> None:
         kind = next(a for a in (typing.get_args(hint) or (hint,)) if a not in (type(None), ...))
         if dataclasses.is_dataclass(kind):
             for i, item in enumerate(items):
-                _check_fields(item, source, f"{name}.{i}.")
+                _check_fields(item, source, f"{name}.{i}." if items is value else f"{name}.")
             continue
         for item in items:
             _check_value(item, kind, name, source)
@@ -192,7 +196,7 @@ def _check_value(value: Any, kind: Any, name: str, source: str) -> None:
         ok = False
     else:
         ok = (kind is float or isinstance(value, int)) and math.isfinite(value)
-        ok = ok and value >= (-1 if name.endswith("root") else 0)
+        ok = ok and (name.endswith(_SIGNED) or value >= (-1 if name.endswith("root") else 0))
     if not ok:
         allowed = "a string" if kind is str else f"a finite {kind.__name__} >= 0"
         raise ParseError(f"field {name}: {value!r:.40} is not {allowed}", None, source)

@@ -63,6 +63,12 @@ class Layout(BaseModel):
     pp_layers: tuple[int, ...] | None = Field(
         None, description="layers per pipeline stage (uneven split); default even"
     )
+    dp_shard_degree: int | None = Field(
+        None,
+        ge=1,
+        description="torchtitan's data_parallel_shard_degree: HSDP shards each replica over "
+        "this many of the dp ranks and replicates over dp / it; default all dp (FSDP)",
+    )
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str = "layout") -> Layout:
@@ -127,7 +133,9 @@ class Layout(BaseModel):
         return self.global_batch * self.seq
 
     def stage_layers(self, model: ModelSpec) -> tuple[int, ...]:
-        """Layers on each pipeline stage (``pp_layers`` or an even split, remainder first)."""
+        """Layers on each pipeline stage (``pp_layers`` or an even split, remainder first).
+        With vpp > 1 a stage's layers need not divide into its virtual stages (Megatron's
+        --pipeline-model-parallel-layout splits them unevenly)."""
         if self.pp_layers is not None:
             return self.pp_layers
         base, extra = divmod(model.layers, self.pp)
@@ -174,6 +182,12 @@ class Layout(BaseModel):
                 f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
                 "parallelism"
             )
+        shard = self.dp_shard_degree
+        if shard is not None and shard < dp:
+            if dp % shard:
+                yield f"dp_shard_degree {shard} must divide dp ({dp})"
+            if self.zero < 2:
+                yield f"dp_shard_degree {shard} (HSDP) needs FSDP: zero 2 or 3, not {self.zero}"
         yield from self._stage_problems(m)
         yield from self._expert_problems(m)
 
@@ -193,8 +207,6 @@ class Layout(BaseModel):
             yield f"pp_layers sum {sum(split)} must equal layers ({m.layers})"
         if min(split) < 1:
             yield f"pp_layers {list(split)}: every stage needs >= 1 layer"
-        if not all(n % vpp == 0 for n in split):
-            yield f"pp_layers {list(split)}: each stage must be divisible by vpp ({vpp})"
 
     def _expert_problems(self, m: ModelSpec) -> Iterator[str]:
         ep, etp = self.ep, self.expert_tp
@@ -265,7 +277,14 @@ def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
         "fp8": layout.dtype == "fp8",
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
-    }
+    } | hsdp_fields(layout)
+
+
+def hsdp_fields(layout: Layout) -> dict[str, int]:
+    """``{"dp_shard": n}`` for an HSDP layout (n < dp ranks shard a replica), else empty:
+    the batch functions take it only where it is set."""
+    shard = layout.dp_shard_degree
+    return {"dp_shard": shard} if shard is not None and shard < layout.dp else {}
 
 
 def layouts_to_arrays(layouts: Sequence[Layout], model: ModelSpec) -> dict[str, np.ndarray]:

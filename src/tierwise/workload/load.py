@@ -4,14 +4,11 @@ format of DESIGN.md ("Inputs users write"), or a Hugging Face ``config.json``.""
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tierwise.errors import SpecError
-from tierwise.specio import read_json, read_yaml
+from tierwise.specio import data_yaml, read_json, read_yaml
 from tierwise.textio import is_file
 from tierwise.workload.hf import from_hf_config, is_hf_config
 from tierwise.workload.spec import ModelSpec
@@ -19,8 +16,8 @@ from tierwise.workload.spec import ModelSpec
 
 @cache
 def _presets() -> dict[str, dict[str, Any]]:
-    text = resources.files("tierwise.workload").joinpath("data/models.yaml").read_text()
-    return {entry["name"]: entry for entry in yaml.safe_load(text)["models"]}
+    models = data_yaml("tierwise.workload", "data/models.yaml")["models"]
+    return {entry["name"]: entry for entry in models}
 
 
 def preset_names() -> list[str]:

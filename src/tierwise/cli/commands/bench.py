@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from tierwise.cli.output import print_json
+from tierwise.cli.output import print_json, writable
 from tierwise.errors import TierwiseError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.runtime.faults import CheckFailure, Interrupted, quiet_torch_logs
@@ -50,7 +50,9 @@ def bench(
     root: int = typer.Option(0, "-r", "--root", help="Root rank of broadcast."),
     check: bool = typer.Option(True, "--check/--no-check", help="Count wrong elements."),
     duration: str | None = typer.Option(
-        None, "--duration", help="Sustained load at the largest size for this long (60s)."
+        None,
+        "--duration",
+        help="After the sweep, sustained load at the largest size for this long (60s).",
     ),
     window: str | None = typer.Option(
         None, "--window", help="Window of the sustained p99 drift (default: a tenth)."
@@ -74,6 +76,9 @@ def bench(
     """Benchmark a collective (flat or hierarchical) in nccl-tests' output format."""
     if not _torch_available():
         raise TierwiseError(RUNTIME_MISSING)
+    if nproc is not None and nproc < 1:
+        raise TierwiseError(f"--nproc: {nproc}; allowed: 1 or more local ranks")
+    writable(out, "--out")
     env = detect_env()
     if env is not None and nproc is not None:
         raise TierwiseError(

@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table, writable
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.verify.calibrate import calibrate
@@ -26,8 +26,9 @@ def calibrate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier."""
+    writable(out, "--out")
     points = [measured(test, cluster_spec, str(log)) for log in logs for test in parse_file(log)]
-    calibrated, fits = calibrate(points, cluster_spec)
+    calibrated, fits = calibrate(points, cluster_spec, ", ".join(str(log) for log in logs))
     if out is not None:
         out.write_text(yaml.safe_dump(dump_cluster(calibrated), sort_keys=False))
     if as_json:
@@ -39,18 +40,11 @@ def calibrate_command(
                     {
                         "tier": f.tier,
                         **f.calibration.model_dump(),
-                        "rows": [
-                            {
-                                "size_bytes": int(n),
-                                "measured_us": float(m),
-                                "before_us": float(b),
-                                "after_us": float(a),
-                                "residual": float(a / m - 1),
-                            }
-                            for n, m, b, a in zip(
-                                f.size_bytes, f.measured_us, f.before_us, f.after_us, strict=True
-                            )
-                        ],
+                        "fitted": list(f.fitted),
+                        "not_fitted": list(f.notes),
+                        "max_error_after": f.max_error_after,
+                        "sizes_off_by_more_than_15pct": f.sizes_off(),
+                        "rows": f.rows(),
                     }
                     for f in fits
                 ],
@@ -60,20 +54,41 @@ def calibrate_command(
     for f in fits:
         c = f.calibration
         console.print(
-            f"[bold]{f.tier}[/]: alpha {c.alpha_us:.2f} us per LL step, "
-            f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us"
+            line(
+                styled(str(f.tier), "bold"),
+                f": alpha {c.alpha_us:.2f} us per LL step, "
+                f"beta {c.beta_GBps:.1f} GB/s per GPU, overhead {c.overhead_us:.0f} us "
+                f"(fitted: {', '.join(f.fitted)})",
+            )
         )
+        for note in f.notes:
+            console.print(f"  {note}")
         rows = [
-            (int(n), m, b, a, f"{(a / m - 1) * 100:+.1f}%")
-            for n, m, b, a in zip(f.size_bytes, f.measured_us, f.before_us, f.after_us, strict=True)
+            (
+                r["size_bytes"],
+                r["measured_us"],
+                r["before_us"],
+                f"{r['error_before'] * 100:+.1f}%",
+                r["after_us"],
+                f"{r['error_after'] * 100:+.1f}%",
+            )
+            for r in f.rows()
         ]
         console.print(
             table(
-                f"{f.tier} fit residuals",
-                ["size B", "measured us", "catalog us", "calibrated us", "residual"],
+                f"{f.tier} fit per size (time error = predicted / measured - 1)",
+                ["size B", "measured us", "catalog us", "error", "calibrated us", "error"],
                 rows,
             )
         )
+        console.print(f"largest error after the fit: {f.max_error_after * 100:.1f}%")
+        if f.sizes_off():
+            console.print(
+                line(
+                    styled(f"still off by more than 15% at {len(f.sizes_off())} sizes:", "yellow"),
+                    " " + ", ".join(str(n) for n in f.sizes_off()),
+                )
+            )
     if out is not None:
         console.print(f"wrote {out}")
 

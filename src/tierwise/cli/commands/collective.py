@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.model import candidates
+from tierwise.collectives.model import auto_candidates, candidates
 from tierwise.collectives.predict import group_shape, predict
+from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
 from tierwise.hardware.cluster import ClusterSpec
@@ -39,7 +40,12 @@ def collective(
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e")] = "8G",
     factor: Annotated[int, typer.Option("--factor", "-f")] = 2,
     algo: Annotated[
-        str, typer.Option("--algo", help="auto|ring|tree|hierarchical|nvls|sharp|pairwise")
+        str,
+        typer.Option(
+            "--algo",
+            help="auto (NCCL's choice), ring, tree, nvls, nvls_tree, collnet_direct, "
+            "collnet_chain (sharp = either), pat, hierarchical (tierwise runtime), pairwise",
+        ),
     ] = "auto",
     explain: Annotated[
         bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
@@ -51,6 +57,10 @@ def collective(
 ) -> None:
     """Predict time, algbw and busbw of a collective per message size, as nccl-tests prints."""
     op = canonical_op(op)
+    for flag, value in (("--gpus", gpus), ("--ranks-per-node", ranks_per_node)):
+        if value is not None and value < 1:
+            raise SpecError(f"{flag}: {value}; allowed: 1 or more ranks")
+    writable(plot, "--plot")
     k = ranks_per_node or cluster_spec.gpus_per_node
     world = gpus if gpus is not None else cluster_spec.nodes * k
     placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
@@ -64,6 +74,18 @@ def collective(
         from tierwise.report.figures import busbw_figure_file
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
+    auto = set(auto_candidates(op, shape)) if explain else set()
+    explained = [
+        {
+            "algo": c.algo,
+            "proto": c.proto,
+            "lat_us": c.lat_us,
+            "algbw_GBps": c.algbw_GBps,
+            "tree_corrected": c.corrected,
+            "auto": c in auto,
+        }
+        for c in (candidates(op, shape) if explain else [])
+    ]
     if as_json:
         print_json(
             {
@@ -73,6 +95,7 @@ def collective(
                 "ranks_per_node": k,
                 "cluster": cluster_spec.name,
                 "rows": pred.rows(),
+                **({"candidates": explained} if explain else {}),
             }
         )
         return
@@ -80,11 +103,21 @@ def collective(
         format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")), nl=False
     )
     if explain:
-        rows = [(c.algo, c.proto, c.lat_us, c.algbw_GBps) for c in candidates(op, shape)]
+        rows = [
+            (
+                c["algo"],
+                c["proto"],
+                c["lat_us"],
+                c["algbw_GBps"],
+                "yes" if c["tree_corrected"] else "-",
+                "yes" if c["auto"] else "forced only",
+            )
+            for c in explained
+        ]
         console.print(
             table(
-                "candidates (time = lat + bytes / algbw)",
-                ["algo", "proto", "lat us", "algbw GB/s"],
+                "candidates (time = lat + bytes / (algbw x tree correction))",
+                ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
                 rows,
             )
         )

@@ -6,13 +6,16 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
+from tierwise.plan.space import frameworks_for
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
+from tierwise.workload.pipeline import split_text, with_split
+from tierwise.workload.spec import ModelSpec
 
 
 @cluster_options
@@ -22,10 +25,15 @@ def estimate_command(
     tp: L.TpOpt = None,
     cp: L.CpOpt = None,
     ep: L.EpOpt = None,
+    etp: L.EtpOpt = None,
     pp: L.PpOpt = None,
     vpp: L.VppOpt = None,
     pp_layers: L.PpLayersOpt = None,
+    pp_layout: L.PpLayoutOpt = None,
+    account_for_embedding_in_pipeline_split: L.AccountEmbeddingOpt = False,
+    account_for_loss_in_pipeline_split: L.AccountLossOpt = False,
     dp: L.DpOpt = None,
+    dp_shard: L.DpShardOpt = None,
     mbs: L.MbsOpt = None,
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
@@ -37,10 +45,17 @@ def estimate_command(
     grad_reduce_bf16: L.GradBf16Opt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
+    pipeline_schedule: L.PipelineScheduleOpt = None,
+    framework: L.EstimateFrameworkOpt = None,
+    attention_backend: L.AttentionBackendOpt = "flash",
+    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    moe_expert_capacity_factor: L.MoeCapacityOpt = None,
+    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
-    spec = load_model(model)
+    spec = with_capacity(load_model(model), moe_expert_capacity_factor)
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
     if dp is None:
         if cluster_spec.world % fixed:
@@ -49,35 +64,93 @@ def estimate_command(
                 f"{cluster_spec.world} GPUs; give --dp or change --nodes"
             )
         dp = cluster_spec.world // fixed
-    layout = Layout.parse(
-        {
-            "tp": tp,
-            "cp": cp,
-            "ep": ep,
-            "pp": pp,
-            "vpp": vpp,
-            "dp": dp,
-            "mbs": mbs,
-            "gbs": gbs,
-            "seq": seq,
-            "sp": sp,
-            "recompute": recompute,
-            "zero": zero,
-            "dtype": dtype,
-            "distributed_optimizer": distributed_optimizer,
-            "grad_reduce_bf16": grad_reduce_bf16,
-            "pp_layers": parse_stage_layers(pp_layers),
-        },
-        "layout",
+    fields = {
+        "tp": tp,
+        "cp": cp,
+        "ep": ep,
+        "etp": etp,
+        "pp": pp,
+        "vpp": vpp,
+        "dp": dp,
+        "mbs": mbs,
+        "gbs": gbs,
+        "seq": seq,
+        "sp": sp,
+        "recompute": recompute,
+        "zero": zero,
+        "dtype": dtype,
+        "distributed_optimizer": distributed_optimizer,
+        "grad_reduce_bf16": grad_reduce_bf16,
+        "pp_layers": parse_stage_layers(pp_layers),
+        "dp_shard_degree": dp_shard,
+    }
+    layout = Layout.parse(fields, "layout")
+    assumed = []
+    if gbs is None:
+        layout = Layout.parse({**fields, "gbs": default_global_batch(layout)}, "layout")
+        assumed.append(
+            f"--gbs not given: {layout.global_batch} sequences, one per GPU as plan and sweep "
+            f"take it ({layout.num_microbatches} micro-batches of {layout.mbs})"
+        )
+    layout, rule = with_split(
+        spec,
+        layout,
+        pp_layout,
+        account_for_embedding_in_pipeline_split,
+        account_for_loss_in_pipeline_split,
     )
-    layout.validate_for(spec, cluster_spec.world)
-    result = estimate(
-        spec, cluster_spec, layout, Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    flags = Flags(
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        pipeline_schedule=pipeline_schedule,
+        framework=framework,
+        attention_backend=attention_backend,
+        moe_token_dispatcher_type=moe_token_dispatcher_type,
+        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
     )
+    if dp_shard is not None and framework != "torchtitan":
+        raise SpecError(
+            f"--dp-shard {dp_shard}: HSDP is torchtitan's (data_parallel_shard_degree); "
+            "add --framework torchtitan"
+        )
+    if framework is not None and framework not in frameworks_for(layout):
+        runs = ", ".join(frameworks_for(layout)) or "none"
+        raise SpecError(
+            f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
+            f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
+            f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
+            f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}); frameworks that can: {runs}"
+        )
+    if layout.world != cluster_spec.world:
+        layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
+    result = estimate(spec, cluster_spec, layout, flags, rule)
+    result["assumed"] = assumed
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def default_global_batch(layout: Layout) -> int:
+    """One sequence per GPU of the layout (plan's and sweep's default), rounded up to a
+    multiple of mbs*dp. Megatron's own default, mbs*dp, is a single micro-batch: with pp > 1
+    that is a (pp-1)/pp pipeline bubble, a run nobody launches."""
+    step = layout.mbs * layout.dp
+    return -(-layout.world // step) * step
+
+
+def with_capacity(spec: ModelSpec, factor: float | None) -> ModelSpec:
+    """`spec` with its MoE capacity factor set to `factor` (Megatron's
+    --moe-expert-capacity-factor); a dense model or a factor <= 0 is a one-line error."""
+    if factor is None:
+        return spec
+    if spec.moe is None:
+        raise SpecError(f"--moe-expert-capacity-factor: {spec.name} is dense (no experts)")
+    if factor <= 0:
+        raise SpecError(f"--moe-expert-capacity-factor: {factor}; must be > 0")
+    moe = spec.moe.model_copy(update={"capacity_factor": factor})
+    return spec.model_copy(update={"moe": moe})
 
 
 def parse_stage_layers(text: str | None) -> list[int] | None:
@@ -96,18 +169,41 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
     """Human summary and the time and memory breakdown tables."""
     lay = r["layout"]
     console.print(
-        f"[bold]{model}[/] on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
-        f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
-        f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-        f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
-        f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'}"
+        line(
+            styled(str(model), "bold"),
+            f" on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
+            f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
+            f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
+            f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
+            f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
+            f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}",
+        )
     )
-    fits = "fits" if r["fits"] else "[red]does NOT fit[/]"
+    for note in r.get("assumed", []):
+        console.print(line(styled("assumed", "yellow"), f" {note}"))
+    if r["moe"] is not None:
+        moe = r["moe"]
+        console.print(
+            f"experts: {moe['dispatcher']} dispatch, {moe['routing']} routing (busiest rank "
+            f"{moe['load_imbalance']:.2f}x the mean), etp={moe['etp']}"
+            + (", all-to-alls overlapped" if moe["a2a_overlap"] else "")
+        )
+    pipe = r["pipeline"]
+    if lay["pp"] > 1:
+        console.print(
+            f"pipeline: {split_text(pipe['stage_layers'])} layers ({pipe['split']}), "
+            f"{pipe['schedule']}, bubble {pipe['bubble_fraction']:.1%} of the step"
+        )
+    fits = "fits" if r["fits"] else styled("does NOT fit", "red")
     console.print(
-        f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
-        f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
-        f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
-        f"({fits})"
+        line(
+            f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
+            f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
+            f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
+            "(",
+            fits,
+            ")",
+        )
     )
     tiers = r["comm_tiers"]
     step = r["step_time_s"]

@@ -11,7 +11,7 @@ import hostlist
 import typer
 
 from tierwise.cli.options import JsonOpt
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.ingest import (
@@ -115,7 +115,7 @@ def _finish(
     show()
     console.print(table("cluster spec", ["field", "value"], _flat(data)))
     for note in notes:
-        console.print(f"[yellow]assumed[/] {note}")
+        console.print(line(styled("assumed", "yellow"), f" {note}"))
     console.print(f"wrote {opts.out}" if opts.out else "use --out spec.yaml to write this spec")
 
 
@@ -142,10 +142,14 @@ def _show_node(topo: NodeTopology, opts: _Opts) -> None:
     intra = found["intra"] if isinstance(found["intra"], str) else found["intra"]["name"]
     switch = "NVSwitch" if topo.nvlink_switched else "no NVSwitch"
     console.print(
-        f"[bold]{topo.source}[/] ({topo.tool}): {topo.gpus_per_node} GPUs "
-        f"{topo.gpu_key or '(GPU not named)'}, {topo.nvlinks_per_gpu} NVLinks per GPU ({switch}) "
-        f"-> intra {intra}, {found['intra_GBps_per_gpu']:g} GB/s per GPU per direction; "
-        f"{len(topo.nics)} NICs, {len(topo.rails)} nearest to a GPU (rails)"
+        line(
+            styled(str(topo.source), "bold"),
+            f" ({topo.tool}): {topo.gpus_per_node} GPUs "
+            f"{topo.gpu_key or '(GPU not named)'}, {topo.nvlinks_per_gpu} NVLinks per GPU "
+            f"({switch}) "
+            f"-> intra {intra}, {found['intra_GBps_per_gpu']:g} GB/s per GPU per direction; "
+            f"{len(topo.nics)} NICs, {len(topo.rails)} nearest to a GPU (rails)",
+        )
     )
     gpu_rows = [
         (f"GPU{g.index}", g.numa_node, g.cpu_affinity, g.nvlinks, g.nearest_nic, g.nic_distance)
@@ -166,8 +170,11 @@ def _show_node(topo: NodeTopology, opts: _Opts) -> None:
 
 def _show_tree(tree: SwitchTree) -> None:
     console.print(
-        f"[bold]{tree.source}[/]: {len(tree.nodes)} nodes under {len(tree.leaves)} leaves, "
-        f"{tree.levels} switch level(s), root {', '.join(tree.roots)}"
+        line(
+            styled(str(tree.source), "bold"),
+            f": {len(tree.nodes)} nodes under {len(tree.leaves)} leaves, "
+            f"{tree.levels} switch level(s), root {', '.join(tree.roots)}",
+        )
     )
     rows = [
         (

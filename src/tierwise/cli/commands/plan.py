@@ -10,15 +10,22 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.pipeline import FRAMEWORK_SCHEDULES, SCHEDULE_VPP, schedule_for
 from tierwise.perf.step import Flags
 from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import search, tokens_per_dollar
-from tierwise.plan.space import FRAMEWORK_NAMES, frameworks_for, parse_fix
+from tierwise.plan.space import (
+    FIX_HELP,
+    FRAMEWORK_NAMES,
+    frameworks_for,
+    parse_fix,
+    sharding_name,
+)
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -46,6 +53,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
     lay = p["layout"]
     return {
         **{k: lay[k] for k in PLAN_KEYS},
+        "sharding": sharding_name(Layout(**lay)),
         "pp_layers": lay.get("pp_layers"),
         "frameworks": frameworks_for(Layout(**lay)),
         "gbs": lay["gbs"],
@@ -62,6 +70,20 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         "comm_tiers": p["comm_tiers"],
         "breakdown": p["breakdown"],
     }
+
+
+def schedule_fixes(schedule: str, framework: str, fixes: dict[str, str]) -> str:
+    """Pin the virtual stages `schedule` runs into `fixes` and return the framework to search:
+    a schedule only torchtitan runs narrows `any` to it; a clash is a one-line error."""
+    if framework == "any" and schedule not in FRAMEWORK_SCHEDULES["megatron"]:
+        framework = "torchtitan"
+    need = SCHEDULE_VPP.get(schedule)
+    schedule_for(schedule, 2, need or 2, None if framework == "any" else framework)
+    if need is not None and fixes.setdefault("vpp", str(need)) != str(need):
+        raise SpecError(
+            f"--pipeline-schedule {schedule} runs vpp {need}; --fix has vpp={fixes['vpp']}"
+        )
+    return framework
 
 
 def framework_for(framework: str, emit_kinds: list[str]) -> str:
@@ -85,6 +107,13 @@ def with_launched_config(framework: str, emit_kinds: list[str]) -> list[str]:
     return emit_kinds
 
 
+def write_out(out: Path, emitted: dict[str, str], members: Any) -> list[str]:
+    """Write the emitted configs and mapping.json into `out`; the paths written."""
+    files = {EMIT_FILES[kind]: text for kind, text in emitted.items()}
+    files[MAPPING_FILE] = json.dumps(members, indent=1) + "\n"
+    return write_files(out, files, "--out")
+
+
 @cluster_options
 def plan_command(
     cluster_spec: ClusterSpec,
@@ -92,7 +121,7 @@ def plan_command(
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
-    fix: Annotated[str | None, typer.Option("--fix", help="Pin degrees, e.g. tp=8,pp=4.")] = None,
+    fix: Annotated[str | None, typer.Option("--fix", help=FIX_HELP)] = None,
     objective: Annotated[
         str, typer.Option("--objective", help="step_time|tokens_per_dollar")
     ] = "step_time",
@@ -111,6 +140,11 @@ def plan_command(
     ] = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
+    attention_backend: L.AttentionBackendOpt = "flash",
+    pipeline_schedule: L.PipelineScheduleOpt = None,
+    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
+    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
+    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -123,8 +157,21 @@ def plan_command(
         if kind not in EMITTERS:
             raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
     framework = framework_for(framework, emit_kinds or [])
+    fixes = parse_fix(fix)
+    if pipeline_schedule is not None:
+        framework = schedule_fixes(pipeline_schedule, framework, fixes)
     emit_kinds = with_launched_config(framework, emit_kinds or [])
-    flags = Flags(tp_comm_overlap=tp_comm_overlap, cp_comm=cp_comm)
+    # One framework: its layouts are priced as it runs them (as `estimate --framework`).
+    flags = Flags(
+        tp_comm_overlap=tp_comm_overlap,
+        cp_comm=cp_comm,
+        framework=None if framework == "any" else framework,
+        attention_backend=attention_backend,
+        pipeline_schedule=pipeline_schedule,
+        moe_token_dispatcher_type=moe_token_dispatcher_type,
+        moe_router_force_load_balancing=moe_router_force_load_balancing,
+        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+    )
     gbs = cluster_spec.world if gbs is None else gbs
     result = search(
         spec,
@@ -132,7 +179,7 @@ def plan_command(
         gbs,
         seq,
         top=top,
-        fix=parse_fix(fix),
+        fix=fixes,
         objective=objective,
         flags=flags,
         framework=framework,
@@ -145,12 +192,7 @@ def plan_command(
         kind: emit(kind, spec, cluster_spec, layout, flags, framework=framework)
         for kind in emit_kinds or []
     }
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        for kind, text in emitted.items():
-            (out / EMIT_FILES[kind]).write_text(text)
-        members = group_members(cluster_spec, layout)
-        (out / MAPPING_FILE).write_text(json.dumps(members, indent=1) + "\n")
+    written = [] if out is None else write_out(out, emitted, group_members(cluster_spec, layout))
     if as_json:
         print_json(
             {
@@ -164,16 +206,20 @@ def plan_command(
                 "mapping": mapping,
                 "placement": ratios,
                 "emitted": emitted,
+                "written": written,
             }
         )
         return
     console.print(
-        f"[bold]{spec.name}[/] on {cluster_spec.world} x {cluster_spec.gpu.key} "
-        f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
-        f"layouts evaluated, {result.candidates_fitting:,} fit, "
-        f"{result.search_time_s:.2f} s"
+        line(
+            styled(str(spec.name), "bold"),
+            f" on {cluster_spec.world} x {cluster_spec.gpu.key} "
+            f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
+            f"layouts evaluated, {result.candidates_fitting:,} fit, "
+            f"{result.search_time_s:.2f} s",
+        )
     )
-    shown = (*PLAN_KEYS[:9], "dtype", "grads", "runs in")  # + precision, frameworks
+    shown = (*PLAN_KEYS[:8], "sharding", "dtype", "grads", "runs in")  # + precision, frameworks
     by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
     rows = []
     for i, p in enumerate(result.plans, 1):
@@ -236,9 +282,13 @@ def plan_command(
         "rank orders (step time / the planned order's): "
         + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
     )
+    from rich.rule import Rule
+
     for kind, text in emitted.items():
-        console.rule(kind)
+        console.print(Rule(kind), width=min(console.width, RULE_WIDTH))
         typer.echo(text)
+    if written:
+        console.print(f"wrote {', '.join(written)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.load import load_model
@@ -18,10 +18,20 @@ from tierwise.workload.load import load_model
 if TYPE_CHECKING:  # the report stack (matplotlib, networkx) loads only when a report is made
     from tierwise.report.inputs import ReportInputs
 
+DoctorLogsOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--doctor-logs",
+        help="NCCL_DEBUG output and tool printouts of the same run for the doctor section "
+        "(--doctor-logs A B ...).",
+    ),
+]
 LogsOpt = Annotated[
     list[Path] | None,
-    typer.Option("--logs", help="nccl-tests logs to draw as measured points (repeatable)."),
+    typer.Option("--logs", help="nccl-tests logs to draw as measured points: --logs A B ..."),
 ]
+MULTI_VALUE_OPTIONS = ("--logs", "--doctor-logs")
+"""Options that take several values in a row (`--logs a.txt b.txt`), see `tierwise.cli.main`."""
 
 
 def summary(inputs: ReportInputs, path: Path) -> dict:
@@ -85,6 +95,7 @@ def make_report(
     logs: list[Path],
     contract: Path | None,
     command: str,
+    doctor_logs: list[Path] | None = None,
 ) -> ReportInputs:
     """Build the inputs and write the report to `out`."""
     from tierwise.report.html import write_report
@@ -92,8 +103,7 @@ def make_report(
 
     if out.suffix.lower() not in {".html", ".htm"}:
         raise SpecError(f"--out: {str(out)!r} must end in .html")
-    if not out.parent.exists():
-        raise SpecError(f"--out: folder {str(out.parent)!r} does not exist")
+    writable(out, "--out")
     inputs = build_inputs(
         load_model(model),
         cluster,
@@ -102,6 +112,7 @@ def make_report(
         command=command,
         logs=logs,
         contract_path=contract,
+        doctor_logs=doctor_logs or [],
     )
     write_report(inputs, out)
     return inputs
@@ -114,6 +125,7 @@ def report(
     gbs: Annotated[int, typer.Option("--gbs", help="Global batch size, sequences.")] = 512,
     seq: Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")] = 4096,
     logs: LogsOpt = None,
+    doctor_logs: DoctorLogsOpt = None,
     contract: Annotated[
         Path | None,
         typer.Option("--contract", help="Fabric contract YAML: its busbw floors are drawn."),
@@ -125,7 +137,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report: topology, busbw per tier, mapping, plans, what-if."""
     command = shlex.join(["tierwise", *sys.argv[1:]])
-    inputs = make_report(model, cluster_spec, gbs, seq, out, logs or [], contract, command)
+    inputs = make_report(
+        model, cluster_spec, gbs, seq, out, logs or [], contract, command, doctor_logs
+    )
     if as_json:
         print_json(summary(inputs, out))
         return

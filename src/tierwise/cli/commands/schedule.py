@@ -11,7 +11,7 @@ import numpy as np
 import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable, write_files
 from tierwise.errors import ParseError, SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.ingest.slurm_topology import (
@@ -112,6 +112,8 @@ def simulate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a job trace under each placement policy; print JCT, utilisation and slowdowns."""
+    writable(plot, "--plot")
+    writable(trace_out, "--trace-out")
     jobs = _jobs(cluster_spec, trace, synthetic_jobs, seed, load)
     if trace_out is not None:
         write_trace(jobs, trace_out)
@@ -188,9 +190,16 @@ def synth_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write.")],
     seed: SeedOpt = 0,
     load: LoadOpt = 0.9,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a synthetic trace (documented size/TP mix) as CSV."""
-    write_trace(_jobs(cluster_spec, None, count, seed, load), out)
+    writable(out, "--out")
+    jobs = _jobs(cluster_spec, None, count, seed, load)
+    write_trace(jobs, out)
+    if as_json:
+        print_json({"cluster": cluster_spec.name, "jobs": len(jobs), "seed": seed, "out": str(out)})
+        return
+    typer.echo(f"wrote {len(jobs)} jobs to {out}")
 
 
 def read_allocations(path: Path, cluster: ClusterSpec, prefix: str) -> dict[str, list[int]]:
@@ -307,6 +316,7 @@ def topology_cmd(
     partition: Annotated[
         str, typer.Option("--partition", help="Partition of all nodes, node-exclusive.")
     ] = "gpus",
+    as_json: JsonOpt = False,
 ) -> None:
     """Emit topology.conf (topology/tree) and the matching slurm.conf node section."""
     hosts = slurm.node_names(cluster_spec, range(cluster_spec.nodes), prefix)
@@ -320,13 +330,14 @@ def topology_cmd(
         port_base=port_base,
         partition=partition,
     )
-    if out is None:
+    files = {"topology.conf": topo, "slurm-nodes.conf": nodes}
+    written = [] if out is None else write_files(out, files, "--out")
+    if as_json:
+        print_json({"cluster": cluster_spec.name, "files": files, "written": written})
+    elif out is None:
         typer.echo(topo + "\n# slurm.conf node section\n" + nodes, nl=False)
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "topology.conf").write_text(topo)
-    (out / "slurm-nodes.conf").write_text(nodes)
-    typer.echo(f"wrote {out / 'topology.conf'} and {out / 'slurm-nodes.conf'}")
+    else:
+        typer.echo(f"wrote {out / 'topology.conf'} and {out / 'slurm-nodes.conf'}")
 
 
 def parse_cmd(
@@ -368,6 +379,7 @@ def hostfile_cmd(
         str, typer.Option("--format", help="hostfile (SLURM_HOSTFILE) or rankfile (Open MPI).")
     ] = "hostfile",
     prefix: PrefixOpt = "gpu",
+    as_json: JsonOpt = False,
 ) -> None:
     """Print the SLURM_HOSTFILE or rankfile for an allocation, leaf by leaf."""
     writers = {"hostfile": slurm.hostfile, "rankfile": slurm.rankfile}
@@ -376,7 +388,12 @@ def hostfile_cmd(
     hosts = slurm.node_names(
         cluster_spec, sorted(slurm.node_indices(cluster_spec, nodelist, prefix)), prefix
     )
-    typer.echo(writers[fmt](gpus, hosts, cluster_spec.gpus_per_node), nl=False)
+    text = writers[fmt](gpus, hosts, cluster_spec.gpus_per_node)
+    if as_json:
+        ranks = slurm.rank_hosts(gpus, hosts, cluster_spec.gpus_per_node)
+        print_json({"format": fmt, "gpus": gpus, "nodes": hosts, "rank_hosts": ranks, "text": text})
+        return
+    typer.echo(text, nl=False)
 
 
 def register(root: typer.Typer) -> None:

@@ -7,27 +7,36 @@ from typing import Annotated
 import typer
 
 from tierwise.cli.model_view import show_model
-from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.cli.options import JsonOpt, cluster_argument
+from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.hardware.summary import cluster_summary
 
 show_app = typer.Typer(help="Show a cluster's tiers or a model's shape.", no_args_is_help=True)
 
 
 @show_app.command("cluster")
-@cluster_options
+@cluster_argument
 def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
     """Tiers of a cluster: per-GPU bandwidth, latency and ratio to the fastest tier."""
     s = cluster_summary(cluster_spec)
     if as_json:
-        print_json(s)
+        print_json({**s, "spec": dump_cluster(cluster_spec)})  # loads back as --cluster FILE
         return
     console.print(
-        f"[bold]{s['cluster']}[/]: {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
-        f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
-        f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) "
-        "per node"
+        line(
+            styled(str(s["cluster"]), "bold"),
+            f": {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
+            f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
+            f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) "
+            "per node",
+        )
+    )
+    leaf_nodes = sorted({s["smallest_leaf_nodes"], s["nodes_per_leaf"]})
+    console.print(
+        f"{s['topology']}: leaves {s['leaves']} x {'-'.join(map(str, leaf_nodes))} nodes, "
+        f"pods {s['pods']}; NVLink domains {s['nvlink_domains']} x "
+        f"{s['nics_per_nvlink_domain']} NICs"
     )
     rows = [
         (

@@ -9,10 +9,10 @@ import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, print_json, table
+from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.plan.space import parse_fix
+from tierwise.plan.space import FIX_HELP, parse_fix
 from tierwise.plan.sweep import MIN_RATE_GBPS, parse_vary, sweep, workload_needed_bandwidth
 from tierwise.workload.load import load_model
 
@@ -28,20 +28,19 @@ def sweep_command(
         typer.Option(
             "--vary",
             help="KEY=V1,V2 (nodes, gpus_per_node, nics_per_node, nic, intra, "
-            "oversubscription, nvlink_domain_gpus); give it once or twice",
+            "oversubscription, nvlink_domain_gpus, nodes_per_leaf); give it once or twice",
         ),
     ] = None,
     within: Annotated[
         float, typer.Option("--within", help="Bandwidth needed to stay within this % of the best.")
     ] = 10.0,
     framework: Annotated[str, typer.Option("--framework")] = "any",
-    fix: Annotated[
-        str | None, typer.Option("--fix", help="Pin degrees in every search, e.g. tp=8.")
-    ] = None,
+    fix: Annotated[str | None, typer.Option("--fix", help=f"In every search: {FIX_HELP}")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each."""
+    writable(plot, "--plot")
     spec = load_model(model)
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
@@ -78,8 +77,11 @@ def sweep_command(
         console.print(
             table(
                 "best plan per value",
-                [*keys, "tokens/s", "MFU", "layout"],
-                [(*(r[k] for k in keys), *_cells(r)) for r in rows],
+                [*keys, "GPUs", "gbs", "seq", "tokens/s", "MFU", "layout"],
+                [
+                    (*(r[k] for k in keys), r.get("gpus"), r["gbs"], r["seq"], *_cells(r))
+                    for r in rows
+                ],
             )
         )
     console.print(_need_line(spec.name, cluster_spec.name, within, need))

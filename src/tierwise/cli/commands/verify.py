@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from tierwise.cli.options import JsonOpt, LogOpOpt, cluster_options
-from tierwise.cli.output import console, fmt, print_json, table
+from tierwise.cli.output import console, fmt, line, print_json, styled, table
 from tierwise.errors import TierwiseError
 from tierwise.formats.ops import canonical_op
 from tierwise.hardware.cluster import ClusterSpec
@@ -22,7 +22,7 @@ from tierwise.verify.contract import load_contract
 from tierwise.verify.counters import Delta, deltas, interval_s, read_snapshot
 from tierwise.verify.runs import Run, load_runs
 
-_STATUS_STYLE = {"PASS": "[green]PASS[/]", "FAIL": "[bold red]FAIL[/]", "SKIP": "[yellow]SKIP[/]"}
+_STATUS_STYLE = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
 
 
 def _counter_deltas(
@@ -73,14 +73,14 @@ def _print(name: str, rows: list[Row], moved: list[Delta]) -> None:
             r.limit,
             r.margin,
             r.unit,
-            _STATUS_STYLE[r.status],
+            styled(r.status, _STATUS_STYLE[r.status]),
         )
         for r in rows
     ]
     title = f"contract {name}" + (f" on {logs[0]}" if len(logs) == 1 else "")
     console.print(table(title, columns, cells))
     for note in dict.fromkeys(f"{r.name}: {r.note}" for r in rows if r.note):
-        console.print(f"  {note}", highlight=False)
+        console.print(f"  {note}")
     if moved:
         console.print(
             table(
@@ -90,9 +90,12 @@ def _print(name: str, rows: list[Row], moved: list[Delta]) -> None:
             )
         )
     counts = {s: sum(r.status == s for r in rows) for s in _STATUS_STYLE}
-    verdict = "[green]PASSED[/]" if passed(rows) else "[bold red]FAILED[/]"
+    verdict = styled("PASSED", "green") if passed(rows) else styled("FAILED", "bold red")
     console.print(
-        f"{verdict}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
+        line(
+            verdict,
+            f": {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped",
+        )
     )
 
 

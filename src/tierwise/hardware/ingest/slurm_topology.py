@@ -18,13 +18,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate, pairwise
 from typing import Any
 
 import hostlist
 import networkx as nx
 
 from tierwise.errors import ParseError, SpecError
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, uniform_size
 
 PARAMETERS = {
     "switchname": "SwitchName",
@@ -129,14 +130,8 @@ class SwitchTree:
     def cluster_fields(self) -> tuple[dict[str, Any], list[str]]:
         """Partial cluster spec (`nodes`, `topology`) and what had to be assumed to get it."""
         notes: list[str] = []
-        sizes = self.leaf_sizes
-        npl = min(sizes)
-        nodes = len(sizes) * npl
-        if len(set(sizes)) > 1:
-            notes.append(
-                f"topology: leaves hold {min(sizes)}-{max(sizes)} nodes; the spec models "
-                f"{len(sizes)} leaves of {npl} ({nodes} of {len(self.nodes)} nodes)"
-            )
+        pods = self._pods_of_leaves()
+        sizes = [len(leaf.nodes) for pod in pods for leaf in pod]
         if len(self.roots) > 1:
             notes.append(
                 f"topology: {len(self.roots)} separate trees {list(self.roots)}; "
@@ -144,11 +139,15 @@ class SwitchTree:
             )
         topo: dict[str, Any] = {
             "kind": "single-switch" if len(sizes) == 1 else "fat-tree",
-            "nodes_per_leaf": npl,
+            "nodes_per_leaf": max(sizes),
         }
-        if self.levels >= MAX_MODELLED_LEVELS:
-            per_pod = [sum(self.switches[c].is_leaf for c in p.switches) for p in self.pods]
-            topo["leaves_per_pod"] = min(per_pod)
+        if not uniform_size(sizes):
+            topo["leaf_sizes"] = list(sizes)
+        if len(pods) > 1:
+            per_pod = [len(pod) for pod in pods]
+            topo["leaves_per_pod"] = max(per_pod)
+            if not uniform_size(per_pod):
+                topo["pod_sizes"] = per_pod
         if self.levels > MAX_MODELLED_LEVELS:
             notes.append(f"topology: {self.levels} switch levels; those above 3 count as core")
         if len(sizes) > 1:
@@ -156,7 +155,20 @@ class SwitchTree:
                 "topology: kind fat-tree and oversubscription 1.0 assumed "
                 "(topology.conf gives neither); use --oversubscription"
             )
-        return {"nodes": nodes, "topology": topo}, notes
+        return {"nodes": len(self.nodes), "topology": topo}, notes
+
+    def _pods_of_leaves(self) -> list[list[Switch]]:
+        """Leaves grouped by pod, in file order (one group on a 1- or 2-level tree); a leaf two
+        pods list counts in the first, a leaf no pod lists is a pod of its own."""
+        if self.levels < MAX_MODELLED_LEVELS:
+            return [list(self.leaves)]
+        placed: set[str] = set()
+        pods = []
+        for p in self.pods:
+            pod = [c for c in p.switches if self.switches[c].is_leaf and c not in placed]
+            placed |= set(pod)
+            pods.append([self.switches[c] for c in pod])
+        return [pod for pod in pods if pod] + [[s] for s in self.leaves if s.name not in placed]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view of the tree."""
@@ -359,8 +371,8 @@ def _numbered(prefix: str, count: int) -> list[str]:
 def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
     """The switch tree of a cluster spec, hostnames in rank order.
 
-    Leaves of nodes_per_leaf (`leaf1`...), and above them one root `spine`; with
-    leaves_per_pod and more than one pod, pods (`pod1`...) under a root `core`.
+    Leaves of the cluster's leaf sizes (`leaf1`...), and above them one root `spine`; with
+    more than one pod, pods (`pod1`...) of its pod sizes under a root `core`.
     """
     if len(hostnames) != cluster.nodes:
         raise SpecError(
@@ -368,13 +380,15 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
         )
     if len(set(hostnames)) != len(hostnames):
         raise SpecError("hostnames: a hostname is listed twice")
-    npl = cluster.nodes_per_leaf
-    blocks = [tuple(hostnames[j : j + npl]) for j in range(0, len(hostnames), npl)]
+    blocks = [
+        tuple(hostnames[j : j + n])
+        for j, n in zip(cluster.leaf_starts, cluster.leaf_sizes, strict=True)
+    ]
     leaves = [Switch(n, 0, b) for n, b in zip(_numbered("leaf", len(blocks)), blocks, strict=True)]
     switches = {s.name: s for s in leaves}
-    per_pod = cluster.topology.leaves_per_pod
-    if per_pod and len(leaves) > per_pod:
-        groups = [leaves[j : j + per_pod] for j in range(0, len(leaves), per_pod)]
+    if cluster.pods > 1:
+        bounds = accumulate(cluster.pod_sizes, initial=0)
+        groups = [leaves[a:b] for a, b in pairwise(bounds)]
         pods = [
             Switch(n, 0, switches=tuple(s.name for s in g))
             for n, g in zip(_numbered("pod", len(groups)), groups, strict=True)
@@ -392,7 +406,7 @@ def emit_topology_conf(cluster: ClusterSpec, hostnames: Sequence[str]) -> str:
     tree = tree_for(cluster, hostnames)
     header = (
         f"topology.conf for {cluster.name}: {cluster.nodes} nodes, "
-        f"{cluster.nodes_per_leaf} per leaf, {tree.levels} switch level(s), "
+        f"up to {cluster.nodes_per_leaf} per leaf, {tree.levels} switch level(s), "
         f"oversubscription {cluster.topology.oversubscription:g}:1 (tierwise)",
         "slurm.conf needs TopologyPlugin=topology/tree",
     )

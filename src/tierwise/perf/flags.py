@@ -1,0 +1,54 @@
+"""`Flags`: the framework behaviour a layout runs with (what the cost terms read)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tierwise.errors import SpecError
+
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+# Megatron-LM's --attention-backend names: flash (FlashAttention) and fused (cuDNN fused
+# attention through Transformer Engine) keep the scores on chip and skip the masked half;
+# unfused (Megatron's own softmax kernels, what 2021-22 runs used) writes them to HBM.
+ATTENTION_BACKENDS = ("flash", "fused", "unfused")
+# Megatron-core's token dispatchers (flex: DeepEP / HybridEP).
+MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Framework behaviour a layout runs with."""
+
+    tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+    scatter_nodes: bool = False
+    cp_comm: str = "p2p"  # context parallelism: "p2p" ring attention or "a2a" (Ulysses)
+    attention_backend: str = "flash"  # one of ATTENTION_BACKENDS
+    pipeline_schedule: str | None = None  # torchtitan's names; None: 1F1B / Interleaved1F1B
+    framework: str | None = None  # one of FRAMEWORKS; None: the generic DP model
+    # MoE, Megatron's names (tierwise.perf.terms.ep): --moe-token-dispatcher-type,
+    # --moe-router-force-load-balancing, --overlap-moe-expert-parallel-comm.
+    moe_token_dispatcher_type: str = "alltoall"
+    moe_router_force_load_balancing: bool = False
+    overlap_moe_expert_parallel_comm: bool = False
+
+    def __post_init__(self) -> None:
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise SpecError(
+                f"--attention-backend: {self.attention_backend!r}; allowed: "
+                f"{', '.join(ATTENTION_BACKENDS)}"
+            )
+        if self.moe_token_dispatcher_type not in MOE_DISPATCHERS:
+            raise SpecError(
+                f"--moe-token-dispatcher-type: {self.moe_token_dispatcher_type!r}; allowed: "
+                f"{', '.join(MOE_DISPATCHERS)}"
+            )
+        if self.framework is not None and self.framework not in FRAMEWORKS:
+            raise SpecError(f"--framework: {self.framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+
+    @property
+    def flash_attention(self) -> bool:
+        """A fused attention kernel (flash or cuDNN): no score matrix in HBM."""
+        return self.attention_backend != "unfused"

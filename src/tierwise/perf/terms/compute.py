@@ -1,0 +1,131 @@
+"""Compute of one micro-batch: the decoder layers' weight GEMMs, attention core and
+elementwise work, and apart from them the logits GEMM (last pipeline rank) and the input
+embedding (first rank).
+
+Forward + backward (+ recompute): each weight GEMM at the efficiency of its per-GPU shape
+(`tierwise.perf.efficiency.gemm_seconds`), the attention core at the fused-attention rate
+(a causal flash kernel skips the masked half), HBM-bound elementwise work; unfused attention
+(no flash kernel) computes every score and moves the score matrix through HBM. The
+embedding is a row gather forward and a scatter-add into its fp32 gradient backward; under
+TP each rank of the vocab-parallel table writes every token's row (masked).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tierwise.hardware.catalog import GPU
+from tierwise.perf.efficiency import (
+    CAUSAL_WORK_FRACTION,
+    attention_tflops,
+    elementwise_seconds,
+    gemm_seconds,
+    hbm_bytes_per_s,
+)
+from tierwise.perf.terms.stage import Stage
+from tierwise.workload.flops import (
+    ACT_BYTES,
+    ELEMENTWISE_BACKWARD_FACTOR,
+    PERMUTES_PER_MOE_LAYER,
+    RECOMPUTE_FULL,
+    Array,
+    LayerFlops,
+)
+from tierwise.workload.spec import ModelSpec
+
+# Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
+# scale-mask-softmax reads and writes 16-bit scores (4), dropout reads them, writes the
+# dropped scores and a 1-byte mask (5). Backward: dropout grad (2 + 1 + 2), softmax grad
+# reads the output and its grad and writes one (6). The batched GEMMs compute every score.
+UNFUSED_SCORE_BYTES_FORWARD = 9
+UNFUSED_SCORE_BYTES_BACKWARD = 11
+# Input embedding, HBM bytes per token and hidden element: forward reads the 16-bit row and
+# writes the output (2 + 2); backward reads the output gradient (2) and reads and writes the
+# fp32 gradient row (4 + 4).
+EMBEDDING_BYTES_PER_ELEMENT = 14
+
+
+class Compute(NamedTuple):
+    """Seconds of one micro-batch's compute: the decoder layers of the stage (`gemm_s`,
+    `attention_s`, `elementwise_s`), the logits GEMM (`logits_s`) and the embedding."""
+
+    gemm_s: Array
+    attention_s: Array
+    elementwise_s: Array
+    logits_s: Array
+    embedding_s: Array
+
+    @property
+    def layers_s(self) -> Array:
+        """The stage's decoder layers."""
+        return self.gemm_s + self.attention_s + self.elementwise_s
+
+
+def layer_gemm_seconds(
+    m: ModelSpec,
+    gpu: GPU,
+    layer: LayerFlops,
+    tokens: Array,
+    tp: Array,
+    ep: Array,
+    etp: Array,
+    fp8: Array,
+    expert_load: Array = 1.0,
+) -> Array:
+    """Seconds per FLOP of one layer's weight GEMMs: its QKV, output and MLP/expert GEMMs
+    (`layer`: the MoE layer of a MoE model) each at the `gemm_seconds` rate of its per-GPU
+    (M, N, K); M = `tokens` of one micro-batch on one GPU (an expert's: the tokens its EP
+    group routes to it, `expert_load` times the mean on the busiest rank, which the others
+    wait for: time, not FLOPs); experts split their columns over etp."""
+    h, moe = m.hidden, m.moe
+    routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
+    expert_tokens = tokens * routed_share * etp / tp * expert_load
+    expert_ffn = moe.expert_ffn_hidden if moe else m.ffn
+    parts = [
+        (layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h),
+        (layer.out, tokens, h, m.q_dim / tp),
+        (layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h),
+        (layer.experts * expert_load, expert_tokens, expert_ffn / etp, h),
+        (layer.router, tokens, moe.experts if moe else 1, h),
+    ]
+    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
+    return gemm_seconds(gpu, parts, fp8) / flops
+
+
+def permute_bytes(s: Stage) -> Array:
+    """HBM bytes the workload counts for copying routed tokens into expert order and back
+    (Megatron's permute / unpermute) on the stage, all passes: what a dispatcher changes."""
+    m, f = s.model, s.f
+    if m.moe is None:
+        return 0.0
+    routed = s.tokens / (1 + f["sp"] * (f["tp"] - 1)) * m.moe.top_k
+    per_layer = ACT_BYTES * routed * PERMUTES_PER_MOE_LAYER * 2 * m.hidden
+    passes = 1 + ELEMENTWISE_BACKWARD_FACTOR + (f["recompute"] == RECOMPUTE_FULL)
+    return s.layers * (m.moe_layers / m.layers) * per_layer * passes
+
+
+def compute(
+    s: Stage, flash_attention: bool = True, expert_load: Array = 1.0, permute_scale: Array = 1.0
+) -> Compute:
+    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding;
+    `expert_load`: the busiest expert rank's routed tokens over the mean; `permute_scale`:
+    the dispatcher's permute traffic over the workload's (`permute_bytes`)."""
+    m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
+    tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
+    per_flop = layer_gemm_seconds(
+        m, gpu, sf.moe_layer, s.tokens, tp, f["ep"], f["etp"], f["fp8"], expert_load
+    )
+    gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
+    logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)], f["fp8"])
+    work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
+    attention = sf.attention * work / (attention_tflops(gpu) * 1e12)
+    elementwise = elementwise_seconds(
+        gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s)
+    )
+    if not flash_attention:
+        scores = n * mbs * m.heads / tp * seq / cp * seq
+        forwards = 1 + (f["recompute"] > 0)
+        score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
+        elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
+    embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
+    return Compute(gemm, attention, elementwise, logits, embedding)

@@ -1,0 +1,255 @@
+"""Data parallelism over the dp*cp ranks of a stage: gradient reduction, weight gathers,
+and the optimizer step they shard.
+
+Generic model (no framework named): replicated optimizer, one gradient all-reduce per step;
+sharded optimizer (ZeRO-1/2, Megatron's distributed optimizer), a gradient reduce-scatter
+and an all-gather of the updated 16-bit weights per step; ZeRO-3/FSDP, weights gathered
+forward and backward and gradients reduce-scattered every micro-batch. Gradients hide
+behind backward, gathers behind forward (FSDP: behind the whole micro-batch), up to the
+compute time available.
+
+As frameworks run it (`Flags.framework`):
+
+- Megatron-LM (DDP and the distributed optimizer): gradients reduced in buckets of
+  max(40M, 1M x dp) parameters as backward produces them (megatron/training/training.py,
+  ``--ddp-bucket-size`` default; DistributedDataParallelConfig.bucket_size), weights gathered
+  bucket by bucket ahead of the forward (``--overlap-param-gather``): each bucket pays its
+  collective's latency, and the last gradient bucket and the first weight bucket stay exposed.
+- torchtitan FSDP2 (``fully_shard`` per transformer block, bf16 parameters, fp32 reduce
+  ``mixed_precision_reduce``): each block's all-gather is prefetched one block ahead of its
+  forward; zero 3 reshards after forward (``reshard_after_forward``) and gathers again ahead
+  of backward, zero 2 keeps the weights; each block's gradient reduce-scatter overlaps the
+  next block's backward, the last stays exposed. Without pipelining every micro-batch runs
+  the whole cycle; with it, gradients are reduced on the last micro-batch only, and
+  unresharded weights gathered once per step (torchtitan's default for PP).
+- DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm, with
+  ``stage3_prefetch_bucket_size`` prefetch), forward and again backward, each collective
+  paying its latency, which dominates at scale; gradients reduce-scattered every micro-step
+  in ``reduce_bucket_size`` (5e8 elements) buckets.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import NamedTuple
+
+from tierwise.perf import comm as C
+from tierwise.perf.efficiency import hbm_bytes_per_s
+from tierwise.perf.terms.stage import CommTerm, Stage, pos, select
+from tierwise.workload.flops import Array, maximum
+from tierwise.workload.memory import main_grad_bytes
+from tierwise.workload.params import NORMS_PER_LAYER, ParamCounts, norm_params, param_counts
+from tierwise.workload.spec import ModelSpec
+
+# Share of the compute window that overlapped DP/FSDP communication can really use (the
+# collectives steal SMs and memory bandwidth from the GEMMs they hide behind): assumed.
+DP_OVERLAP_EFFICIENCY = 0.9
+FORWARD_SHARE = 1.0 / 3.0  # forward / (forward + backward) compute of one micro-batch
+# HBM bytes the Adam step touches per parameter it updates: fp32 master, m, v read and
+# written (24), the gradient read (4), the 16-bit weight written (2).
+OPTIMIZER_BYTES_PER_PARAM = 30
+# Megatron DDP bucket: max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK x dp)
+# parameters (megatron/training/training.py: bucket_size = max(40000000, 1000000 * dp_size)).
+MEGATRON_BUCKET_PARAMS = 40_000_000
+MEGATRON_BUCKET_PARAMS_PER_RANK = 1_000_000
+# torchtitan FSDP2 reduces gradients in float32 (mixed_precision_reduce default).
+FSDP2_REDUCE_BYTES = 4
+# DeepSpeed's reduce_bucket_size default, elements.
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+
+
+class DataParallel(NamedTuple):
+    """DP/FSDP communication per step (`comm`: a `CommTerm`), the compute window it may hide
+    in (`window_s`), the collectives' buffer bytes per GPU (`buffer_bytes`: what a NIC must
+    carry in that window) and the optimizer step's seconds (`optimizer_s`)."""
+
+    comm: CommTerm
+    window_s: Array
+    buffer_bytes: Array
+    optimizer_s: Array
+
+
+@cache
+def _param_counts(m: ModelSpec) -> ParamCounts:
+    return param_counts(m)
+
+
+def stage_params(s: Stage) -> Array:
+    """Parameters one GPU of the stage holds: dense ones split over tp*pp, experts over
+    ep*etp*pp."""
+    f = s.f
+    counts = _param_counts(s.model)
+    experts = counts.experts
+    return (counts.total - experts) / (f["tp"] * f["pp"]) + experts / (f["ep"] * f["etp"] * f["pp"])
+
+
+def dp_comm(
+    s: Stage,
+    comm: C.CommFn,
+    compute_s: Array,
+    overlap_grad_reduce: bool = True,
+    overlap_param_gather: bool = True,
+    framework: str | None = None,
+) -> DataParallel:
+    """DP/ZeRO/FSDP communication and optimizer step of the stage `s`, per step; `compute_s`:
+    one micro-batch's compute, the window the collectives hide in; `framework`: how it runs
+    (module docstring; None: the generic model)."""
+    f, micro = s.f, s.micro
+    params = stage_params(s)
+    grads = params * main_grad_bytes(f["grad_reduce_bf16"])
+    weights = params * C.PARAM_GATHER_BYTES
+    shard = (f["zero"] >= 1) | f["distributed_optimizer"]
+    fsdp = f["zero"] >= 3
+    bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
+    fwd_window = compute_s * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * overlap_param_gather
+    ranks = f["dp"] * f["cp"]
+    buckets = 1.0
+    if framework == "megatron":  # gradients and weights move bucket by bucket
+        bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
+        buckets = -(-params // bucket)
+    rs = select(shard, lambda: buckets * comm("dpcp", "reduce_scatter", grads / buckets), _zero)
+    ag = select(shard, lambda: buckets * comm("dpcp", "all_gather", weights / buckets), _zero)
+    ar = select(shard, _zero, lambda: buckets * comm("dpcp", "all_reduce", grads / buckets))
+    # In buckets, the last gradient bucket (backward ends with it) and the first weight
+    # bucket (forward starts with it) cannot hide.
+    tail = (buckets > 1) / buckets
+    once = shard * (
+        maximum(pos(rs - bwd_window), rs * tail) + maximum(pos(ag - fwd_window), ag * tail)
+    ) + (1 - shard) * maximum(pos(ar - bwd_window), ar * tail)
+    per_micro = micro * pos(2 * ag + rs - compute_s * DP_OVERLAP_EFFICIENCY)
+    exposed = fsdp * per_micro + (1 - fsdp) * once
+    traffic = fsdp * micro * (2 * ag + rs) + (1 - fsdp) * (shard * (rs + ag) + (1 - shard) * ar)
+    window = fsdp * micro * compute_s * DP_OVERLAP_EFFICIENCY + (1 - fsdp) * (
+        bwd_window + shard * fwd_window
+    )
+    sent = (
+        (ranks - 1)
+        / ranks
+        * (
+            fsdp * micro * (2 * weights + grads)
+            + (1 - fsdp) * (shard * (grads + weights) + (1 - shard) * 2 * grads)
+        )
+    )
+    buffers = fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
+        shard * (grads + weights) + (1 - shard) * grads
+    )
+    group = "dpcp"
+    if framework in SHARDED_PER_BLOCK:
+        sharded = SHARDED_PER_BLOCK[framework](s, comm, compute_s, params)
+        group = sharded.group
+        keep = 1 - sharded.applies
+        exposed = keep * exposed + sharded.applies * sharded.exposed_s
+        traffic = keep * traffic + sharded.applies * sharded.total_s
+        sent = keep * sent + sharded.applies * (ranks - 1) / ranks * sharded.bytes
+        buffers = keep * buffers + sharded.applies * sharded.bytes
+        window = keep * window + sharded.applies * micro * compute_s * DP_OVERLAP_EFFICIENCY
+    if "dp_shard" in f:  # HSDP: optimizer states sharded over one replica's ranks
+        ranks = f["dp_shard"] * f["cp"]
+    opt_params = params / (1 + shard * (ranks - 1))
+    optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu)
+    return DataParallel(CommTerm(exposed, traffic, sent, group), window, buffers, optimizer)
+
+
+def _zero() -> float:
+    return 0.0
+
+
+class Sharded(NamedTuple):
+    """A framework's own sharded data parallelism: exposed and total seconds per step, the
+    bytes its collectives move per GPU (buffer sizes), where it applies (0/1 per layout: the
+    zero stages it runs this way) and the group kind it mostly runs on."""
+
+    exposed_s: Array
+    total_s: Array
+    bytes: Array
+    applies: Array
+    group: str
+
+
+def _prefetched(first: Array, per_block: Array, window: Array, blocks: Array) -> Array:
+    """Exposed seconds of `blocks` collectives of `per_block` each, each prefetched behind
+    one block of `window` compute: the first cannot hide."""
+    return first + (blocks - 1) * pos(per_block - window)
+
+
+def fsdp2(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
+    """torchtitan FSDP2 (zero 2: weights kept after forward; zero 3: resharded), per step.
+    HSDP (`dp_shard` in the fields): gathers and reduce-scatters within the shard group, then
+    each block's gradient shard all-reduced over the replicas."""
+    f, blocks, micro = s.f, s.layers, s.micro
+    block = params / blocks
+    group = "dpshard" if "dp_shard" in f else "dpcp"
+    ag = comm(group, "all_gather", block * C.PARAM_GATHER_BYTES)
+    rs = comm(group, "reduce_scatter", block * FSDP2_REDUCE_BYTES)
+    if group == "dpshard":
+        shard_ranks = f["dp_shard"] * f["cp"]
+        rs = rs + comm("dprep", "all_reduce", block * FSDP2_REDUCE_BYTES / shard_ranks)
+    reshard = f["zero"] >= 3
+    fwd = compute_s * FORWARD_SHARE / blocks * DP_OVERLAP_EFFICIENCY
+    bwd = compute_s * (1 - FORWARD_SHARE) / blocks * DP_OVERLAP_EFFICIENCY
+    # Behind each block's backward: the next block's gather (resharded) and the previous
+    # block's gradient reduce-scatter (when gradients sync).
+    gather_fwd = _prefetched(ag, ag, fwd, blocks)
+    bwd_sync = _prefetched(reshard * ag, reshard * ag + rs, bwd, blocks) + rs
+    bwd_nosync = reshard * _prefetched(ag, ag, bwd, blocks)
+    piped = f["pp"] > 1
+    # Without PP every micro-batch gathers and reduces; with PP gradients sync on the last
+    # micro-batch, and weights kept after forward are gathered once per step.
+    gathers = (1 - piped) * micro + piped * (reshard * micro + (1 - reshard))
+    reduces = (1 - piped) * micro + piped
+    exposed = gathers * gather_fwd + reduces * bwd_sync + (micro - reduces) * bwd_nosync
+    total = blocks * ((gathers + reshard * micro) * ag + reduces * rs)
+    moved = params * (
+        (gathers + reshard * micro) * C.PARAM_GATHER_BYTES + reduces * FSDP2_REDUCE_BYTES
+    )
+    return Sharded(exposed, total, moved, f["zero"] >= 2, group)
+
+
+def layer_modules(m: ModelSpec) -> list[tuple[float, float]]:
+    """(modules per layer, parameters each) of one average layer: every weight matrix and norm
+    DeepSpeed ZeRO-3 fetches as one collective (MoE layers weighted by their share)."""
+    h, moe_share = m.hidden, m.moe_layers / m.layers
+    dense = [
+        (1.0, h * m.q_dim),
+        (2.0, h * m.kv_dim),
+        (1.0, m.q_dim * h),
+        (float(NORMS_PER_LAYER), float(norm_params(m))),
+    ]
+    mlp = [(float(m.matmuls_per_mlp), h * m.ffn)]
+    if m.moe is None:
+        return dense + mlp
+    moe = m.moe
+    experts = [
+        (moe.experts * m.matmuls_per_mlp * moe_share, h * moe.expert_ffn_hidden),
+        (moe_share, h * moe.experts),
+        (moe.shared_experts * m.matmuls_per_mlp * moe_share, h * moe.shared_ffn),
+    ]
+    return dense + [(count * (1 - moe_share), size) for count, size in mlp] + experts
+
+
+def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
+    """DeepSpeed ZeRO-3, per step: module-by-module gathers forward and backward, bucketed
+    gradient reduce-scatters every micro-step."""
+    f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
+    ag = sum(
+        [
+            count * comm("dpcp", "all_gather", size / tp * C.PARAM_GATHER_BYTES)
+            for count, size in layer_modules(s.model)
+        ]
+    )  # one layer's modules, each its own collective
+    grads = params * main_grad_bytes(f["grad_reduce_bf16"])
+    buckets = -(-params // DEEPSPEED_REDUCE_BUCKET)
+    rs = buckets * comm("dpcp", "reduce_scatter", grads / buckets)
+    fwd = compute_s * FORWARD_SHARE / blocks * DP_OVERLAP_EFFICIENCY
+    bwd = compute_s * (1 - FORWARD_SHARE) / blocks * DP_OVERLAP_EFFICIENCY
+    per_micro = (
+        _prefetched(ag, ag, fwd, blocks)
+        + _prefetched(ag, ag + rs / blocks, bwd, blocks)
+        + rs / buckets  # the last bucket, filled as backward ends
+    )
+    total = micro * (2 * blocks * ag + rs)
+    moved = micro * (2 * params * C.PARAM_GATHER_BYTES + grads)
+    return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
+
+
+SHARDED_PER_BLOCK = {"torchtitan": fsdp2, "deepspeed": deepspeed_zero3}

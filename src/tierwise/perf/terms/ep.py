@@ -1,0 +1,118 @@
+"""Expert parallelism as Megatron-core runs it: token dispatch to the experts and back.
+
+Per MoE layer and pass (forward, backward, recompute) a dispatch and a combine on the EP
+group, by Megatron's ``--moe-token-dispatcher-type``:
+
+- ``alltoall``: each rank sends its routed tokens (top_k copies of each of its tokens: the
+  1/tp share it holds under sequence parallelism) to the ranks of their experts; with
+  expert tensor parallelism (etp > 1) the received tokens are then all-gathered over the
+  expert's TP ranks and reduce-scattered back after it (priced on the TP group).
+- ``allgather``: every rank all-gathers all tokens of the EP group and keeps the ones for
+  its experts; combine is a reduce-scatter. Independent of top_k, heavier with large EP.
+  Priced on the EP group (Megatron gathers over EP x ETP ranks: with etp > 1 this is low).
+- ``flex`` (DeepEP / HybridEP): one all-to-all that sends a token once to each NVLink
+  domain holding one of its experts and fans it out inside: the bytes of ``alltoall`` times
+  the expected share of distinct domains among top_k picks, D(1 - (1 - 1/D)^k) / k, when
+  the group spans D > 1 domains (uniform routing; D from ep*etp consecutive GPUs).
+
+The permute / unpermute copies around the dispatch are HBM traffic in the compute term,
+scaled per dispatcher (`permute_scale`).
+
+Routing sets the busiest rank's load against the mean: ``balanced`` (Megatron's
+``--moe-router-force-load-balancing``, as NVIDIA's benchmarks run) 1; ``capacity`` (the
+model's capacity factor, ``--moe-expert-capacity-factor``) buffers padded to the factor;
+``dropless`` (the default) MOE_DROPLESS_IMBALANCE. The slowest rank sets the pace of each
+all-to-all and of the expert GEMMs after it.
+
+``--overlap-moe-expert-parallel-comm`` (Megatron's combined 1F1B) hides each layer's
+dispatch and combine behind the other micro-batch's compute of that layer in the steady
+state; the first and last micro-batch of a step stay exposed.
+"""
+
+from __future__ import annotations
+
+from tierwise.perf import comm as C
+from tierwise.perf.terms.stage import CommTerm, Stage, pos
+from tierwise.workload.flops import Array
+from tierwise.workload.spec import ModelSpec
+
+# Dropless routing: tokens on the busiest expert rank over the mean. Assumed, not fitted:
+# with an auxiliary balance loss the batch-level maximum violation stays around 0.1-0.3
+# once training settles (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing Strategy for
+# Mixture-of-Experts", MaxVio figures); 1.2 sits in that range.
+MOE_DROPLESS_IMBALANCE = 1.2
+# Share of the other micro-batch's layer compute the overlapped all-to-alls can use.
+EP_OVERLAP_EFFICIENCY = 0.9
+
+
+def permute_scale(dispatcher: str, ep: Array, top_k: int) -> Array:
+    """Permute / unpermute HBM traffic of `dispatcher` over the alltoall dispatcher's (which
+    copies each routed token into expert order and back): allgather scans the tokens of all
+    ep ranks where alltoall moves top_k copies of its own; flex (DeepEP) permutes inside its
+    dispatch and combine kernels."""
+    if dispatcher == "flex":
+        return 0.0
+    if dispatcher == "allgather":
+        return ep / top_k
+    return 1.0
+
+
+def routing(m: ModelSpec, force_balance: bool) -> tuple[str, float]:
+    """Routing name and the busiest rank's routed tokens over the mean (module docstring)."""
+    if m.moe is not None and m.moe.capacity_factor:
+        return "capacity", m.moe.capacity_factor
+    if force_balance:
+        return "balanced", 1.0
+    return "dropless", MOE_DROPLESS_IMBALANCE
+
+
+def domain_share(domains: Array, top_k: int) -> Array:
+    """Expected distinct NVLink domains among a token's top_k experts (uniform routing) per
+    copy sent: 1 inside one domain (every copy goes over NVLink)."""
+    spread = domains * (1 - (1 - 1 / domains) ** top_k) / top_k
+    return (domains > 1) * spread + (domains <= 1)
+
+
+def ep_comm(
+    s: Stage,
+    comm: C.CommFn,
+    dispatcher: str = "alltoall",
+    force_balance: bool = False,
+    overlap: bool = False,
+    layer_compute_s: Array = 0.0,
+    domain_gpus: int = 8,
+) -> CommTerm:
+    """EP communication of one micro-batch on the stage `s` (zero for a dense model);
+    `layer_compute_s`: one layer's compute, what overlap hides behind; `domain_gpus`: GPUs
+    per NVLink domain (flex)."""
+    m, f = s.model, s.f
+    if m.moe is None:
+        return CommTerm(0.0, 0.0, 0.0, "ep")
+    tp, sp, ep, etp = f["tp"], f["sp"], f["ep"], f["etp"]
+    top_k = m.moe.top_k
+    _, load = routing(m, force_balance)
+    local = s.tokens / (1 + sp * (tp - 1))  # tokens this rank routes
+    if dispatcher == "allgather":
+        gathered = C.activation_bytes(local * ep, m.hidden)
+        per_layer = comm("ep", "all_gather", gathered) + comm("ep", "reduce_scatter", gathered)
+        sent = 2 * gathered * (ep - 1) / ep
+    else:
+        buffer = C.activation_bytes(local * top_k * load, m.hidden)
+        if dispatcher == "flex":
+            buffer = buffer * domain_share(-(-ep * etp // domain_gpus), top_k)
+        per_layer = C.A2A_PER_MOE_PASS * comm("ep", "alltoall", buffer)
+        sent = C.A2A_PER_MOE_PASS * buffer * (ep - 1) / ep
+        expert_tp = C.activation_bytes(local * top_k * load * etp, m.hidden) * (etp > 1)
+        per_layer = (
+            per_layer
+            + comm("tp", "all_gather", expert_tp)
+            + comm("tp", "reduce_scatter", expert_tp)
+        )
+    layers = s.layers * (m.moe_layers / m.layers) * s.passes
+    total = layers * per_layer
+    exposed = total
+    if overlap:  # steady-state micro-batches hide behind the other one's layer compute
+        hidden_share = (s.micro - 1) / s.micro
+        steady = layers * pos(per_layer - EP_OVERLAP_EFFICIENCY * layer_compute_s)
+        exposed = hidden_share * steady + (1 - hidden_share) * total
+    return CommTerm(exposed, total, layers * sent, "ep")

@@ -1,0 +1,106 @@
+"""What every cost term reads: the busiest pipeline stage of a layout, per micro-batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tierwise.hardware.catalog import GPU
+from tierwise.perf import comm as C
+from tierwise.workload.flops import RECOMPUTE_FULL, Array, StageFlops, flops_batch, maximum
+from tierwise.workload.layout import middle_stage_layers
+from tierwise.workload.spec import ModelSpec
+
+
+class CommTerm(NamedTuple):
+    """One parallel dimension's communication on one GPU: seconds left on the critical path
+    (`exposed_s`) and in all (`total_s`), bytes sent (`bytes`), and the group kind of
+    `tierwise.perf.groups.GROUP_KINDS` it runs on (its tier). Per micro-batch, except DP
+    (per step)."""
+
+    exposed_s: Array
+    total_s: Array
+    bytes: Array
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """The busiest pipeline stage of a layout (scalars, or arrays over layouts)."""
+
+    model: ModelSpec
+    gpu: GPU
+    f: dict[str, Any]
+    """Layout fields (`tierwise.workload.layout.LAYOUT_ARRAY_FIELDS`)."""
+    layers: Array
+    """Layers the terms are priced for: the most any pipeline rank holds."""
+    first: Array
+    """Layers on the first pipeline rank (it also runs the input embedding)."""
+    middle: Array
+    """The most layers on a rank between the first and the last (0 where pp <= 2)."""
+    last: Array
+    """Layers on the last pipeline rank (it also runs the logits and the loss)."""
+    flops: StageFlops
+    """Training FLOPs and elementwise bytes of one micro-batch on the stage."""
+    tokens: Array
+    """Tokens of one micro-batch on one GPU: mbs * seq / cp."""
+    act: Array
+    """Bytes of one 16-bit activation tensor of `tokens` x hidden."""
+    passes: Array
+    """Passes over each layer per micro-batch: forward, backward, recompute forward (full)."""
+    micro: Array
+    """Micro-batches per step on each pipeline: gbs / (mbs * dp)."""
+
+
+def stage_of(
+    m: ModelSpec, gpu: GPU, f: dict[str, Any], middle_layers: Array | None = None
+) -> Stage:
+    """The pipeline's stages: the first and last from `f`, the middle ones holding at most
+    `middle_layers` (default the planner's split: the same count on every middle stage)."""
+    first, last, pp = f["first_stage_layers"], f["last_stage_layers"], f["pp"]
+    if middle_layers is None:
+        middle_layers = middle_stage_layers(m.layers, pp, first, last)
+    middle = (pp > 2) * middle_layers
+    n = maximum(maximum(first, last), middle)
+    mbs, seq, cp = f["mbs"], f["seq"], f["cp"]
+    flops = flops_batch(
+        m,
+        seq=seq,
+        mbs=mbs,
+        tp=f["tp"],
+        cp=cp,
+        pp=f["pp"],
+        sp=f["sp"],
+        recompute=f["recompute"],
+        stage_layers=n,
+    )
+    tokens = mbs * seq / cp
+    return Stage(
+        model=m,
+        gpu=gpu,
+        f=f,
+        layers=n,
+        first=first,
+        middle=middle,
+        last=last,
+        flops=flops,
+        tokens=tokens,
+        act=C.activation_bytes(tokens, m.hidden),
+        passes=2 + (f["recompute"] == RECOMPUTE_FULL),
+        micro=f["gbs"] / (mbs * f["dp"]),
+    )
+
+
+def select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
+    """`if_true()` where `cond`, else `if_false()`; a python bool calls only the one it picks."""
+    if isinstance(cond, bool | np.bool_):
+        return if_true() if cond else if_false()
+    return cond * if_true() + (1 - cond) * if_false()
+
+
+def pos(x: Array) -> Array:
+    """max(x, 0) for scalars and arrays (a float either way)."""
+    return x * (x > 0) + 0.0

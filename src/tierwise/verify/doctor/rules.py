@@ -1,0 +1,582 @@
+"""The doctor's catalog of rules (documented in docs/doctor-rules.md).
+
+Each rule looks at ``Facts`` and, when its cause shows, returns a severity, the evidence
+lines and the fix. ``weight`` is the share of the tier's bandwidth the cause typically costs:
+a ranking prior, with its source in the catalog doc; ``ranking`` turns it into GB/s when an
+nccl-tests table gives the gap.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tierwise.verify.doctor.facts import KEEP, Facts, HostRun
+from tierwise.verify.doctor.model import Evidence, Finding, Severity
+
+Hit = tuple[Severity, Sequence[Evidence], str]
+"""(severity, evidence, detail appended to the title)."""
+
+NVLS_GPUS = ("H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300")
+"""GPU names with NVLink SHARP on an NVSwitch baseboard (not their PCIe cards)."""
+
+LOOPBACK_PREFIXES = ("lo", "docker", "virbr", "veth", "cni", "flannel")
+"""Interfaces that cannot carry traffic between nodes (NCCL's own default skips lo, docker)."""
+
+DEGRADED_RATIO = 0.9
+"""A port below this fraction of its peers' rate counts as trained down."""
+
+FAST_NVLINK_GBPS = 450.0
+"""Per-GPU NVLink bandwidth (GB/s, NVLink 4 = H100) from which 16 channels are the floor."""
+
+SLOW_NODE_RATIO = 0.75
+"""A run below this fraction of the best busbw of runs of the same op is slow."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One catalog entry; ``check`` returns a Hit or None."""
+
+    id: str
+    category: str
+    tier: Literal["inter", "intra", "any"]
+    weight: float
+    title: str
+    fix: str
+    check: Callable[[Facts], Hit | None]
+
+    def apply(self, facts: Facts) -> Finding | None:
+        """The finding when the rule fires."""
+        hit = self.check(facts)
+        if hit is None:
+            return None
+        severity, evidence, detail = hit
+        unique = [
+            Evidence(e.file, e.line, e.text.strip()[:300])
+            for e in sorted(set(evidence), key=lambda e: (e.file, e.line))[:KEEP]
+        ]
+        return Finding(
+            id=self.id,
+            category=self.category,
+            severity=severity,
+            title=self.title + (f": {detail}" if detail else ""),
+            evidence=tuple(unique),
+            fix=self.fix,
+            tier=self.tier,
+            weight=self.weight,
+        )
+
+
+def _multi_node(f: Facts) -> bool:
+    """More than one node (network connections count as proof, see ``Facts.node_count``)."""
+    return (f.node_count or 1) > 1
+
+
+def _is_gpu(names: set[str], families: Sequence[str]) -> bool:
+    """A GPU of ``families`` on an NVSwitch baseboard (not a PCIe card, not an NVL pair)."""
+    return any(
+        fam in name and "PCIe" not in name and not name.rstrip().endswith("NVL")
+        for name in names
+        for fam in families
+    )
+
+
+# --- socket_fallback ---------------------------------------------------------------------------
+
+
+def _socket(f: Facts) -> Hit | None:
+    socket_conns = f.transport_evidence("NET/Socket")
+    chose_socket = f.seen("using_network_socket")
+    if not chose_socket and f.socket_lines and f.seen("no_ib_device"):  # NCCL < 2.5 says no more
+        chose_socket = f.socket_lines
+    unusable = f.seen("ib_open_failed")  # an RDMA device is there but cannot be opened
+    if not socket_conns and not (chose_socket and (_multi_node(f) or unusable)):
+        return None
+    if f.nic_kind == "eth":
+        return None  # a TCP-only fabric (--cluster says so) runs NCCL over sockets by design
+    why = [
+        e
+        for key in ("ib_open_failed", "no_ib_device", "libibverbs", "ofi_efa_only", "no_net_plugin")
+        for e in f.seen(key)[:2]
+    ]
+    disabled = f.env.get("NCCL_IB_DISABLE")
+    ev = [*chose_socket[:2], *why, *socket_conns[:3]]
+    if disabled and disabled[0] == "1":
+        ev.append(disabled[1])
+        return "warning", ev, "NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off"
+    forced = f.env.get("NCCL_NET")
+    if forced and forced[0].lower() == "socket":
+        return "warning", [forced[1], *ev], "NCCL_NET=Socket forces TCP"
+    if unusable:
+        return "error", ev, "the RDMA device cannot be opened (container without its devices?)"
+    if f.seen("ofi_efa_only"):
+        return "error", ev, "no EFA device for the OFI plugin, traffic goes over TCP"
+    return "error", ev, "NCCL found no RDMA device and fell back to TCP sockets"
+
+
+# --- no_gdr ------------------------------------------------------------------------------------
+
+
+def _no_gdr(f: Facts) -> Hit | None:
+    plain = f.transport_evidence("NET/IB", gdr=False)
+    with_gdr = f.transport_count("NET/IB", gdr=True)
+    disabled = [e for e in f.gdr_disabled if "NET/IB" in e.text and "distance" not in e.text]
+    flag_off = [e for g, e in f.gdr_flag if g == 0]
+    flag_on = any(g == 1 for g, _ in f.gdr_flag)
+    uses_ib = bool(plain) or (bool(f.ib_nics) and _multi_node(f))
+    if with_gdr or flag_on or not uses_ib:
+        return None
+    chosen = [e for e in f.gdr_disabled if "distance" in e.text]
+    if chosen and not disabled:
+        return None  # NCCL chose host staging: the NIC is too far from the GPU for GDR
+    ev = [*disabled[:3], *plain[:3], *flag_off[:2], *f.xml_gdr_off[:2]]
+    level = f.env.get("NCCL_NET_GDR_LEVEL")
+    if level and level[0].upper() in ("LOC", "0"):
+        return "warning", [level[1], *ev], f"NCCL_NET_GDR_LEVEL={level[0]} turns it off"
+    if not (disabled or plain or f.xml_gdr_off):
+        return None
+    detail = "the GPU memory is not registered with the NIC"
+    if any("no module" in e.text for e in disabled):
+        detail += " (no nvidia-peermem module)"
+    return "warning", ev, detail
+
+
+# --- nic_selection ----------------------------------------------------------------------------
+
+
+def _loopback(f: Facts) -> Hit | None:
+    ifaces = f.socket_ifaces | f.bootstrap_ifaces
+    bad = sorted(i for i in ifaces if i.startswith(LOOPBACK_PREFIXES))
+    forced = f.env.get("NCCL_SOCKET_IFNAME")
+    no_iface = f.seen("no_interface")
+    if no_iface:
+        ev = [*no_iface[:3], *([forced[1]] if forced else [])]
+        return "error", ev, "no usable network interface for NCCL's sockets"
+    if not bad:
+        return None
+    lines = [e for e in f.socket_lines + f.bootstrap_lines if any(b in e.text for b in bad)]
+    if _multi_node(f):
+        return "error", lines[:4], f"NCCL uses {', '.join(bad)}, which does not reach other nodes"
+    if forced and forced[0].lstrip("=^").startswith(LOOPBACK_PREFIXES):
+        return (
+            "warning",
+            [forced[1], *lines[:2]],
+            f"NCCL_SOCKET_IFNAME={forced[0]} pins a local-only interface",
+        )
+    return None
+
+
+def _nic_subset(f: Facts) -> Hit | None:
+    hca = f.env.get("NCCL_IB_HCA")
+    rdma = [
+        p
+        for p in f.ports
+        if p.state == "active"
+        and (p.link_layer or "").lower() in ("infiniband", "ethernet")
+        and p.device.startswith("mlx")
+    ]
+    used = len(f.ib_nics)
+    if hca is None or not used or len(rdma) <= used:
+        return None
+    ev = [hca[1], *f.ib_nic_lines[:1], *[p.state_evidence for p in rdma if p.state_evidence][:3]]
+    return (
+        "warning",
+        ev,
+        f"NCCL_IB_HCA={hca[0]} leaves {len(rdma) - used} of {len(rdma)} active RDMA ports unused",
+    )
+
+
+# --- p2p_disabled_or_acs -----------------------------------------------------------------------
+
+
+def _p2p(f: Facts) -> Hit | None:
+    disabled = f.env.get("NCCL_P2P_DISABLE")
+    ev: list[Evidence] = []
+    details = []
+    if disabled and disabled[0] == "1":
+        ev.append(disabled[1])
+        details.append("NCCL_P2P_DISABLE=1")
+    level = f.env.get("NCCL_P2P_LEVEL")
+    if level and level[0].upper() in ("LOC", "0"):
+        ev.append(level[1])
+        details.append(f"NCCL_P2P_LEVEL={level[0]} allows no GPU peer path")
+    if f.seen("p2p_disabled"):
+        ev += f.seen("p2p_disabled")[:2]
+        details.append("NCCL reports P2P disabled")
+    shm = f.transport_evidence("SHM")
+    if shm and (f.nvlink_in_topo or f.nvls_available):
+        ev += shm[:2] + f.nvlink_in_topo[:1]
+        details.append("GPUs with NVLink talk through host shared memory")
+    if f.acs_enabled:
+        ev += f.acs_enabled[:3]
+        details.append("PCIe ACS is enabled (peer traffic is redirected through the root complex)")
+    if not ev:
+        return None
+    return "warning", ev, "; ".join(details)
+
+
+def _ib_protection(f: Facts) -> Hit | None:
+    ev = f.seen("ib_error_4")
+    if not ev:
+        return None
+    return "error", ev[:4], "NIC writes into GPU memory fail (IB error 4: local protection)"
+
+
+# --- nvls_unavailable --------------------------------------------------------------------------
+
+
+def _nvls(f: Facts) -> Hit | None:
+    bind = f.seen("nvls_bind")
+    if bind:
+        return "error", bind[:4], "NVLink SHARP multicast memory could not be set up"
+    capable = _is_gpu(f.gpu_names, NVLS_GPUS) or any("NV18" in e.text for e in f.nvlink_in_topo)
+    if not capable or f.nvls_available:
+        return None
+    env = f.env.get("NCCL_NVLS_ENABLE")
+    if env and env[0] == "0":
+        return "warning", [env[1]], "NCCL_NVLS_ENABLE=0 turns NVLink SHARP off"
+    algo = f.env.get("NCCL_ALGO")
+    if algo and _leaves_out_nvls(algo[0]):
+        return "warning", [algo[1]], f"NCCL_ALGO={algo[0]} leaves NVLS out"
+    if f.nvls_unavailable:
+        return (
+            "warning",
+            f.nvls_unavailable[:3],
+            "NCCL sees no NVLink SHARP multicast on these GPUs",
+        )
+    return None
+
+
+def _leaves_out_nvls(value: str) -> bool:
+    """Whether an NCCL_ALGO value (``Ring,Tree``, ``^NVLS``, ``allreduce:ring``) excludes NVLS."""
+    names = value.lower()
+    return "nvls" in names if names.startswith("^") else "nvls" not in names
+
+
+# --- link_degraded -----------------------------------------------------------------------------
+
+
+def _link(f: Facts) -> Hit | None:
+    used = set(f.ib_nics)
+    sockets = f.socket_ifaces | f.bootstrap_ifaces  # Ethernet ports count when NCCL uses them
+    ports = [
+        p
+        for p in f.ports
+        if (p.device in sockets if p.kind == "eth" else not used or p.device in used)
+    ]
+    ev: list[Evidence] = []
+    details: list[str] = []
+    down = [p for p in ports if p.state not in (None, "active", "up") and p.kind == "rdma"]
+    if down:
+        ev += [e for p in down for e in (p.evidence, p.state_evidence) if e]
+        details.append(", ".join(f"{p.device} port {p.port} {p.state}" for p in down[:4]))
+    for group in {(p.link_layer, p.model) for p in ports}:  # same link layer, same NIC model
+        peers = [
+            p
+            for p in ports
+            if (p.link_layer, p.model) == group and p.rate_Gbps and p.state in (None, "active")
+        ]
+        top = max((p.rate_Gbps or 0 for p in peers), default=0)
+        slow = [p for p in peers if (p.rate_Gbps or 0) < DEGRADED_RATIO * top]
+        if slow and len(slow) < len(peers):
+            ev += [e for p in slow for e in (p.evidence, p.rate_evidence) if e]
+            details += [f"{p.device} at {p.rate_Gbps:g} Gb/s (peers {top:g})" for p in slow[:4]]
+    gens = [s for s, _ in f.pcie_links]
+    if gens and min(gens) < DEGRADED_RATIO * max(gens):
+        ev += [e for s, e in f.pcie_links if s < DEGRADED_RATIO * max(gens)][:3]
+        details.append(f"a GPU PCIe link at {min(gens):g} GT/s (others {max(gens):g})")
+    if not ev:
+        return None
+    return "warning", ev, "; ".join(details)
+
+
+# --- roce_config -------------------------------------------------------------------------------
+
+
+def _roce(f: Facts) -> Hit | None:
+    ev = f.seen("ib_error_12") + f.seen("modify_qp_failed")
+    if not ev:
+        return None
+    gid = f.env.get("NCCL_IB_GID_INDEX")
+    detail = "RDMA connections time out between NICs"
+    if gid is None and "RoCE" in f.ib_nics.values():
+        detail += " (RoCE NICs, NCCL_IB_GID_INDEX not set)"
+    return "error", ev[:4] + f.ib_nic_lines[:1], detail
+
+
+# --- container_limits --------------------------------------------------------------------------
+
+
+def _shm(f: Facts) -> Hit | None:
+    ev = f.seen("shm_create") + f.seen("bus_error")
+    if not ev:
+        return None
+    return "error", ev[:4], "/dev/shm is too small for NCCL's shared-memory buffers"
+
+
+def _memlock(f: Facts) -> Hit | None:
+    ev = f.seen("reg_mr_failed")
+    return (
+        ("error", ev[:3], "the locked-memory limit stops NIC memory registration") if ev else None
+    )
+
+
+# --- topology_detection ------------------------------------------------------------------------
+
+
+def _topology(f: Facts) -> Hit | None:
+    ev = f.seen("topo_real_path") + f.seen("topo_affinity") + f.seen("topo_not_pci")
+    if not ev:
+        return None
+    severity: Severity = "error" if any("NCCL WARN" in e.text for e in ev) else "warning"
+    return severity, ev[:4], "NCCL cannot read the PCI topology from /sys (VM or container)"
+
+
+# --- collnet_sharp -----------------------------------------------------------------------------
+
+
+def _collnet(f: Facts) -> Hit | None:
+    ev = f.seen("collnet_fallback") + f.seen("sharp_error")
+    enabled = f.env.get("NCCL_COLLNET_ENABLE")
+    if not ev and enabled and enabled[0] == "1" and f.collnet_channels == 0:
+        ev = [enabled[1]]
+    if not ev:
+        return None
+    return "warning", ev[:4], "SHARP in-network reduction was requested but is not in use"
+
+
+# --- channels ----------------------------------------------------------------------------------
+
+
+def _channels(f: Facts) -> Hit | None:
+    caps = [
+        (int(v), e)
+        for k in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")
+        if (item := f.env.get(k))
+        for v, e in [item]
+        if v.isdigit()
+    ]
+    if not caps:
+        return None
+    cap, ev = min(caps, key=lambda c: c[0])
+    needed = channels_needed(f)
+    if cap >= needed:
+        return None
+    coll = [e for n, e in f.coll_channels if n <= cap][:2]
+    return (
+        "warning",
+        [ev, *coll],
+        f"at most {cap} channels, {needed} needed to keep every link busy",
+    )
+
+
+def channels_needed(f: Facts) -> int:
+    """Channels a run needs: two per NIC a process sees (maintainer, NVIDIA/nccl issue 438:
+    two channels per NIC keep it busy), and on H100-class NVLink (NVLink 4+, or such a GPU
+    in the log) at least 16 (NCCL builds 32 coll channels on H100, e.g. NVIDIA/nccl issue
+    1050's log); 8 elsewhere."""
+    fast_nvlink = _is_gpu(f.gpu_names, NVLS_GPUS) or (f.intra_GBps or 0) >= FAST_NVLINK_GBPS
+    return max(16 if fast_nvlink else 8, 2 * max(f.nics_per_process, 1))
+
+
+# --- slow_node ---------------------------------------------------------------------------------
+
+
+def _slow_node(f: Facts) -> Hit | None:
+    groups: dict[str, list[HostRun]] = {}
+    for run in f.runs:
+        groups.setdefault(run.op or "", []).append(run)
+    for runs in groups.values():
+        if len(runs) < 3:
+            continue
+        best = max(r.busbw_GBps for r in runs)
+        slow = [r for r in runs if r.busbw_GBps < SLOW_NODE_RATIO * best]
+        fast_hosts = {h for r in runs if r not in slow for h in r.hosts}
+        counts = Counter(h for r in slow for h in r.hosts if h not in fast_hosts)
+        if not counts:
+            continue
+        suspects = sorted(counts, key=lambda h: (-counts[h], h))
+        named = ", ".join(f"{h} ({counts[h]} of {len(slow)} slow runs)" for h in suspects[:4])
+        detail = f"runs below {SLOW_NODE_RATIO:g} x the best ({best:g} GB/s) include {named}"
+        return "warning", [r.evidence for r in slow], detail
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "net-socket",
+        "socket_fallback",
+        "inter",
+        0.9,
+        "Inter-node traffic uses TCP sockets instead of InfiniBand/RoCE",
+        "Make the RDMA devices visible: install rdma-core/libibverbs (MLNX_OFED/DOCA) on the host"
+        " and in the image, run containers with --device=/dev/infiniband --cap-add=IPC_LOCK"
+        " --ulimit memlock=-1 (Kubernetes: the RDMA device plugin), check `ibv_devinfo` shows"
+        " PORT_ACTIVE, unset NCCL_IB_DISABLE; on AWS install aws-ofi-nccl and set"
+        " FI_PROVIDER=efa; NCCL_IB_HCA must name existing devices.",
+        _socket,
+    ),
+    Rule(
+        "gdr-off",
+        "no_gdr",
+        "inter",
+        0.5,
+        "GPUDirect RDMA is off: NIC traffic is staged through host memory",
+        "Load the peer-memory module (`modprobe nvidia-peermem`; built with the driver after"
+        " MLNX_OFED) or use DMA-BUF (open kernel driver, Linux >= 5.12, NCCL_DMABUF_ENABLE=1);"
+        " on bare metal disable PCIe ACS (BIOS, or `setpci ... ECAP_ACS+6.w=0000`); in a VM"
+        " enable ATS; NCCL_NET_GDR_LEVEL=SYS only if the topology is misdetected.",
+        _no_gdr,
+    ),
+    Rule(
+        "nic-loopback",
+        "nic_selection",
+        "inter",
+        1.0,
+        "NCCL's sockets use an interface other nodes cannot reach",
+        "Set NCCL_SOCKET_IFNAME to the interface that carries the node's routable address"
+        " (e.g. NCCL_SOCKET_IFNAME=eth0, or =^lo,docker to exclude), the same on every node;"
+        " run containers with --network=host.",
+        _loopback,
+    ),
+    Rule(
+        "nic-subset",
+        "nic_selection",
+        "inter",
+        0.5,
+        "NCCL uses fewer NICs than the node has",
+        "Widen NCCL_IB_HCA (e.g. NCCL_IB_HCA=mlx5 for all mlx5 ports) or unset it, so every"
+        " GPU gets its closest NIC.",
+        _nic_subset,
+    ),
+    Rule(
+        "p2p-off",
+        "p2p_disabled_or_acs",
+        "intra",
+        0.6,
+        "GPU peer-to-peer is disabled or blocked",
+        "Unset NCCL_P2P_DISABLE; disable PCIe ACS in the BIOS (or `setpci -s BDF"
+        " ECAP_ACS+6.w=0000`, kernel `pci=noacs`), set the IOMMU to passthrough (`iommu=pt`);"
+        " in a VM enable ATS; check `nvidia-smi topo -p2p r`.",
+        _p2p,
+    ),
+    Rule(
+        "acs-blocks-gdr",
+        "p2p_disabled_or_acs",
+        "inter",
+        1.0,
+        "PCIe ACS or the IOMMU blocks GPUDirect RDMA between NIC and GPU",
+        "Disable ACS on the PCIe switches/root ports (BIOS, or `setpci -s BDF"
+        " ECAP_ACS+6.w=0000`, kernel `pci=noacs`) and set the IOMMU to passthrough"
+        " (`iommu=pt`); in a VM enable ATS on the NIC. NCCL_NET_GDR_LEVEL=0 confirms it (the"
+        " error goes away) but costs bandwidth.",
+        _ib_protection,
+    ),
+    Rule(
+        "nvls-off",
+        "nvls_unavailable",
+        "intra",
+        0.23,
+        "NVLink SHARP (NVLS) is not available on an NVSwitch system",
+        "Run nvidia-fabricmanager with the driver's exact version (`systemctl status"
+        " nvidia-fabricmanager`, `nvidia-smi -q | grep -A2 Fabric` must show Completed/Success),"
+        " CUDA driver >= 12.1, unset NCCL_NVLS_ENABLE=0; in containers/VMs pass the IMEX"
+        " channels; a multicast error needs the Fabric Manager/NVSwitch fixed (or"
+        " NCCL_NVLS_ENABLE=0 as a workaround).",
+        _nvls,
+    ),
+    Rule(
+        "link-degraded",
+        "link_degraded",
+        "inter",
+        0.5,
+        "A link is down or trained below its peers' rate",
+        "Reseat or replace the cable/transceiver, check `ibstat`/`mlxlink -d DEV` for the"
+        " negotiated width and speed, and `lspci -vv` LnkSta for the GPU's PCIe link; take the"
+        " node out until the link trains at full rate.",
+        _link,
+    ),
+    Rule(
+        "roce-timeout",
+        "roce_config",
+        "inter",
+        1.0,
+        "RDMA connections between NICs fail or time out",
+        "Set NCCL_IB_GID_INDEX to the RoCEv2 GID (`show_gids`, usually 3), NCCL_IB_TC/NCCL_IB_SL"
+        " to the lossless class with PFC/ECN on the switches, the same MTU end to end; on a"
+        " rail-only fabric set NCCL_CROSS_NIC=0; check with `ib_write_bw -x GID`.",
+        _roce,
+    ),
+    Rule(
+        "shm-exhausted",
+        "container_limits",
+        "intra",
+        1.0,
+        "NCCL cannot allocate shared memory",
+        "Give the container more /dev/shm: docker --shm-size=1g (or more) or --ipc=host;"
+        " Kubernetes: mount an emptyDir with medium: Memory at /dev/shm. NCCL_SHM_DISABLE=1"
+        " works around it at a bandwidth cost.",
+        _shm,
+    ),
+    Rule(
+        "memlock",
+        "container_limits",
+        "inter",
+        1.0,
+        "NIC memory registration fails",
+        "Raise the locked-memory limit: docker --ulimit memlock=-1, Slurm/PAM limits.conf"
+        " `* - memlock unlimited`.",
+        _memlock,
+    ),
+    Rule(
+        "topo-sysfs",
+        "topology_detection",
+        "any",
+        0.5,
+        "NCCL cannot read the node topology",
+        "Give NCCL the topology: NCCL_TOPO_FILE=<xml> (cloud VM images ship one, e.g. Azure"
+        " /opt/microsoft/ndv*-topo.xml; on bare metal dump it with NCCL_TOPO_DUMP_FILE), or"
+        " mount /sys into the container.",
+        _topology,
+    ),
+    Rule(
+        "collnet-off",
+        "collnet_sharp",
+        "inter",
+        0.3,
+        "SHARP (CollNet) was requested but NCCL fell back to point-to-point",
+        "Check sharp_am runs next to the subnet manager and SHARP is enabled for the job,"
+        " the SHARP plugin (libnccl-net.so from nccl-rdma-sharp-plugins / HPC-X) is on"
+        " LD_LIBRARY_PATH; otherwise set NCCL_COLLNET_ENABLE=0.",
+        _collnet,
+    ),
+    Rule(
+        "channels-capped",
+        "channels",
+        "any",
+        0.5,
+        "NCCL is limited to too few channels",
+        "Unset NCCL_MAX_NCHANNELS/NCCL_MAX_CTAS (or raise them to at least twice the NICs per"
+        " GPU and 16+ on NVLink systems).",
+        _channels,
+    ),
+    Rule(
+        "slow-node",
+        "slow_node",
+        "inter",
+        0.5,
+        "Runs that include one node are slower than the rest",
+        "Run the same test on pairs of nodes to isolate the node, check its NICs (`ibstat`,"
+        " error counters), PCIe links and GPU clocks (`nvidia-smi -q -d CLOCK,PERFORMANCE`),"
+        " drain it until fixed.",
+        _slow_node,
+    ),
+)
+"""Every rule, in catalog order."""
+
+
+def apply_rules(facts: Facts) -> list[Finding]:
+    """The findings of every rule that fires (unranked)."""
+    return [finding for rule in RULES if (finding := rule.apply(facts)) is not None]

@@ -1,0 +1,201 @@
+"""How a model's layers are split over pipeline stages, as Megatron-LM writes it.
+
+- Even: layers / pp on every stage (Megatron's default; each stage split over vpp chunks).
+- Megatron's ``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-
+  split`` count the input embedding and the loss as one layer each: (layers + e + l) / (pp*vpp)
+  per virtual stage, the first virtual stage of the first rank one decoder layer short (and
+  the last of the last rank), e.g. Llama 3.1 405B's 126 layers on pp 8, vpp 8: 2 per chunk,
+  15 + 16*6 + 15 per rank (megatron/core/transformer/transformer_config.py, TransformerBlock).
+- ``--pipeline-model-parallel-layout`` strings (Megatron-core's PipelineParallelLayerLayout):
+  ``|`` separates the pp*vpp virtual stages, listed chunk by chunk (virtual stage
+  ``v*pp + r`` runs on rank r); ``E`` embedding, ``t`` decoder layer, ``L`` loss, ``m`` MTP
+  layer; ``x*n`` and ``(...)*n`` repeat; commas are cosmetic. "Et|(tt|)*62tL" is 405B's.
+- Standard uneven split (what ``estimate`` and ``plan`` pick when layers do not divide): the
+  embedding and loss accounting above when it divides, else the rest spread from the middle
+  stages outwards so the first and last stages (embedding, logits) hold the fewest.
+
+The embedding always sits on the first rank and the loss (logits) on the last; the step
+model weighs them there (`tierwise.perf.step`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from tierwise.errors import SpecError
+from tierwise.workload.layout import Layout
+from tierwise.workload.spec import ModelSpec
+
+LAYOUT_FLAG = "--pp-layout"
+LAYER_CHARS = {"E": "embedding", "t": "decoder", "L": "loss", "m": "mtp"}
+_REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
+_REPEAT_CHAR = re.compile(r"(.)\*(\d+)")
+
+
+class Split(NamedTuple):
+    """Decoder layers per pipeline rank, virtual stages per rank, and the rule that chose them."""
+
+    stage_layers: tuple[int, ...]
+    vpp: int
+    rule: str
+
+
+def megatron_split(
+    layers: int, pp: int, vpp: int = 1, embedding: bool = False, loss: bool = False
+) -> Split:
+    """Megatron's split with the embedding and/or the loss counted as a layer each."""
+    counted = [name for name, on in (("embedding", embedding), ("loss", loss)) if on]
+    total = layers + len(counted)
+    if total % (pp * vpp):
+        raise SpecError(
+            f"layout: {' + '.join(['layers', *counted])} = {total} must be divisible by pp*vpp "
+            f"= {pp}*{vpp} (Megatron's even split"
+            + (f" with the {' and '.join(counted)} counted as layers)" if counted else ")")
+        )
+    stages = [total // pp] * pp
+    stages[0] -= embedding
+    stages[-1] -= loss
+    if min(stages) < 1:
+        raise SpecError(f"layout: pp {pp} leaves a stage without decoder layers ({stages})")
+    rule = f"{' and '.join(counted)} counted as layers" if counted else "even"
+    return Split(tuple(stages), vpp, rule)
+
+
+def balanced_split(layers: int, pp: int) -> tuple[int, ...]:
+    """layers // pp per stage; the remainder one each on the middle stages first (centre
+    outwards), so the first and last stages, which carry the embedding and logits, get fewest."""
+    base, extra = divmod(layers, pp)
+    order = sorted(range(pp), key=lambda r: (r in (0, pp - 1), abs(2 * r - (pp - 1)), r))
+    stages = [base] * pp
+    for r in order[:extra]:
+        stages[r] += 1
+    return tuple(stages)
+
+
+def standard_split(layers: int, pp: int, vpp: int = 1) -> Split:
+    """Even when it divides; else embedding and loss counted as layers when that divides (as
+    `plan` splits); else balanced with the ends lightest. Over pp*vpp chunks first, then
+    over the pp ranks with chunks of a rank uneven."""
+    if layers < pp:
+        raise SpecError(f"layout: pp {pp} must be <= layers ({layers})")
+    for chunks, uneven in ((pp * vpp, ""), (pp, ", chunks uneven")):
+        if layers % chunks == 0:
+            return Split(tuple([layers // pp] * pp), vpp, "even" + uneven)
+        if (layers + 2) % chunks == 0:
+            split = megatron_split(layers, pp, chunks // pp, embedding=True, loss=True)
+            return Split(split.stage_layers, vpp, split.rule + uneven)
+    return Split(balanced_split(layers, pp), vpp, "balanced, first and last stages lightest")
+
+
+def expand_layout(text: str) -> list[str]:
+    """A layout string's virtual stages, repeats unrolled: "E(tt|)*2L" -> ["Ett", "tt", "L"]."""
+    flat = text.replace(",", "").replace(" ", "")
+    while True:
+        unrolled = _REPEAT_GROUP.sub(lambda g: g.group(1) * int(g.group(2)), flat)
+        if unrolled == flat:
+            break
+        flat = unrolled
+    flat = _REPEAT_CHAR.sub(lambda g: g.group(1) * int(g.group(2)), flat)
+    bad = sorted(set(flat) - set(LAYER_CHARS) - {"|"})
+    if bad:
+        allowed = ", ".join(f"{c} ({name})" for c, name in LAYER_CHARS.items())
+        raise SpecError(
+            f"{LAYOUT_FLAG}: {text!r} has {''.join(bad)!r}; allowed: {allowed}, '|' between "
+            "virtual stages, x*n and (...)*n repeats"
+        )
+    return flat.split("|")
+
+
+def parse_layout(text: str, pp: int, layers: int) -> Split:
+    """Decoder layers per rank and vpp of a Megatron pipeline layout string (module docstring);
+    every problem is a one-line `SpecError` naming the string."""
+    stages = expand_layout(text)
+    flat = "".join(stages)
+    problem = None
+    if len(stages) % pp:
+        problem = f"{len(stages)} virtual stages are not a multiple of pp ({pp})"
+    elif flat.count("E") != 1 or not flat.startswith("E"):
+        problem = "the embedding E must come once, first"
+    elif flat.count("L") != 1 or not flat.endswith("L"):
+        problem = "the loss L must come once, last"
+    elif "m" in flat:
+        problem = "MTP layers (m) need a model with multi-token prediction; this one has none"
+    elif flat.count("t") != layers:
+        problem = f"it holds {flat.count('t')} decoder layers (t); the model has {layers}"
+    if problem is not None:
+        raise SpecError(f"{LAYOUT_FLAG}: {text!r}: {problem}")
+    vpp = len(stages) // pp
+    per_rank = tuple(sum(stages[v * pp + r].count("t") for v in range(vpp)) for r in range(pp))
+    if min(per_rank) < 1:
+        raise SpecError(f"{LAYOUT_FLAG}: {text!r}: a pipeline rank holds no decoder layer")
+    return Split(per_rank, vpp, f"{LAYOUT_FLAG} {text}")
+
+
+def with_split(
+    model: ModelSpec,
+    layout: Layout,
+    pp_layout: str | None = None,
+    embedding: bool = False,
+    loss: bool = False,
+) -> tuple[Layout, str | None]:
+    """`layout` with the split a Megatron layout string or the embedding/loss accounting
+    gives (and the rule's name); otherwise unchanged (None: `estimate` picks the standard
+    split where layers do not divide). Conflicting flags are one-line errors."""
+    chosen = [
+        name
+        for name, on in (
+            (LAYOUT_FLAG, pp_layout is not None),
+            ("--pp-layers", layout.pp_layers is not None),
+            ("--account-for-*-in-pipeline-split", embedding or loss),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        raise SpecError(f"{' and '.join(chosen)} both set the pipeline split; give one")
+    if pp_layout is not None:
+        split = parse_layout(pp_layout, layout.pp, model.layers)
+        if layout.vpp not in (1, split.vpp):
+            raise SpecError(
+                f"--vpp {layout.vpp}: {LAYOUT_FLAG} {pp_layout!r} has {split.vpp * layout.pp} "
+                f"virtual stages, {split.vpp} per rank on pp {layout.pp}"
+            )
+    elif embedding or loss:
+        split = megatron_split(model.layers, layout.pp, layout.vpp, embedding, loss)
+    else:
+        return layout, None
+    update = {"pp_layers": split.stage_layers, "vpp": split.vpp}
+    return layout.model_copy(update=update), split.rule
+
+
+def split_text(stage_layers: Sequence[int]) -> str:
+    """Layers per stage with runs folded: (7, 8, 8, 8, 7) -> "7+8x3+7"."""
+    runs = [(n, len(list(group))) for n, group in itertools.groupby(stage_layers)]
+    return "+".join(f"{n}x{count}" if count > 1 else str(n) for n, count in runs)
+
+
+def chunk_layers(stage_layers: Sequence[int], vpp: int) -> list[int]:
+    """Layers of every virtual stage in order (virtual stage v*pp + r on rank r): each rank's
+    layers split over its vpp chunks as evenly as they go, the first rank's smaller chunks
+    first (its first holds the embedding), every other rank's last (the last one's, the loss)."""
+    pp = len(stage_layers)
+
+    def size(r: int, v: int) -> int:
+        n = stage_layers[r]
+        position = vpp - 1 - v if r == 0 else v
+        return n // vpp + (position < n % vpp)
+
+    return [size(r, v) for v in range(vpp) for r in range(pp)]
+
+
+def layout_string(stage_layers: Sequence[int], vpp: int) -> str:
+    """The Megatron layout string of a split: "Et|(tt|)*62tL" for 405B's (15+16x6+15, vpp 8)."""
+    stages = ["t" * n if n <= 2 else f"t*{n}" for n in chunk_layers(stage_layers, vpp)]
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+    out = []
+    for text, group in itertools.groupby(stages):
+        count = len(list(group))
+        out.append(f"({text}|)*{count}" if count > 1 else f"{text}|")
+    return "".join(out).removesuffix("|")

@@ -1,0 +1,168 @@
+"""CLI defects a new user hit (issue 18), each pinned by a test that failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, assert_user_error, cli_json, run_cli
+from tierwise.cli.main import spread_values
+from tierwise.plan.space import FIXABLE
+
+DATA = REPO / "tests" / "data"
+LOG_A = DATA / "nccl" / "h100_2x8_all_reduce_mpi.txt"
+LOG_B = DATA / "verify" / "h100_2x8_ndr_all_reduce.txt"
+
+
+def test_estimate_without_gbs_says_what_it_assumed() -> None:
+    out = cli_json("estimate", "--tp", "8", "--pp", "4")  # the README's example
+    lay = out["layout"]
+    assert lay["gbs"] == 256 == out["gpus"]  # one sequence per GPU, not gbs=None (one micro-batch)
+    assert out["breakdown"]["pipeline_bubble_s"] < 0.15 * out["step_time_s"]  # 3/32, not 3/4 of it
+    assert len(out["assumed"]) == 1 and "--gbs not given: 256" in out["assumed"][0]
+    human = run_cli("estimate", "--tp", "8", "--pp", "4").stdout
+    assert "gbs=256" in human and "assumed --gbs not given" in human and "32 micro-batches" in human
+    given = cli_json("estimate", "--tp", "8", "--pp", "4", "--gbs", "64")
+    assert given["layout"]["gbs"] == 64 and given["assumed"] == []
+
+
+def test_fix_zero_1_selects_megatrons_distributed_optimizer() -> None:
+    out = cli_json("plan", "--nodes", "4", "--top", "1", "--fix", "zero=1", "--emit", "megatron")
+    best = out["plans"][0]
+    assert best["sharding"] == "distopt" and best["distributed_optimizer"] is True
+    assert "--use-distributed-optimizer" in out["emitted"]["megatron"]
+    proc = run_cli(
+        "plan", "--nodes", "4", "--fix", "zero=2", "--framework", "megatron", check=False
+    )
+    assert_user_error(proc, "zero=2", "allowed: 0 (ddp), 1 (distopt)")
+    ddp = cli_json(
+        "plan", "--nodes", "4", "--top", "1", "--fix", "zero=0", "--framework", "megatron"
+    )
+    assert ddp["plans"][0]["sharding"] == "ddp"
+
+
+def test_fix_help_lists_its_keys() -> None:
+    proc = run_cli("plan", "--help")
+    text = " ".join(proc.stdout.replace("│", " ").split())
+    for key in FIXABLE:
+        assert key in text, key
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "field"),
+    [
+        ("--use-distributed-optimizer", "--distributed-optimizer", "distributed_optimizer"),
+        ("--grad-reduce-in-bf16", "--grad-reduce-bf16", "grad_reduce_bf16"),
+    ],
+)
+def test_megatron_flag_names(new: str, old: str, field: str) -> None:
+    base = ("estimate", "--nodes", "2", "--tp", "8", "--gbs", "16")
+    assert cli_json(*base, new)["layout"][field] is True
+    assert run_cli(*base, old, check=False).returncode == 2
+
+
+def test_cp_comm_type_is_megatrons_name() -> None:
+    base = ("estimate", "--nodes", "2", "--tp", "4", "--cp", "2", "--gbs", "16")
+    a2a = cli_json(*base, "--cp-comm-type", "a2a")
+    assert a2a["breakdown"]["cp_comm_s"] > 0
+    assert run_cli(*base, "--cp-comm", "a2a", check=False).returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["bench", "--nproc", "0"], ["--nproc: 0"]),
+        (["collective", "--gpus", "0"], ["--gpus: 0"]),
+        (["collective", "--ranks-per-node", "0"], ["--ranks-per-node: 0"]),
+        (["collective", "-e", "1K", "--plot", "{tmp}/no/such/busbw.png"], ["--plot", "no/such"]),
+        (["sweep", "--nodes", "2", "--plot", "{tmp}/no/sweep.png"], ["--plot"]),
+        (["bench", "--nproc", "1", "--out", "{tmp}/no/log.txt"], ["--out"]),
+        (["calibrate", str(LOG_B), "--out", "{tmp}/no/c.yaml"], ["--out"]),
+        (["schedule", "synth", "5", "--out", "{tmp}/no/jobs.csv"], ["--out"]),
+        (["schedule", "simulate", "--synthetic", "5", "--plot", "{tmp}/no/j.png"], ["--plot"]),
+        (["schedule", "slurm", "topology", "--out", "{tmp}/file/sub"], ["--out"]),
+        (["plan", "--nodes", "4", "--out", "{tmp}/file/sub"], ["--out"]),
+        (["report", "--nodes", "2", "--out", "{tmp}/dir.html"], ["--out", "is a folder"]),
+        (["demo", "--out", "{tmp}/no/demo.html"], ["--out"]),
+    ],
+)
+def test_bad_counts_and_unwritable_paths_are_one_line_errors(
+    tmp_path: Path, args: list[str], needles: list[str]
+) -> None:
+    (tmp_path / "file").write_text("a file, not a folder")
+    (tmp_path / "dir.html").mkdir()
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert_user_error(run_cli(*args, check=False), *needles)
+
+
+def test_show_cluster_takes_a_positional_name() -> None:
+    out = cli_json("show", "cluster", "gb200-nvl72", "--nodes", "18")
+    assert out["cluster"] == "gb200-nvl72" and out["gpus"] == 72
+    assert_user_error(
+        run_cli("show", "cluster", "dgx-a100", "--cluster", "dgx-b200", check=False),
+        "give the cluster once",
+    )
+
+
+def test_sweep_bad_variant_is_a_row_and_rows_record_what_ran() -> None:
+    out = cli_json("sweep", "-m", "llama3-8b", "--nodes", "4", "--vary", "nodes=2,0,3")
+    rows = {r["nodes"]: r for r in out["rows"]}
+    assert rows[0]["error"] and rows[0]["tokens_per_s"] is None  # no cluster: a row
+    assert rows[3]["error"] and "gbs" in rows[3]["error"]  # no layout divides: a row
+    assert rows[2]["tokens_per_s"] > 0 and rows[2]["gpus"] == 16
+    assert all(r["gbs"] == 32 and r["seq"] == 4096 for r in out["rows"])
+
+
+def test_plan_out_says_what_it_wrote(tmp_path: Path) -> None:
+    args = ["plan", "--nodes", "2", "-m", "llama3-8b", "--top", "1", "--emit", "megatron"]
+    out = cli_json(*args, "--out", str(tmp_path / "a"))
+    assert sorted(Path(p).name for p in out["written"]) == ["mapping.json", "megatron_args.txt"]
+    assert all(Path(p).is_file() for p in out["written"])
+    human = run_cli(*args, "--out", str(tmp_path / "b")).stdout
+    b = tmp_path / "b"
+    assert f"wrote {b / 'megatron_args.txt'}, {b / 'mapping.json'}" in human
+
+
+def test_report_logs_take_several_values(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    base = ["report", "-m", "llama3-8b", "--nodes", "2", "--gbs", "32", "--out", str(out)]
+    summary = json.loads(run_cli(*base, "--logs", str(LOG_A), str(LOG_B), "--json").stdout)
+    html = out.read_text()
+    assert summary["busbw_figures"] >= 2
+    assert f"measured: {LOG_A.name}" in html and f"measured: {LOG_B.name}" in html
+    assert run_cli(*base, str(LOG_A), check=False).returncode == 2  # a log needs its flag
+
+
+def test_spread_values_repeats_the_flag_per_value() -> None:
+    multi = ("--logs", "--doctor-logs")
+    args = ["--logs", "a", "b", "--gbs", "8", "--doctor-logs", "c", "d", "--json", "--logs", "e"]
+    assert spread_values(args, multi) == [
+        "--logs", "a", "--logs", "b", "--gbs", "8",
+        "--doctor-logs", "c", "--doctor-logs", "d", "--json", "--logs", "e",
+    ]  # fmt: skip
+    assert spread_values(["--out", "a", "b"], multi) == ["--out", "a", "b"]
+
+
+def test_collective_explain_json_keeps_the_candidates() -> None:
+    out = cli_json("collective", "--nodes", "2", "-e", "1K", "--explain")
+    algos = {(c["algo"], c["proto"]) for c in out["candidates"]}
+    assert ("ring", "LL") in algos and all(c["algbw_GBps"] > 0 for c in out["candidates"])
+    assert "candidates" not in cli_json("collective", "--nodes", "2", "-e", "1K")
+
+
+@pytest.mark.parametrize(
+    ("args", "keys"),
+    [
+        (["schedule", "synth", "4", "--out", "{tmp}/t.csv"], {"jobs", "out"}),
+        (["schedule", "slurm", "topology", "--nodes", "2"], {"files", "written"}),
+        (
+            ["schedule", "slurm", "hostfile", "--nodelist", "gpu[001-002]", "--gpus", "16"],
+            {"rank_hosts", "text"},
+        ),
+    ],
+)
+def test_schedule_commands_have_json(tmp_path: Path, args: list[str], keys: set[str]) -> None:
+    out = cli_json(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert keys <= set(out)

@@ -1,0 +1,126 @@
+"""The collective model against NCCL's tuner (tuning.cc, NCCL 2.30.7): hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tierwise.collectives import tables as T
+from tierwise.collectives.model import auto_candidates, bus_factor, candidates, tree_correction
+from tierwise.collectives.predict import group_shape, predict, predicted_busbw
+from tierwise.hardware.cluster import load_cluster
+from tierwise.hardware.placement import Placement
+
+GIB = 1 << 30
+NDR = 50 * 0.94  # one NDR port, effective GB/s
+NVLS_H100 = 0.85 * 0.717 * 450  # NCCL's Hopper NVLS efficiency x fitted line share x NVLink 4
+
+
+def _shape(cluster: str, nodes: int, k: int | None = None, inr: str | None = None):
+    c = load_cluster(cluster, nodes=nodes)
+    if inr:
+        c = c.model_copy(update={"in_network_reduction": inr})
+    k = k or c.gpus_per_node
+    return group_shape(c, placement=Placement.contiguous(c, nodes * k, ranks_per_node=k))
+
+
+def _busbw(cluster: str, nodes: int, algo: str = "auto", size: int = 8 * GIB, **kw) -> float:
+    return float(predict("all_reduce", _shape(cluster, nodes, **kw), [size], algo).busbw_GBps[0])
+
+
+def _cand(op: str, shape, algo: str, proto: str):
+    return next(c for c in candidates(op, shape) if (c.algo, c.proto) == (algo, proto))
+
+
+def test_nvls_tree_gain_on_two_nodes_does_not_carry_to_four() -> None:
+    # 2 nodes: the tree sends n per node, NVLS in the node bounds it (published ~470 GB/s)
+    two = _busbw("dgx-h100", 2)
+    assert predict("all_reduce", _shape("dgx-h100", 2), [8 * GIB]).algo == ["nvls_tree"]
+    assert two == pytest.approx(NVLS_H100 * 0.91 * 2 * 15 / 16, rel=0.01)
+    # 4 nodes: each node is inner in one of the two trees: 2n through 8 NICs
+    tree4 = _busbw("dgx-h100", 4, "nvls_tree")
+    assert tree4 == pytest.approx(8 * NDR / 2 * 2 * 31 / 32, rel=0.01)
+    four = _busbw("dgx-h100", 4)
+    assert four < 0.8 * two and four < 400  # NVIDIA: "peak would be about 400"
+    assert four == pytest.approx(366, rel=0.03)
+
+
+def test_tree_on_two_a100_nodes_is_bound_by_the_nvlink_chain() -> None:
+    # chain through 8 GPUs: 2n per GPU on NVLink 3 (300 x 0.78); x0.92 (tuning.cc)
+    assert _busbw("dgx-a100", 2, "tree") == pytest.approx(234 / 2 * 0.92 * 2 * 15 / 16, rel=0.01)
+    # 4 nodes: 2n through the 8 HDR NICs (8 x 24 GB/s)
+    assert _busbw("dgx-a100", 4, "tree") == pytest.approx(192 / 2 * 0.92 * 2 * 31 / 32, rel=0.01)
+
+
+def test_ll_ceiling_by_node_count() -> None:
+    # llMaxBws: Hopper one node 141 GB/s; Intel hosts 39 on 2 nodes, 20.4 on >= 4
+    for nodes, cap in ((1, 141.0), (2, 39.0), (4, 20.4), (16, 20.4)):
+        s = _shape("dgx-h100", nodes)
+        ll = _cand("all_reduce", s, "ring", "LL")
+        assert ll.algbw_GBps * bus_factor("all_reduce", s.p) == pytest.approx(cap)
+
+
+def test_ring_latency_is_the_tuners() -> None:
+    s = _shape("dgx-h100", 2)  # 16 ranks: 30 steps, 2 across the network (IB at reference)
+    simple = _cand("all_reduce", s, "ring", "Simple")
+    # base 8.4 + 28 intra steps x max(NVLink 3.4, net overhead 1 x 3) + 2 x 14; ring plateau 1.4
+    assert simple.lat_us == pytest.approx(1.4 * (8.4 + 28 * 3.4 + 2 * 14.0))
+    ll = _cand("all_reduce", s, "ring", "LL")
+    assert ll.lat_us == pytest.approx(6.6 + 28 * 1.0 + 2 * 2.7)  # intra max(0.6, 1 us overhead)
+    one = _cand("all_reduce", _shape("dgx-h100", 1), "ring", "Simple")
+    assert one.lat_us == pytest.approx(8.4 + 14 * 3.4)  # no plateau inside one node
+
+
+def test_pat_runs_all_gather_with_one_gpu_per_node_only() -> None:
+    s = _shape("dgx-h100", 8, k=1)
+    pat = _cand("all_gather", s, "pat", "Simple")
+    # base 8 + log2(8) x net tree latency 14 / 3.5 + 8 ranks x 2.8
+    assert pat.lat_us == pytest.approx(8.0 + 3 * 14.0 / 3.5 + 8 * 2.8)
+    ring = _cand("all_gather", s, "ring", "Simple")
+    assert pat.algbw_GBps == pytest.approx(ring.algbw_GBps * 0.75 * 7 / 8)
+    assert "pat" not in {c.algo for c in candidates("all_gather", _shape("dgx-h100", 8, k=2))}
+    assert "pat" not in {c.algo for c in candidates("all_reduce", s)}
+
+
+def test_collnet_needs_sharp_and_chain_is_nvlink_bound() -> None:
+    assert not {"collnet_chain", "collnet_direct"} & {
+        c.algo for c in candidates("all_reduce", _shape("dgx-h100", 8))
+    }
+    s = _shape("dgx-h100", 8, inr="sharp")
+    chain = _cand("all_reduce", s, "collnet_chain", "Simple")
+    assert chain.algbw_GBps == pytest.approx(450 * 0.82 / 2)  # chain: 2n per GPU on NVLink
+    assert chain.lat_us == pytest.approx(2 * 7 * 2.8 + 30.0)  # 2(k-1) intra + net latency
+    direct = _cand("all_reduce", s, "collnet_direct", "Simple")
+    assert direct.algbw_GBps == pytest.approx(450 * 0.82 * 8 / 14 * 0.85)  # one NIC per GPU
+
+
+def test_tree_correction_is_ncclss_table_at_powers_of_two() -> None:
+    for proto, table in T.TREE_CORRECTION.items():
+        sizes = 64 * 2.0 ** np.arange(23)
+        assert tree_correction(proto, sizes) == pytest.approx(table[:23])
+        assert tree_correction(proto, [1 << 29, 1 << 34]) == pytest.approx([1.0, 1.0])
+
+
+def test_one_nvl72_rack_ring_matches_the_published_835() -> None:
+    # CoreWeave, one GB200 NVL72 rack, NVLS and CollNet off: 834.6 GB/s at 8 GiB
+    rack = _busbw("gb200-nvl72", 18, inr="none")
+    assert rack == pytest.approx(835, rel=0.08)
+    assert predict("all_reduce", _shape("gb200-nvl72", 18, inr="none"), [8 * GIB]).algo == ["ring"]
+
+
+def test_auto_is_nccls_choice_hierarchical_only_for_scattered_orders() -> None:
+    s = _shape("dgx-h100", 2)
+    assert "hierarchical" in {c.algo for c in candidates("all_reduce", s)}
+    assert "hierarchical" not in {c.algo for c in auto_candidates("all_reduce", s)}
+    c = load_cluster("dgx-h100", nodes=2)
+    scattered = np.arange(16).reshape(2, 8).T.ravel().tolist()  # every step crosses nodes
+    shape = group_shape(c, scattered, Placement.contiguous(c))
+    assert "hierarchical" in {x.algo for x in auto_candidates("all_reduce", shape)}
+
+
+def test_predicted_busbw_is_the_public_expectation() -> None:
+    c = load_cluster("dgx-h100")  # 32 nodes; ask about 2 of them
+    assert predicted_busbw(c, "all_reduce", 8 * GIB, nodes=2) == pytest.approx(
+        _busbw("dgx-h100", 2)
+    )
+    assert predicted_busbw(c, "all_reduce", 8 * GIB, nodes=64) > 0  # more nodes than the spec

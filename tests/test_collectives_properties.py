@@ -1,0 +1,115 @@
+"""Physical invariants of the collective model over every preset, node counts 1..512, every op,
+algorithm and size: busbw never above what the links the group uses can carry, time monotone
+in size, no zero, infinite or NaN result."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierwise.collectives.model import OPS, bus_factor, candidates
+from tierwise.collectives.predict import group_shape, predict
+from tierwise.collectives.shape import Shape
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import ClusterSpec, load_cluster, presets
+from tierwise.hardware.placement import Placement
+
+POW2_SIZES = 2 ** np.arange(0, 37)
+IN_NETWORK = {"nvls", "collnet_direct", "collnet_chain"}  # reduce in a switch, not on GPUs
+
+
+def _cluster(name: str, nodes: int, inr: str | None) -> ClusterSpec:
+    """The preset at `nodes` nodes; a node count the spec cannot build yet (a partly filled
+    last leaf) rounds down to whole leaves."""
+    try:
+        c = load_cluster(name, nodes=nodes)
+    except SpecError:
+        npl = load_cluster(name, nodes=1).topology.nodes_per_leaf or nodes
+        c = load_cluster(name, nodes=max(npl, nodes - nodes % npl))
+    return c.model_copy(update={"in_network_reduction": inr}) if inr else c
+
+
+def _bound_busbw(op: str, algo: str, s: Shape, c: ClusterSpec) -> float:
+    """Most busbw the links can carry, GB/s: each GPU's NVLink plus its NIC share at line rate
+    (all_reduce: 2x when a switch reduces), and each NVLink domain's NICs at line rate moving
+    the bytes a domain must send at least (all_reduce 2(N-1)/N n over N domains without
+    in-network reduction, n with it)."""
+    per_gpu_nic = s.rails * c.inter.nic.line_GBps / s.k  # the domain's NICs in use, shared
+    gpu = (c.intra.bw_GBps if s.k > 1 else 0.0) + (per_gpu_nic if s.crosses_domains else 0.0)
+    gpu *= 2.0 if op == "all_reduce" and algo in IN_NETWORK else 1.0
+    if not s.crosses_domains:
+        return gpu
+    net = s.rails * c.inter.nic.line_GBps  # one domain's NICs in use, each direction
+    n_dom, p, k = s.n_dom, s.p, s.k
+    if op == "all_reduce":
+        algbw = net if algo in IN_NETWORK else net * n_dom / (2 * (n_dom - 1))
+    elif op in {"all_gather", "reduce_scatter"}:
+        algbw = net * n_dom / (n_dom - 1)
+    elif op == "alltoall":
+        algbw = net * p / (k * (p - k))
+    else:  # broadcast, reduce, sendrecv: a domain receives (or sends) all n bytes
+        algbw = net
+    return min(gpu, algbw * bus_factor(op, p))
+
+
+@st.composite
+def groups(draw: st.DrawFn) -> tuple[ClusterSpec, Shape]:
+    name = draw(st.sampled_from(sorted(presets())))
+    inr = draw(st.sampled_from([None, "none", "nvls", "sharp", "nvls+sharp"]))
+    c = _cluster(name, draw(st.integers(1, 512)), inr)
+    k = draw(
+        st.sampled_from([d for d in range(1, c.gpus_per_node + 1) if c.gpus_per_node % d == 0])
+    )
+    placement = Placement.contiguous(c, c.nodes * k, ranks_per_node=k)
+    return c, group_shape(c, placement=placement)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    groups(),
+    st.sampled_from(OPS),
+    st.lists(st.integers(1, 1 << 36), min_size=2, max_size=12),
+)
+def test_busbw_bounded_time_monotone_and_finite(
+    group: tuple[ClusterSpec, Shape], op: str, extra: list[int]
+) -> None:
+    c, s = group
+    sizes = np.unique(np.concatenate([POW2_SIZES, extra]))
+    auto = predict(op, s, sizes)
+    if s.p < 2:
+        assert np.all(auto.time_us == 0)
+        return
+    for algo in ["auto", *sorted({x.algo for x in candidates(op, s)})]:
+        pred = predict(op, s, sizes, algo)
+        t, bw = pred.time_us, pred.busbw_GBps
+        assert np.all(np.isfinite(t)) and np.all(t > 0), (algo, t)
+        assert np.all(np.isfinite(bw)) and np.all(bw > 0), (algo, bw)
+        assert np.all(np.diff(t) >= 0), (algo, "time not monotone")
+        for chosen in set(pred.algo):
+            mask = np.array(pred.algo) == chosen
+            bound = _bound_busbw(op, chosen, s, c)
+            assert np.all(bw[mask] <= bound * (1 + 1e-9)), (op, chosen, bw.max(), bound, s)
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups(), st.sampled_from(OPS))
+def test_candidates_have_positive_finite_costs(group: tuple[ClusterSpec, Shape], op: str) -> None:
+    _, s = group
+    for x in candidates(op, s):
+        assert math.isfinite(x.lat_us) and x.lat_us > 0, x
+        assert math.isfinite(x.algbw_GBps) and x.algbw_GBps > 0, x
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups(), st.sampled_from(OPS), st.integers(1, 1 << 36))
+def test_scalar_time_is_the_vector_time(
+    group: tuple[ClusterSpec, Shape], op: str, size: int
+) -> None:
+    """The planner's scalar path and `predict` agree for every candidate."""
+    _, s = group
+    for x in candidates(op, s):
+        assert x.time_scalar_us(float(size)) == pytest.approx(float(x.time_us(size)), rel=1e-12)

@@ -1,0 +1,171 @@
+"""How each framework runs data parallelism (Megatron buckets, torchtitan FSDP2, DeepSpeed
+ZeRO-3) against hand-computed values with a fake collective model, the attention backends,
+and `estimate --framework` end to end."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.errors import SpecError
+from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.flags import Flags
+from tierwise.perf.terms.dp import (
+    DP_OVERLAP_EFFICIENCY,
+    deepspeed_zero3,
+    dp_comm,
+    fsdp2,
+    layer_modules,
+    stage_params,
+)
+from tierwise.perf.terms.stage import Stage, stage_of
+from tierwise.plan.emit import torchtitan_toml
+from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.load import load_model
+
+H100 = load_cluster("dgx-h100", nodes=8).gpu
+LAT = 1e-3  # every fake collective: 1 ms latency + 1 ns per byte
+
+
+def fake_comm(kind: str, op: str, nbytes: float) -> float:
+    return LAT + 1e-9 * nbytes
+
+
+def stage(**layout: object) -> Stage:
+    m = load_model("llama3-8b")
+    lay = Layout(**{"seq": 4096, "gbs": 16, "dp": 8, **layout})
+    return stage_of(m, H100, layout_fields(lay, m))
+
+
+def test_megatron_buckets_pay_latency_and_expose_the_last_one() -> None:
+    s = stage(distributed_optimizer=True)
+    params = stage_params(s)  # 8.03e9 parameters: 201 buckets of max(40M, 8M)
+    buckets = -(-params // 40e6)
+    generic = dp_comm(s, fake_comm, compute_s=1.0)
+    megatron = dp_comm(s, fake_comm, compute_s=1.0, framework="megatron")
+    rs, ag = fake_comm("", "", params * 4), fake_comm("", "", params * 2)
+    assert generic.comm.total_s == pytest.approx(rs + ag)
+    assert megatron.comm.total_s == pytest.approx(rs + ag + 2 * (buckets - 1) * LAT)
+    # Hidden windows: backward 2/3 s, forward 1/3 s (x 0.9); each side keeps its tail bucket
+    # or what overflows the window, whichever is more.
+    bwd, fwd = 2 / 3 * DP_OVERLAP_EFFICIENCY, 1 / 3 * DP_OVERLAP_EFFICIENCY
+    rs_m, ag_m = rs + (buckets - 1) * LAT, ag + (buckets - 1) * LAT
+    expected = max(rs_m - bwd, rs_m / buckets) + max(ag_m - fwd, ag_m / buckets)
+    assert megatron.comm.exposed_s == pytest.approx(expected)
+
+
+def test_fsdp2_per_block_prefetch_hand_computed() -> None:
+    s = stage(zero=3)  # 32 blocks, 2 micro-batches, no PP: every micro-batch runs the cycle
+    params = stage_params(s)
+    block = params / 32
+    ag, rs = fake_comm("", "", block * 2), fake_comm("", "", block * 4)  # bf16 / fp32 reduce
+    c = 3.2  # s of compute per micro-batch: 0.1 s per block, 1/3 forward
+    fwd, bwd = c / 3 / 32 * 0.9, c * 2 / 3 / 32 * 0.9
+    per_micro = ag + 31 * max(ag - fwd, 0) + ag + 31 * max(ag + rs - bwd, 0) + rs
+    r = fsdp2(s, fake_comm, c, params)
+    assert r.exposed_s == pytest.approx(2 * per_micro)
+    assert r.total_s == pytest.approx(2 * 32 * (2 * ag + rs))
+    assert r.applies
+    # zero 2 keeps the weights after forward: no second gather.
+    kept = fsdp2(stage(zero=2), fake_comm, c, params)
+    assert kept.total_s == pytest.approx(2 * 32 * (ag + rs))
+    # With PP gradients sync once, kept weights are gathered once.
+    pipe = stage(zero=2, pp=2, dp=4)  # 16 blocks a stage, 4 micro-batches
+    blk = stage_params(pipe) / 16
+    piped = fsdp2(pipe, fake_comm, c, stage_params(pipe))
+    assert piped.total_s == pytest.approx(
+        16 * (fake_comm("", "", blk * 2) + fake_comm("", "", blk * 4))
+    )
+
+
+def test_deepspeed_zero3_one_collective_per_module() -> None:
+    m = load_model("llama3-8b")
+    counts = sum(n for n, _ in layer_modules(m))
+    assert counts == 9  # q, k, v, o, gate, up, down, two norms
+    s = stage(zero=3)
+    r = deepspeed_zero3(s, fake_comm, 3.2, stage_params(s))
+    # 32 layers x 9 modules, gathered forward and backward, 2 micro-batches: 1152 latencies.
+    assert r.total_s > 2 * 2 * 32 * 9 * LAT
+
+    # Where latency dominates (fast links, many ranks), 9 collectives a layer cost ~9x one.
+    def latency_bound(kind: str, op: str, nbytes: float) -> float:
+        return LAT + 1e-15 * nbytes
+
+    deep = deepspeed_zero3(s, latency_bound, 3.2, stage_params(s)).total_s
+    titan = fsdp2(s, latency_bound, 3.2, stage_params(s)).total_s
+    # DeepSpeed: 2 x 32 x 9 gathers + 17 reduce buckets of 5e8 (8.03e9 parameters); FSDP2:
+    # 32 blocks gathered twice and reduced once.
+    assert deep / titan == pytest.approx((2 * 32 * 9 + 17) / (3 * 32), rel=0.01)
+
+
+def test_frameworks_at_scale_end_to_end() -> None:
+    base = ["estimate", "-m", "llama3-70b", "-c", "dgx-h100", "--nodes", "64", "--seq", "4096"]
+    base += ["--gbs", "512", "--tp", "1", "--recompute", "full", "--zero", "3"]
+    titan = cli_json(*base, "--framework", "torchtitan")
+    deep = cli_json(*base, "--framework", "deepspeed")
+    assert titan["framework"] == "torchtitan" and deep["framework"] == "deepspeed"
+    assert deep["comm_total_s"]["dp"] > 1.2 * titan["comm_total_s"]["dp"]
+    assert deep["step_time_s"] > titan["step_time_s"]
+
+
+def test_framework_that_cannot_run_the_layout_is_a_user_error() -> None:
+    base = ["estimate", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "1", "--gbs", "32"]
+    assert_user_error(
+        run_cli(*base, "--framework", "torchtitan", "--zero", "1", check=False),
+        "--framework torchtitan",
+        "frameworks that can: deepspeed",
+    )
+    assert_user_error(
+        run_cli(*base, "--framework", "megatron", "--pp", "2", "--pipeline-schedule",
+                "ZBVZeroBubble", "--vpp", "2", "--dp", "4", check=False),
+        "--framework megatron runs 1F1B, Interleaved1F1B",
+    )  # fmt: skip
+    assert_user_error(run_cli(*base, "--framework", "jax", check=False), "--framework", "jax")
+
+
+def test_attention_backends() -> None:
+    base = ["estimate", "-m", "gpt3-175b", "-c", "dgx-a100", "--nodes", "40", "--tp", "8"]
+    base += ["--pp", "8", "--gbs", "640", "--seq", "2048", "--recompute", "full"]
+    flash = cli_json(*base)
+    fused = cli_json(*base, "--attention-backend", "fused")
+    unfused = cli_json(*base, "--attention-backend", "unfused")
+    assert fused["step_time_s"] == flash["step_time_s"]
+    assert unfused["attention_backend"] == "unfused"
+    assert unfused["step_time_s"] > 1.05 * flash["step_time_s"]
+    with pytest.raises(SpecError, match="allowed: flash, fused, unfused"):
+        Flags(attention_backend="sdpa")
+
+
+def test_hsdp_shards_inside_the_node_and_replicates_across() -> None:
+    base = ["estimate", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "16", "--seq", "4096"]
+    base += ["--gbs", "256", "--tp", "1", "--zero", "3", "--framework", "torchtitan"]
+    fsdp = cli_json(*base)
+    hsdp = cli_json(*base, "--dp-shard", "8")
+    assert fsdp["comm_tiers"]["dp"] == "leaf" and hsdp["comm_tiers"]["dp"] == "intra"
+    assert hsdp["layout"]["dp_shard_degree"] == 8
+    # States sharded over 8 ranks instead of 128: 8.03e9 x 16 B / 8 = 15 GiB against ~1 GiB.
+    assert hsdp["memory"]["optimizer_gib"] > 8 * fsdp["memory"]["optimizer_gib"]
+    assert_user_error(
+        run_cli(*base[:-2], "--dp-shard", "8", check=False), "--dp-shard 8", "torchtitan"
+    )
+    assert_user_error(
+        run_cli(*base, "--dp-shard", "3", check=False), "dp_shard_degree 3 must divide dp"
+    )
+    toml = tomllib.loads(
+        torchtitan_toml(
+            Layout(dp=128, seq=4096, zero=3, dp_shard_degree=8), load_model("llama3-8b")
+        )
+    )
+    assert toml["parallelism"]["data_parallel_shard_degree"] == 8
+    assert toml["parallelism"]["data_parallel_replicate_degree"] == 16
+
+
+def test_plan_for_one_framework_prices_as_estimate_does() -> None:
+    cluster = ["-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64", "--seq", "4096"]
+    best = cli_json("plan", *cluster, "--framework", "torchtitan", "--top", "1")["plans"][0]
+    args = [f"--{k}={best[k]}" for k in ("tp", "cp", "pp", "vpp", "dp", "mbs", "zero", "dtype")]
+    args += [f"--recompute={best['recompute']}"]
+    out = cli_json("estimate", *cluster, *args, "--framework", "torchtitan")
+    assert out["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)

@@ -1,0 +1,200 @@
+"""Pipeline schedules and splits: bubble formulas against hand-computed values, the stage
+weights of the embedding and the loss, Megatron's layout strings, and the estimate CLI."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.errors import SpecError
+from tierwise.perf.pipeline import bubble_seconds, bubble_share, ranks, schedule_for
+from tierwise.plan.emit import megatron_args, torchtitan_toml
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+from tierwise.workload.pipeline import (
+    balanced_split,
+    expand_layout,
+    megatron_split,
+    parse_layout,
+    standard_split,
+)
+
+LLAMA405 = ["-m", "llama3-405b", "-c", "dgx-h100", "--seq", "8192", "--gbs", "512"]
+
+
+@given(
+    pp=st.integers(2, 32),
+    vpp=st.integers(1, 8),
+    m=st.integers(1, 512),
+    t=st.floats(1e-4, 1.0),
+)
+def test_equal_stages_idle_pp_minus_one_over_vpp_m(pp: int, vpp: int, m: int, t: float) -> None:
+    r = ranks(pp, pp * 4, 4, 4, 4, t / 4, 0.0, 0.0, 0.0)
+    assert r.busiest_s == pytest.approx(t)
+    bubble = bubble_seconds(r, vpp, "Interleaved1F1B", False)
+    assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1) / (vpp * m))
+
+
+def test_uneven_ranks_hand_computed() -> None:
+    # 4 ranks, 30 layers as 7 + 8 + 8 + 7, 1 s per layer, embedding 0.5 s, loss 2 s, sends 0.1.
+    r = ranks(4, 30, 7, 8, 7, 1.0, 0.5, 2.0, 0.1)
+    assert r.busiest_s == pytest.approx(9.1)  # the last rank: 7 + 2 + 0.1
+    assert (r.layers, r.embedding, r.loss) == (7, 0, 1)
+    assert r.total_s == pytest.approx(30 + 0.5 + 2 + 0.4)
+    assert bubble_seconds(r, 1, "1F1B", False) == pytest.approx(32.9 - 9.1)
+    # One rank runs everything, embedding and loss included, and never idles.
+    one = ranks(1, 30, 30, 0, 30, 1.0, 0.5, 2.0, 0.0)
+    assert one.busiest_s == pytest.approx(32.5) and (one.embedding, one.loss) == (1, 1)
+    assert bubble_seconds(one, 1, "1F1B", False) == pytest.approx(0.0)
+
+
+def test_zero_bubble_shares() -> None:
+    # T_F = T_B = T_W: ZB-H1 idles (F + B - W) / (F + B + W) = 1/3 of 1F1B, ZB-V nothing;
+    # full recompute makes B = 2: 2/4 and 1/4.
+    assert bubble_share("Interleaved1F1B", False) == 1.0
+    assert bubble_share("InterleavedZeroBubble", False) == pytest.approx(1 / 3)
+    assert bubble_share("ZBVZeroBubble", False) == pytest.approx(0.0)
+    assert bubble_share("InterleavedZeroBubble", True) == pytest.approx(0.5)
+    assert bubble_share("ZBVZeroBubble", True) == pytest.approx(0.25)
+
+
+def test_schedule_defaults_and_vpp_rules() -> None:
+    assert schedule_for(None, 8, 1) == "1F1B"
+    assert schedule_for(None, 8, 4) == "Interleaved1F1B"
+    with pytest.raises(SpecError, match="ZBVZeroBubble runs 2"):
+        schedule_for("ZBVZeroBubble", 8, 4)
+    with pytest.raises(SpecError, match="allowed: 1F1B"):
+        schedule_for("DualPipe", 8, 1)
+
+
+def test_megatron_layout_strings() -> None:
+    assert expand_layout("Et*3|(tt|)*2,m|L") == ["Ettt", "tt", "tt", "m", "L"]
+    # Llama 3.1 405B as NVIDIA runs it: pp 8, vpp 8, 2 layers per chunk, E and L counted.
+    nvidia = parse_layout("Et|(tt|)*62tL", 8, 126)
+    assert nvidia.vpp == 8 and nvidia.stage_layers == (15, 16, 16, 16, 16, 16, 16, 15)
+    assert nvidia.stage_layers == megatron_split(126, 8, 8, embedding=True, loss=True)[0]
+    for text, pp, needle in [
+        ("Et|(tt|)*62tL", 6, "64 virtual stages are not a multiple of pp (6)"),
+        ("tE|(tt|)*62tL", 8, "embedding E must come once, first"),
+        ("Et|(tt|)*62L", 8, "holds 125 decoder layers"),
+        ("Et|(tt|)*62tLm", 8, "the loss L must come once, last"),
+        ("Ex|tL", 2, "has 'x'"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            parse_layout(text, pp, 126)
+
+
+def test_standard_splits() -> None:
+    assert standard_split(80, 4).stage_layers == (20,) * 4
+    split = standard_split(126, 16)  # what `plan` picks: 7 + 14 x 8 + 7
+    assert split.stage_layers == (7,) + (8,) * 14 + (7,) and "embedding and loss" in split.rule
+    assert standard_split(80, 4, 3) == ((20,) * 4, 3, "even, chunks uneven")
+    assert standard_split(125, 8).rule.startswith("balanced")
+    assert balanced_split(31, 4) == (8, 8, 8, 7)  # the loss rank keeps the fewest
+    assert balanced_split(125, 8) == (15, 16, 16, 16, 16, 16, 15, 15)
+    with pytest.raises(SpecError, match="127 must be divisible by pp\\*vpp = 16\\*1"):
+        megatron_split(126, 16, embedding=True)
+
+
+def test_estimate_picks_the_uneven_split_and_says_which() -> None:
+    out = cli_json("estimate", *LLAMA405, "--nodes", "64", "--tp", "8", "--pp", "16")
+    assert out["pipeline"]["stage_layers"] == [7] + [8] * 14 + [7]
+    assert out["pipeline"]["split"] == "embedding and loss counted as layers"
+    human = run_cli("estimate", *LLAMA405, "--nodes", "64", "--tp", "8", "--pp", "16").stdout
+    assert "7+8x14+7" in human and "embedding and loss counted as layers" in human
+
+
+def test_llama405b_as_nvidia_runs_it() -> None:
+    base = ["estimate", *LLAMA405, "--nodes", "128", "--tp", "8", "--pp", "8", "--cp", "2"]
+    flags = cli_json(
+        *base,
+        "--vpp",
+        "8",
+        "--account-for-embedding-in-pipeline-split",
+        "--account-for-loss-in-pipeline-split",
+    )
+    layout = cli_json(*base, "--pp-layout", "Et|(tt|)*62tL")
+    assert flags["pipeline"]["stage_layers"] == layout["pipeline"]["stage_layers"]
+    assert flags["step_time_s"] == pytest.approx(layout["step_time_s"], rel=1e-12)
+    assert layout["layout"]["vpp"] == 8 and layout["pipeline"]["schedule"] == "Interleaved1F1B"
+    plain = cli_json(*base, "--vpp", "3")  # 128 divides by 8, not by 24: chunks uneven
+    assert plain["pipeline"]["split"] == "embedding and loss counted as layers, chunks uneven"
+    assert plain["pipeline"]["stage_layers"] == layout["pipeline"]["stage_layers"]
+    assert plain["pipeline"]["bubble_fraction"] > layout["pipeline"]["bubble_fraction"]
+
+
+def test_zero_bubble_schedule_end_to_end() -> None:
+    base = ["estimate", *LLAMA405, "--nodes", "64", "--tp", "8", "--pp", "8", "--vpp", "2"]
+    inter = cli_json(*base)
+    zbv = cli_json(*base, "--pipeline-schedule", "ZBVZeroBubble")
+    zb1 = cli_json(*base, "--pipeline-schedule", "InterleavedZeroBubble")
+    assert zbv["pipeline"]["schedule"] == "ZBVZeroBubble"
+    assert zbv["breakdown"]["pipeline_bubble_s"] == pytest.approx(0.0, abs=1e-12)
+    assert zb1["breakdown"]["pipeline_bubble_s"] == pytest.approx(
+        inter["breakdown"]["pipeline_bubble_s"] / 3
+    )
+    assert_user_error(
+        run_cli(*base, "--pipeline-schedule", "1F1B", check=False), "1F1B runs 1", "vpp 2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--pp-layout", "Et|(tt|)*62tX"], ["--pp-layout", "'X'"]),
+        (["--pp-layout", "Et|(tt|)*62tL", "--pp-layers", "63,63"], ["--pp-layout", "--pp-layers"]),
+        (
+            ["--pp-layout", "Et|(tt|)*62tL", "--vpp", "2"],
+            ["--vpp 2", "64 virtual stages, 8 per rank"],
+        ),
+        (["--account-for-loss-in-pipeline-split"], ["layers + loss = 127", "pp*vpp = 8*1"]),
+    ],
+)
+def test_pipeline_flag_errors(args: list[str], needles: list[str]) -> None:
+    base = ["estimate", *LLAMA405, "--nodes", "64", "--tp", "8", "--pp", "8"]
+    assert_user_error(run_cli(*base, *args, check=False), *needles)
+
+
+def test_emitters_state_uneven_chunks() -> None:
+    model = load_model("llama3-405b")
+    nvidia = Layout(
+        tp=8,
+        pp=8,
+        vpp=8,
+        dp=16,
+        seq=8192,
+        gbs=512,
+        pp_layers=megatron_split(126, 8, 8, embedding=True, loss=True).stage_layers,
+    )
+    args = megatron_args(model, nvidia)
+    assert '--pipeline-model-parallel-layout "Et|(tt|)*62tL"' in args
+    assert not any(a.startswith("--num-layers-per-virtual") for a in args)
+    # torchtitan: 64 virtual stages, rank 0's first and rank 7's last hold one layer.
+    toml = tomllib.loads(torchtitan_toml(nvidia.model_copy(update={"zero": 3}), model))
+    points = toml["parallelism"]["pipeline_parallel_split_points"]
+    assert len(points) == 63 and points[:2] == ["layers.1", "layers.3"]
+    assert points[-1] == "layers.125"
+    zbv = nvidia.model_copy(update={"zero": 3, "vpp": 2, "pp_layers": None, "pp": 9, "dp": 14})
+    toml = tomllib.loads(torchtitan_toml(zbv, model, "ZBVZeroBubble"))
+    assert toml["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
+
+
+def test_plan_with_a_pipeline_schedule() -> None:
+    base = ["plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64"]
+    base += ["--seq", "4096", "--top", "1", "--fix", "pp=4"]
+    zbv = cli_json(*base, "--pipeline-schedule", "ZBVZeroBubble")["plans"][0]
+    plain = cli_json(*base, "--framework", "torchtitan")["plans"][0]
+    assert zbv["vpp"] == 2 and zbv["frameworks"] == ["torchtitan"]
+    assert zbv["step_time_s"] < plain["step_time_s"]
+    assert_user_error(
+        run_cli(*base, "--pipeline-schedule", "ZBVZeroBubble", "--framework", "megatron",
+                check=False),
+        "--framework megatron runs 1F1B, Interleaved1F1B",
+    )  # fmt: skip
+    clash = [*base[:-2], "--fix", "pp=4,vpp=4", "--pipeline-schedule", "ZBVZeroBubble"]
+    assert_user_error(run_cli(*clash, check=False), "runs vpp 2", "vpp=4")

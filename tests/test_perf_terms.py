@@ -1,0 +1,121 @@
+"""Each cost term of perf/terms against hand-computed values, with a fake collective model
+(seconds = bytes x a per-op rate), so only the term's own counting is under test."""
+
+from __future__ import annotations
+
+import pytest
+
+from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.terms.compute import compute
+from tierwise.perf.terms.cp import cp_comm
+from tierwise.perf.terms.dp import DP_OVERLAP_EFFICIENCY, FORWARD_SHARE, dp_comm, stage_params
+from tierwise.perf.terms.ep import ep_comm
+from tierwise.perf.terms.pp import pp_comm
+from tierwise.perf.terms.stage import Stage, stage_of
+from tierwise.perf.terms.tp import TP_OVERLAP_EXPOSED, tp_comm
+from tierwise.workload.layout import Layout, layout_fields
+from tierwise.workload.load import load_model
+
+H100 = load_cluster("dgx-h100", nodes=8).gpu
+RATE = {"all_reduce": 2e-12, "all_gather": 1e-12, "reduce_scatter": 1e-12, "sendrecv": 3e-12}
+RATE |= {"alltoall": 5e-12}
+ACT = 4096 * 4096 * 2  # one bf16 activation: seq 4096 x hidden 4096
+
+
+def fake_comm(kind: str, op: str, nbytes: float) -> float:
+    return RATE[op] * nbytes
+
+
+def stage(model: str = "llama3-8b", **layout: object) -> Stage:
+    """A stage of 8 layers (32 over pp 4) unless the layout says otherwise."""
+    m = load_model(model)
+    lay = Layout(**{"seq": 4096, "gbs": 64, "pp": 4, "dp": 2, **layout})
+    return stage_of(m, H100, layout_fields(lay, m))
+
+
+def test_tp_two_collectives_per_layer_and_pass() -> None:
+    # 8 layers x 2 collectives x (forward, backward) = 32 all-reduces of one activation.
+    t = tp_comm(stage(tp=4, sp=False), fake_comm)
+    assert t.total_s == pytest.approx(32 * 2e-12 * ACT)
+    assert t.exposed_s == t.total_s and t.group == "tp"
+    assert t.bytes == pytest.approx(32 * ACT * 2 * 3 / 4)  # ring: 2(p-1)/p of the buffer
+    # Full recompute adds a forward pass; SP turns each all-reduce into AG + RS.
+    sp = tp_comm(stage(tp=4, recompute="full"), fake_comm, overlap=True)
+    assert sp.total_s == pytest.approx(48 * (1e-12 + 1e-12) * ACT)
+    assert sp.exposed_s == pytest.approx(TP_OVERLAP_EXPOSED * sp.total_s)
+
+
+def test_tp_bytes_are_the_same_with_and_without_sequence_parallelism() -> None:
+    # AG + RS each send (p-1)/p of the activation: 2(p-1)/p in all, as one all-reduce does.
+    with_sp = tp_comm(stage(tp=4, sp=True), fake_comm)
+    without = tp_comm(stage(tp=4, sp=False), fake_comm)
+    assert with_sp.bytes == pytest.approx(without.bytes)
+
+
+def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:
+    s = stage(cp=2, dp=1)
+    tokens = 4096 / 2
+    kv_block = tokens * 2 * 8 * 128 * 2  # K and V of the 8 KV heads, bf16
+    ring = cp_comm(s, fake_comm, attention_s=0.0)
+    # 8 layers x (cp-1) exchanges x (1 forward + 2 backward) passes.
+    assert ring.total_s == pytest.approx(8 * 3 * 3e-12 * kv_block)
+    assert ring.exposed_s == pytest.approx(ring.total_s)
+    hidden = cp_comm(s, fake_comm, attention_s=ring.total_s)
+    assert hidden.exposed_s == 0.0 and hidden.bytes == pytest.approx(8 * 3 * kv_block)
+    a2a = cp_comm(s, fake_comm, attention_s=1.0, kind="a2a")
+    qkv, out = tokens * (4096 + kv_block / tokens / 2) * 2, tokens * 4096 * 2
+    assert a2a.exposed_s == pytest.approx(8 * 2 * 5e-12 * (qkv + out))
+    assert a2a.bytes == pytest.approx(8 * 2 * (qkv + out) / 2)
+
+
+def test_ep_dispatch_and_combine_per_moe_layer() -> None:
+    s = stage("mixtral-8x7b", ep=2, dp=2)
+    routed = 4096 * 2 * 4096 * 2  # top-2 copies of each token, bf16 (balanced routing)
+    e = ep_comm(s, fake_comm, force_balance=True)
+    # 8 MoE layers x (dispatch + combine) x (forward + backward).
+    assert e.exposed_s == pytest.approx(8 * 2 * 2 * 5e-12 * routed)
+    assert e.bytes == pytest.approx(8 * 2 * 2 * routed / 2) and e.group == "ep"
+    assert ep_comm(stage(), fake_comm).total_s == 0.0
+
+
+def test_pp_one_send_each_way_per_virtual_stage() -> None:
+    p = pp_comm(stage(vpp=2), fake_comm)
+    assert p.exposed_s == pytest.approx(2 * 2 * 3e-12 * ACT)
+    assert p.bytes == pytest.approx(4 * ACT)
+    assert pp_comm(stage(pp=1, dp=8), fake_comm).bytes == 0.0
+
+
+def test_dp_all_reduce_hides_behind_backward() -> None:
+    s = stage(pp=1, dp=8, gbs=16)  # 2 micro-batches
+    grads = stage_params(s) * 4  # fp32 main grads
+    window = 1e-3 * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY
+    d = dp_comm(s, fake_comm, compute_s=1e-3)
+    assert d.comm.total_s == pytest.approx(2e-12 * grads)
+    assert d.comm.exposed_s == pytest.approx(max(2e-12 * grads - window, 0.0))
+    assert d.window_s == pytest.approx(window) and d.buffer_bytes == pytest.approx(grads)
+    assert d.comm.bytes == pytest.approx(7 / 8 * 2 * grads)
+    # FSDP: weights gathered forward and backward and grads reduce-scattered per micro-batch.
+    f = dp_comm(stage(pp=1, dp=8, gbs=16, zero=3), fake_comm, compute_s=1e-3)
+    per_micro = 2 * 1e-12 * stage_params(s) * 2 + 1e-12 * grads
+    assert f.comm.total_s == pytest.approx(2 * per_micro)
+    assert f.comm.exposed_s == pytest.approx(2 * (per_micro - 1e-3 * DP_OVERLAP_EFFICIENCY))
+
+
+def test_compute_parts_add_up_and_unfused_attention_costs_more() -> None:
+    s = stage(tp=2)
+    fused, unfused = compute(s), compute(s, flash_attention=False)
+    assert fused.layers_s == fused.gemm_s + fused.attention_s + fused.elementwise_s
+    assert unfused.attention_s == pytest.approx(2 * fused.attention_s)  # no causal skipping
+    assert unfused.elementwise_s > fused.elementwise_s and unfused.gemm_s == fused.gemm_s
+
+
+def test_logits_and_embedding_are_priced_apart_from_the_layers() -> None:
+    s = stage()
+    c = compute(s)
+    # 3 passes x 2 x 4096 tokens x 4096 x 128256 vocab; the GEMM runs below peak.
+    logits_flops = 3 * 2 * 4096 * 4096 * 128256
+    assert 1.0 < c.logits_s * H100.peak_bf16_tflops * 1e12 / logits_flops < 2.0
+    # 14 bytes per token and hidden element at 70% of 3.35 TB/s.
+    assert c.embedding_s == pytest.approx(4096 * 4096 * 14 / (3.35e12 * 0.7), rel=1e-3)
+    # The layers' GEMM time is the same with or without the logits on the stage.
+    assert c.gemm_s == pytest.approx(compute(stage(pp=2, dp=4)).gemm_s / 2)
