@@ -289,3 +289,20 @@ def test_slurm_node_list_bomb_is_refused_before_expanding() -> None:
         node_indices(load_cluster("dgx-h100"), bomb)
     with pytest.raises(TierwiseError):
         node_indices(load_cluster("dgx-h100"), "gpu[" + "9" * 5000 + "]")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [('link_width="16"', 'link_width="1³²6"'), ('link_speed="32.0 GT/s', 'link_speed="3.2.0 GT/s')],
+)
+def test_nccl_xml_odd_pcie_attributes_are_ignored_not_crashed(old: str, new: str) -> None:
+    xml = (DATA / "ingest" / "nccl_topo_dgx_h100.xml").read_text()
+    topo = parse_nccl_topo(xml.replace(old, new))  # int('1³²6'), float('3.2.0'): found by fuzz
+    assert len(topo.gpus) == 8
+
+
+def test_lab_sizes_factor_with_superscript_digits() -> None:
+    from tierwise.cli.commands.lab import parse_sizes
+
+    with pytest.raises(TierwiseError, match="factor"):
+        parse_sizes("1M:4M:²")

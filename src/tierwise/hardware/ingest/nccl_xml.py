@@ -30,6 +30,8 @@ GPU_CLASSES = ("0x030200", "0x030000")
 IB_CLASS_PREFIX = "0x0207"
 _RDMA_NAME = re.compile(r"^(mlx\d+_|bnxt_re|irdma|erdma|ionic|rdma)")
 MBPS_PER_GBPS = 1000
+_LINK_SPEED = re.compile(r"\s*(\d{1,4}(?:\.\d{1,4})?)\s*GT/s", re.ASCII)
+_LINK_WIDTH = re.compile(r"^\d{1,3}$", re.ASCII)
 MAX_DEPTH = 64  # deepest element nesting read (NCCL's dumps: system/cpu/pci.../gpu/nvlink)
 
 
@@ -245,9 +247,9 @@ def _pcie(gpus: Iterable[_Elem]) -> tuple[int | None, int | None]:
     speeds, widths = [], []
     for g in gpus:
         dev = _device(g)
-        if m := re.match(r"\s*([\d.]+)\s*GT/s", dev.attrs.get("link_speed", "")):
+        if m := _LINK_SPEED.match(dev.attrs.get("link_speed", "")):
             speeds.append(float(m.group(1)))
-        if dev.attrs.get("link_width", "").isdigit():
+        if _LINK_WIDTH.match(dev.attrs.get("link_width", "")):
             widths.append(int(dev.attrs["link_width"]))
     if not speeds:
         return None, min(widths, default=None)
