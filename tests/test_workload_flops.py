@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierwise.workload import ModelSpec, load_model, param_counts
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
     RECOMPUTE_NONE,
     RECOMPUTE_SELECTIVE,
+    attention_proj_macs,
+    causal_keys,
+    core_attention_macs,
     flops_batch,
     forward_flops,
     layer_flops,
     logits_flops,
     megatron_eq3_flops,
     model_flops_per_step,
+    model_flops_per_token,
+    padded_vocab,
     training_flops,
 )
+from tierwise.workload.params import mla_latent_params
 
 
 def gpt(layers: int, hidden: int, heads: int, vocab: int = 51200) -> ModelSpec:
@@ -100,7 +108,9 @@ def test_recompute_factors() -> None:
     logits = 3 * logits_flops(m, 8192, 1)
     assert (full - logits) / (base - logits) == pytest.approx(4 / 3)
     assert sel - base == pytest.approx(32 * layer_flops(m, 8192, 1).attention)
-    assert model_flops_per_step(m, 8192, 128) == pytest.approx(128 * base)
+    # model FLOPs count the causal half of the s^2 core, as Megatron does
+    attention = 32 * layer_flops(m, 8192, 1).attention * 3
+    assert model_flops_per_step(m, 8192, 128) == pytest.approx(128 * (base - attention / 2))
 
 
 def test_tp_and_cp_split_work() -> None:
@@ -144,3 +154,72 @@ def test_stage_flops_sum_to_training_when_one_stage() -> None:
     stage = flops_batch(m, seq=4096, mbs=1, recompute=RECOMPUTE_FULL)
     assert stage.hardware == pytest.approx(training_flops(m, 4096, 1, recompute=RECOMPUTE_FULL))
     assert stage.model == pytest.approx(training_flops(m, 4096, 1))
+
+
+@given(seq=st.integers(2, 4096), window=st.integers(1, 8192))
+def test_sliding_window_keys_are_exact_mean(seq: int, window: int) -> None:
+    m = ModelSpec(
+        name="swa",
+        layers=2,
+        hidden=64,
+        heads=4,
+        vocab=128,
+        local_attention={"window": window, "global_every": None},
+    )
+    exact = sum(min(i + 1, window) for i in range(seq)) / seq
+    expected = exact if window < seq else seq / 2  # Megatron: a window >= seq is plain causal
+    assert causal_keys(m, seq) == pytest.approx(expected)
+
+
+def test_local_global_pattern_and_chunks() -> None:
+    gemma = load_model("gemma3-27b")  # 5 local (1024) per global layer, 62 layers
+    assert (gemma.local_layers, gemma.layers - gemma.local_layers) == (52, 10)
+    swa = 1024 - 1024 * 1023 / (2 * 8192)
+    assert causal_keys(gemma, 8192) == pytest.approx((52 * swa + 10 * 4096) / 62)
+    scout = load_model("llama4-scout")  # chunked 8192, every 4th layer global
+    assert causal_keys(scout, 32768) == pytest.approx((36 * 4096 + 12 * 16384) / 48)
+    assert causal_keys(scout, 4096) == pytest.approx(2048)  # one chunk: plain causal
+
+
+def test_mla_flops_by_hand() -> None:
+    m = load_model("deepseek-v3")
+    h, n = 7168, 128
+    q = 1536 * (h + 1 + n * 192)
+    kv = h * (512 + 64) + 512 * (1 + n * (128 + 128))
+    assert attention_proj_macs(m) == q + kv + n * 128 * h
+    assert core_attention_macs(m, 4096) == 2048 * n * (192 + 128)
+
+
+def test_model_flops_per_token_by_hand_llama() -> None:
+    m = load_model("llama3-70b")
+    h, s, q, kv, ffn, v = 8192, 8192, 8192, 1024, 28672, 128256
+    per_layer = h * (q + 2 * kv) + q * h + s / 2 * 2 * q + 3 * h * ffn
+    hand = 6 * (80 * per_layer + h * v)
+    assert model_flops_per_token(m, s) == pytest.approx(hand, rel=1e-12)
+
+
+def test_padded_vocab() -> None:
+    assert padded_vocab(50257) == 50304 and padded_vocab(128256) == 128256
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "llama4-maverick", "gemma3-27b"])
+def test_hardware_count_agrees_with_megatron_counter(name: str) -> None:
+    """The per-GPU count (MLA, windows, MTP) and Megatron's model count differ only by the
+    router GEMM Megatron leaves out (< 0.5%)."""
+    m = load_model(name)
+    causal = training_flops(m, 4096, 1, causal=True) / 4096
+    assert causal == pytest.approx(model_flops_per_token(m, 4096), rel=0.005)
+    assert causal >= model_flops_per_token(m, 4096)
+
+
+def test_mla_latents_are_computed_whole_on_every_tp_rank() -> None:
+    m = load_model("deepseek-v3")
+    one, eight = layer_flops(m, 4096, 1), layer_flops(m, 4096, 1, tp=8)
+    latents = mla_latent_params(m)
+    assert eight.qkv == pytest.approx(2 * 4096 * (latents + (one.qkv / 8192 - latents) / 8))
+
+
+def test_pre_2025_megatron_counter_counts_the_full_square() -> None:
+    m = load_model("llama3-70b")
+    full, causal = model_flops_per_token(m, 8192, causal=False), model_flops_per_token(m, 8192)
+    assert full - causal == pytest.approx(6 * 80 * 4096 * 2 * 8192)

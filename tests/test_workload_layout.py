@@ -113,7 +113,7 @@ def test_layouts_to_arrays() -> None:
     assert list(arrays["tp"]) == [2, 1]
     assert list(arrays["recompute"]) == [2, 0]
     assert list(arrays["sp"]) == [True, False]
-    assert list(arrays["fp8"]) == [False, True]
+    assert list(arrays["precision"]) == [0, 1]  # bf16, fp8 (delayed)
     assert list(arrays["first_stage_layers"]) == [32, 16]
     assert arrays["gbs"].dtype == np.int64
 

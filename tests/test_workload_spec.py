@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierwise.errors import SpecError
 from tierwise.workload import ModelSpec, load_model, param_counts, preset_names
@@ -171,3 +173,39 @@ def test_load_errors(tmp_path: Path) -> None:
     partial.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
     with pytest.raises(SpecError, match="'num_hidden_layers' is required"):
         load_model(str(partial))
+
+
+@given(
+    layers=st.integers(2, 96),
+    dense=st.integers(0, 5),
+    every=st.integers(1, 4),
+    global_every=st.one_of(st.none(), st.integers(1, 8)),
+)
+def test_layer_patterns_count_what_they_mark(
+    layers: int, dense: int, every: int, global_every: int | None
+) -> None:
+    if layers - dense < every:
+        return
+    m = ModelSpec(
+        name="p",
+        layers=layers,
+        hidden=64,
+        heads=4,
+        vocab=128,
+        moe={
+            "experts": 4,
+            "top_k": 2,
+            "expert_ffn_hidden": 32,
+            "dense_layers": dense,
+            "every": every,
+        },
+        local_attention={"window": 16, "global_every": global_every},
+    )
+    assert m.moe is not None and m.local_attention is not None
+    assert sum(m.moe.is_moe(i) for i in range(layers)) == m.moe_layers
+    assert m.dense_layers_in(0, layers) == m.dense_layers
+    half = layers // 2
+    dense_first = sum(not m.moe.is_moe(i) for i in range(half))
+    assert m.dense_layers_in(0, half) == dense_first
+    assert m.dense_layers_in(half, layers - half) == m.dense_layers - dense_first
+    assert sum(not m.local_attention.is_global(i) for i in range(layers)) == m.local_layers

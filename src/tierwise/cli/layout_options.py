@@ -23,7 +23,18 @@ SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")]
 SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none|selective|full")]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="bf16|fp8")]
+DtypeOpt = Annotated[
+    str | None,
+    typer.Option("--dtype", help="bf16|fp8|mxfp8|nvfp4: precision of the layers' GEMMs."),
+]
+Fp8RecipeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fp8-recipe",
+        help="delayed|tensorwise|blockwise (Megatron's; tensorwise = current scaling). "
+        "Default delayed.",
+    ),
+]
 DistOptOpt = Annotated[
     bool | None,
     typer.Option(
@@ -131,6 +142,29 @@ MoeCapacityOpt = Annotated[
         "--moe-expert-capacity-factor",
         help="Megatron's: capacity routing, experts padded to this factor (tokens beyond it "
         "dropped); overrides the model's capacity_factor.",
+    ),
+]
+CudaGraphOpt = Annotated[
+    bool,
+    typer.Option(
+        "--enable-cuda-graph",
+        help="CUDA graphs over the layers (Megatron's): no host time per MoE layer and expert.",
+    ),
+]
+Fp8ParamGatherOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fp8-param-gather/--no-fp8-param-gather",
+        help="Megatron's: FP8/MXFP8 layouts all-gather parameters in their format (NeMo's "
+        "recipes do).",
+    ),
+]
+Fp8AttentionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fp8-dot-product-attention",
+        help="The attention core in FP8 (Megatron-core's TransformerConfig "
+        "fp8_dot_product_attention), not BF16.",
     ),
 ]
 MoeA2aOverlapOpt = Annotated[

@@ -80,10 +80,22 @@ FIELD_NOTES: dict[str, str] = {
     "ModelSpec.hidden": "Hidden size (model dimension).",
     "ModelSpec.heads": "Attention (query) heads.",
     "ModelSpec.vocab": "Vocabulary size.",
-    "ModelSpec.activation": "MLP activation: swiglu (3 matmuls), gelu or squared-relu (2).",
+    "ModelSpec.activation": (
+        "MLP activation: swiglu or geglu (Gemma; 3 matmuls), gelu or squared-relu (2)."
+    ),
     "ModelSpec.tied_embeddings": "The output layer shares the input embedding's weights.",
     "ModelSpec.moe": "Mixture-of-experts shape; none for a dense model.",
     "ModelSpec.norm": "rmsnorm or layernorm (layernorm has a bias per norm).",
+    "ModelSpec.mla": "Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); none: GQA/MHA.",
+    "ModelSpec.local_attention": (
+        "Sliding-window or chunked layers (GPT-OSS, Gemma, Llama 4); none: every layer global."
+    ),
+    "MLASpec.kv_lora_rank": "Rank of the compressed KV latent.",
+    "MLASpec.qk_nope_head_dim": "Per-head query/key width without rotary embedding.",
+    "MLASpec.qk_rope_head_dim": "Per-head rotary query/key width (one rotary key shared by heads).",
+    "MLASpec.v_head_dim": "Per-head value width.",
+    "LocalAttention.kind": "sliding (the last window tokens) or chunked (window-token blocks).",
+    "LocalAttention.global_every": "Every N-th layer (N, 2N, ...) is global; none: all local.",
     # contract
     "Contract.name": "Name shown in outputs.",
     "Contract.description": "What the contract is for.",

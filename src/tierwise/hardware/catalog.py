@@ -19,13 +19,23 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+PRECISIONS = ("bf16", "fp8", "mxfp8", "nvfp4")
+"""GEMM precisions a GPU may run, each with its own dense peak field ``peak_<name>_tflops``."""
+
+
 class GPU(_Frozen):
-    """One accelerator: dense tensor peaks, memory and its interconnect generation."""
+    """One accelerator: dense tensor peaks per precision, memory and its interconnect."""
 
     key: str = "inline"
     name: str = "custom GPU"
+    arch: str = "custom"
+    """Tensor-core generation: ampere, hopper, blackwell, blackwell-ultra, cdna3, ada."""
     peak_bf16_tflops: float = Field(gt=0)
     peak_fp8_tflops: float | None = Field(default=None, gt=0)
+    peak_mxfp8_tflops: float | None = Field(default=None, gt=0)
+    """Block-scaled FP8 (OCP MX, 32-element blocks, E8M0 scales); None: not supported."""
+    peak_nvfp4_tflops: float | None = Field(default=None, gt=0)
+    """NVFP4 (E2M1, 16-element blocks, E4M3 scales); None: not supported."""
     hbm_gib: float = Field(gt=0)
     hbm_tbps: float = Field(gt=0)
     intra: str = "pcie5"
@@ -33,6 +43,10 @@ class GPU(_Frozen):
     gemm_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Fixed achieved share of peak for every GEMM, for a device whose peak was measured (the
     lab's CPU ranks); None: the shape-dependent curve of `tierwise.perf.efficiency`."""
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense tensor peak in TFLOP/s for `precision` (one of PRECISIONS); None: unsupported."""
+        return getattr(self, f"peak_{precision}_tflops")
 
 
 class Link(_Frozen):

@@ -34,7 +34,6 @@ from tierwise.workload.flops import ACT_BYTES, Array
 
 TP_COLLECTIVES_PER_PASS = 2
 KV_TENSORS = 2
-PARAM_GATHER_BYTES = 2  # 16-bit weights gathered after the sharded optimizer step
 A2A_PER_MOE_PASS = 2  # dispatch + combine
 
 CommFn = Callable[[str, str, Array], Array]

@@ -1,92 +1,150 @@
 """Achieved compute and memory throughput as fractions of a GPU's peak.
 
-A weight GEMM of per-GPU shape (M, N, K) does 2MNK FLOPs on 2(MK + KN + MN) bytes of 16-bit
-operands: arithmetic intensity I = MNK / (MK + KN + MN) FLOP/byte (the same for its forward,
-data-gradient and weight-gradient GEMMs, which permute the three dims). Its efficiency is
-eff = GEMM_PEAK_FRACTION[gpu] * I / (I + GEMM_RIDGE_MULTIPLE * ridge), ridge = peak FLOP/s over
-HBM bytes/s: a skinny GEMM (one small dim: the head or FFN columns a TP rank holds) loses more
-on a GPU whose compute outruns its memory (H100's ridge is ~295 FLOP/byte, A100's ~153).
-The peak fractions are the calibration file's cuBLAS figures for large square BF16 GEMMs
-(../shared/calibration/training_runs.yaml, gemm_and_hardware); GEMM_RIDGE_MULTIPLE is fitted
-on the training runs there (benchmarks/validate_estimate.py, docs/validation.md).
+One law for every weight GEMM, on every GPU generation and in every precision. A GEMM of
+per-GPU shape (M, N, K) does 2MNK FLOPs on e(MK + KN + MN) bytes of e-byte operands; with
+I = MNK / (MK + KN + MN) its arithmetic intensity is 2I/e FLOP/byte (the same for its fprop,
+dgrad and wgrad, which permute the three dims). It runs at
+
+    rate = peak[format] * ARCH_PEAK_FRACTION[arch] * FORMAT_EFFICIENCY[format]
+           * I / (I + GEMM_RIDGE_MULTIPLE * ridge * e / 2),   ridge = peak[format] / HBM B/s,
+
+so a skinny GEMM (one small dim: the columns a TP rank holds, the tokens an expert gets) loses
+more on a GPU whose compute outruns its memory, and more in a faster format. Expert GEMMs run
+grouped (one kernel over a rank's experts); at few tokens per expert the tiles are part empty
+and the launch is amortised over little work, which the factor t / (t + GROUPED_GEMM_TOKENS)
+of t tokens per expert adds. ARCH_PEAK_FRACTION for Ampere and Hopper is the calibration file's
+cuBLAS figure for large square BF16 GEMMs (../shared/calibration/training_runs.yaml,
+gemm_and_hardware); the other constants are fitted on all calibration runs (training_runs.yaml
+and training_runs_modern.yaml) by ``benchmarks/validate_estimate.py --fit``; docs/validation.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from typing import NamedTuple
 
 from tierwise.hardware.catalog import GPU
 from tierwise.workload.flops import Array
+from tierwise.workload.precision import FORMATS, ByCode
 
-# Share of dense peak large square BF16 GEMMs reach (calibration file: "roughly 70-80% on H100
-# and about 80-90% on A100 in cuBLAS"): the middle of each range. Other GPUs: assumed as H100.
-GEMM_PEAK_FRACTION = {
-    "a100-sxm-40gb": 0.85,
-    "a100-sxm-80gb": 0.85,
-    "h100-sxm": 0.75,
-    "h100-pcie": 0.75,
-    "h200": 0.75,
+# Share of the dense BF16 peak large square GEMMs reach, per tensor-core generation. Ampere and
+# Hopper: the calibration file ("roughly 70-80% on H100 and about 80-90% on A100 in cuBLAS"),
+# the middle of each range. Blackwell: fitted (no GEMM figure in the calibration folder).
+ARCH_PEAK_FRACTION = {
+    "ampere": 0.85,
+    "hopper": 0.75,
+    "blackwell": 0.677,
+    "blackwell-ultra": 0.894,
 }
-DEFAULT_GEMM_PEAK_FRACTION = 0.75
-# Arithmetic intensity, in multiples of the GPU's ridge point, at which a GEMM reaches half its
-# peak fraction. Fitted on the training runs of ../shared/calibration/ by
-# benchmarks/validate_estimate.py --fit.
-GEMM_RIDGE_MULTIPLE = 1.0
-# FP8 GEMMs: Transformer Engine reaches about 1.4x the BF16 GEMM throughput in practice, not
-# the 2x of peak (scaling, casts, amax reductions): efficiency relative to the FP8 peak.
-FP8_GEMM_RELATIVE_EFFICIENCY = 0.7
-# Flash attention (fused, causal) relative to the GEMM peak fraction. Fitted with
-# GEMM_RIDGE_MULTIPLE (benchmarks/validate_estimate.py --fit; 0.75 costs 0.2 points of MAE):
-# FlashAttention-2 reaches ~70% of A100 peak forward but less backward, and less of H100's.
-ATTENTION_RELATIVE_EFFICIENCY = 0.6
+DEFAULT_PEAK_FRACTION = 0.75
+# A low-precision format's GEMMs relative to a BF16 GEMM at the same share of its own peak:
+# scaled GEMMs on the tensor-cores' FP8/FP4 paths reach less of their (2x, 4x) peak than BF16
+# does (scale handling in the epilogue/main loop, power and clock limits at the higher rate).
+# FP8 (one value for every recipe: no calibration run uses delayed or blockwise scaling, whose
+# differences the model prices as cast traffic in perf/precision.py) and MXFP8 are fitted;
+# NVFP4 (no calibration run) is assumed.
+FORMAT_EFFICIENCY = {
+    "bf16": 1.0,
+    "fp8-delayed": 0.866,
+    "fp8-tensorwise": 0.866,
+    "fp8-blockwise": 0.866,
+    "mxfp8": 0.786,
+    "nvfp4": 0.5,
+}
+# Arithmetic intensity, in multiples of the format's ridge point, at which a GEMM reaches half
+# its peak fraction. Fitted (benchmarks/validate_estimate.py --fit).
+GEMM_RIDGE_MULTIPLE = 1.45
+# Tokens per expert at which a grouped expert GEMM loses half its rate to tile padding and
+# per-expert overhead. Fitted.
+GROUPED_GEMM_TOKENS = 3.93
+# Flash attention (fused, causal, BF16) relative to the GEMM peak fraction. Fitted with
+# GEMM_RIDGE_MULTIPLE: FlashAttention-2 reaches ~70% of A100 peak forward but less backward,
+# and less of H100's.
+ATTENTION_RELATIVE_EFFICIENCY = 0.994
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
 HBM_EFFICIENCY = 0.7
-# Unfused framework kernels move each elementwise tensor this many times more than the fused
-# minimum the workload layer counts (casts, bias, dropout masks, copies). Fitted with
-# GEMM_RIDGE_MULTIPLE on the training runs (benchmarks/validate_estimate.py --fit).
-ELEMENTWISE_TRAFFIC_FACTOR = 2.5
+# Elementwise kernels move each tensor this many times more than the fused minimum the
+# workload layer counts (casts, bias, dropout masks, copies, launch gaps). Fitted for
+# frameworks with fused kernels (Transformer Engine's LayerNorm+cast, SwiGLU, RoPE, flash
+# attention); the unfused Megatron-LM of 2021-22 (no flash attention) moves at least as much:
+# UNFUSED_ELEMENTWISE_RATIO (>= 1, fitted) times that.
+ELEMENTWISE_TRAFFIC_FACTOR = 2.34
+UNFUSED_ELEMENTWISE_RATIO = 1
 
 
-def gemm_peak_fraction(gpu: GPU) -> float:
-    """Large-GEMM share of dense peak for `gpu`."""
-    return GEMM_PEAK_FRACTION.get(gpu.key, DEFAULT_GEMM_PEAK_FRACTION)
+class Gemm(NamedTuple):
+    """Weight GEMMs of one kind: FLOPs, per-GPU (m x k) @ (k x n), the share of FLOPs in the
+    low-precision format (0..1) and the tokens per expert of a grouped GEMM (None: plain)."""
+
+    flops: Array
+    m: Array
+    n: Array
+    k: Array
+    low_share: Array = 0.0
+    expert_tokens: Array | None = None
+
+
+def peak_fraction(gpu: GPU) -> float:
+    """Large-GEMM share of the dense BF16 peak for `gpu`'s generation."""
+    return ARCH_PEAK_FRACTION.get(gpu.arch, DEFAULT_PEAK_FRACTION)
+
+
+@cache
+def _format_rates(gpu: GPU) -> tuple[ByCode, ByCode]:
+    """Per format code: achieved large-GEMM TFLOP/s and the half-rate intensity I (FLOP per
+    element triple, as `gemm_intensity`); an unsupported format runs at the BF16 rate."""
+    rate, half = [], []
+    for f in FORMATS:
+        peak = gpu.peak_tflops(f.peak) or gpu.peak_bf16_tflops
+        rate.append(peak * peak_fraction(gpu) * FORMAT_EFFICIENCY[f.name])
+        half.append(GEMM_RIDGE_MULTIPLE * peak / gpu.hbm_tbps * f.element_bytes / 2)
+    return ByCode(rate), ByCode(half)
 
 
 def gemm_intensity(m: Array, n: Array, k: Array) -> Array:
-    """FLOPs per byte of a 16-bit (m x k) @ (k x n) GEMM: mnk / (mk + kn + mn)."""
+    """MNK / (MK + KN + MN): FLOPs per byte of a 16-bit (m x k) @ (k x n) GEMM."""
     return m * n * k / (m * k + k * n + m * n)
 
 
-def gemm_seconds(
-    gpu: GPU, gemms: Sequence[tuple[Array, Array, Array, Array]], fp8: Array = False
-) -> Array:
-    """Seconds of weight GEMMs given as (FLOPs, m, n, k) of per-GPU (m x k) @ (k x n) shapes:
-    each at peak * fraction * I / (I + GEMM_RIDGE_MULTIPLE * ridge) TFLOP/s."""
+def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) -> Array:
+    """Seconds of weight GEMMs, each at the rate of its shape, format (`precision`, a
+    ``workload.precision`` code, for its `low_share`; BF16 for the rest) and grouping."""
     if gpu.gemm_efficiency is not None:
         return sum([g[0] for g in gemms]) / (gpu.peak_bf16_tflops * gpu.gemm_efficiency * 1e12)
-    fp8_peak = gpu.peak_fp8_tflops or gpu.peak_bf16_tflops
-    peak = gpu.peak_bf16_tflops + fp8 * (
-        fp8_peak * FP8_GEMM_RELATIVE_EFFICIENCY - gpu.peak_bf16_tflops
-    )
-    # FP8 operands are 1 byte: twice the intensity, against a ridge as much higher as the peak.
-    half = GEMM_RIDGE_MULTIPLE * peak / gpu.hbm_tbps / (1 + fp8)
-    # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate, rate = peak * fraction
-    work = sum([flops * (1 + half / gemm_intensity(m, n, k)) for flops, m, n, k in gemms])
-    return work / (peak * gemm_peak_fraction(gpu) * 1e12)
+    rates, halves = _format_rates(gpu)
+    rate_low, half_low = rates[precision], halves[precision]
+    rate_bf16, half_bf16 = rates[0], halves[0]
+    total = 0.0
+    for g in gemms:
+        flops, m, n, k, low_share, expert_tokens = g if len(g) == 6 else (*g, 0.0, None)
+        intensity = gemm_intensity(m, n, k)
+        # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
+        bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
+        low = low_share * (1 + half_low / intensity) / rate_low
+        grouped = 1.0 if expert_tokens is None else 1 + GROUPED_GEMM_TOKENS / expert_tokens
+        total = total + flops * (bf16 + low) * grouped
+    return total / 1e12
 
 
-def attention_tflops(gpu: GPU) -> float:
-    """Achieved TFLOP/s of the fused attention core (BF16), counting the work it does."""
+def attention_tflops(gpu: GPU, fp8: bool = False) -> float:
+    """Achieved TFLOP/s of the fused attention core, counting the work it does: BF16, or FP8
+    (Megatron's ``--fp8-dot-product-attention``: cuDNN's FP8 attention, at the FP8 GEMMs'
+    efficiency) where the GPU has FP8 tensor cores."""
     if gpu.gemm_efficiency is not None:
         return gpu.peak_bf16_tflops * gpu.gemm_efficiency
-    return gpu.peak_bf16_tflops * gemm_peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    bf16 = gpu.peak_bf16_tflops * peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    if not (fp8 and gpu.peak_fp8_tflops):
+        return bf16
+    return bf16 * gpu.peak_fp8_tflops / gpu.peak_bf16_tflops * FORMAT_EFFICIENCY["fp8-tensorwise"]
 
 
-def elementwise_seconds(gpu: GPU, nbytes: Array) -> Array:
+def elementwise_seconds(gpu: GPU, nbytes: Array, fused: bool = True) -> Array:
     """Time of HBM-bound elementwise work counted as `nbytes` fused bytes."""
-    return nbytes * ELEMENTWISE_TRAFFIC_FACTOR / hbm_bytes_per_s(gpu)
+    factor = ELEMENTWISE_TRAFFIC_FACTOR * (1.0 if fused else UNFUSED_ELEMENTWISE_RATIO)
+    return nbytes * factor / hbm_bytes_per_s(gpu)
 
 
 def hbm_bytes_per_s(gpu: GPU) -> float:

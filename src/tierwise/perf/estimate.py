@@ -14,6 +14,7 @@ from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
 from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
 from tierwise.workload.pipeline import standard_split
+from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
 
@@ -55,6 +56,7 @@ def estimate(
         split = standard_split(model.layers, layout.pp, layout.vpp)
         layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
     layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
+    check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
     schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
     groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
@@ -83,6 +85,7 @@ def estimate(
         "tflops_per_gpu": float(terms["tflops_per_gpu"]),
         "hw_tflops_per_gpu": float(terms["hw_tflops_per_gpu"]),
         "mfu": float(terms["mfu"]),
+        "mfu_at_dtype_peak": float(terms["mfu_at_dtype_peak"]),
         "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
         "hbm_gib": cluster.gpu.hbm_gib,
         "fits": bool(terms["fits"]),

@@ -33,6 +33,17 @@ class Flags:
     moe_token_dispatcher_type: str = "alltoall"
     moe_router_force_load_balancing: bool = False
     overlap_moe_expert_parallel_comm: bool = False
+    # CUDA graphs over the MoE layers (Megatron's --cuda-graph-impl with the moe_preprocess
+    # scope, or a full-iteration graph): no host synchronisation per MoE layer
+    # (tierwise.perf.terms.host).
+    cuda_graphs: bool = False
+    # Megatron's --fp8-param-gather: FP8/MXFP8 layouts all-gather parameters in their format
+    # (NeMo's and Megatron-Bridge's FP8 and MXFP8 recipes set it; torchtitan's float8 FSDP2
+    # gathers per-tensor float8 whatever this says, DeepSpeed never).
+    fp8_param_gather: bool = True
+    # Megatron-core's TransformerConfig.fp8_dot_product_attention: the attention core in FP8
+    # (cuDNN), not BF16.
+    fp8_dot_product_attention: bool = False
 
     def __post_init__(self) -> None:
         if self.attention_backend not in ATTENTION_BACKENDS:

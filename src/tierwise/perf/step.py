@@ -11,8 +11,10 @@ arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
+from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.flags import Flags
@@ -26,6 +28,7 @@ from tierwise.perf.terms.stage import pos, stage_of
 from tierwise.perf.terms.tp import tp_comm
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step
 from tierwise.workload.memory import GiB, memory_batch
+from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.spec import ModelSpec
 
 __all__ = ["Flags", "step_terms"]
@@ -34,6 +37,12 @@ __all__ = ["Flags", "step_terms"]
 # kernels occupy 16-32 of the GPU's SMs and compete for HBM while the overlapped GEMMs run.
 # Assumed (not fitted): the calibration runs overlap little communication.
 OVERLAP_INTERFERENCE = 0.2
+
+
+@cache
+def _format_peaks(gpu: GPU) -> ByCode:
+    """Dense peak (TFLOP/s) of each format's GEMMs on `gpu`; BF16's where the GPU lacks it."""
+    return ByCode(peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS)))
 
 
 def memory_fields(f: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +76,8 @@ def step_terms(
         flags.flash_attention,
         1.0 if route == "capacity" else load,
         permute_scale(dispatcher, f["ep"], m.moe.top_k) if m.moe is not None else 1.0,
+        flags.cuda_graphs,
+        flags.fp8_dot_product_attention,
     )
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
@@ -107,6 +118,7 @@ def step_terms(
         flags.overlap_grad_reduce,
         flags.overlap_param_gather,
         flags.framework,
+        flags.fp8_param_gather,
     )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
@@ -128,6 +140,7 @@ def step_terms(
         "tflops_per_gpu": tflops,
         "hw_tflops_per_gpu": tflops * s.flops.hardware / s.flops.model,
         "mfu": tflops / gpu.peak_bf16_tflops,
+        "mfu_at_dtype_peak": tflops / _format_peaks(gpu)[f["precision"]],
         "memory": mem,
         "memory_gib_per_gpu": mem_bytes / GiB,
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
@@ -163,6 +176,8 @@ def step_terms(
             "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
             "attention": per_rank * work.attention_s,
             "elementwise": micro * (share * work.elementwise_s + pipe.embedding * work.embedding_s),
+            "quantize": micro * share * work.quantize_s,
+            "host_sync": micro * share * work.host_s,
         },
         "pipeline_bubble_fraction": bubble / step,
         "moe_routing": route if m.moe is not None else None,

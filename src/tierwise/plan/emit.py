@@ -34,6 +34,124 @@ def _reject(framework: str, checks: list[tuple[bool, str, object, str]]) -> None
             raise SpecError(f"--emit {framework}: {field}={value!r}: {supported}")
 
 
+LOW_PRECISION_ARGS = {
+    "bf16": [],
+    "fp8": ["--fp8-format hybrid"],
+    "mxfp8": ["--fp8-format e4m3", "--fp8-recipe mxfp8"],
+    "nvfp4": ["--fp4-format e2m1", "--fp4-recipe nvfp4"],
+}
+"""Megatron-LM flags of each dtype (its arguments.py: --fp8-format, --fp8-recipe, --fp4-*)."""
+
+
+NORMALIZATION = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
+POSITION = {"rope": "rope", "learned": "learned_absolute"}
+ACTIVATION_FLAG = {"swiglu": ["--swiglu"], "squared-relu": ["--squared-relu"], "gelu": []}
+"""Megatron-LM's MLP flags (no flag: GELU); it has no gated-GELU (GeGLU) flag."""
+
+
+def megatron_moe_layer_freq(model: ModelSpec) -> str:
+    """Megatron's ``--moe-layer-freq`` list pattern (1 = MoE layer) for ``model``: leading
+    dense layers, then every ``every``-th layer MoE, e.g. ``([0]*3+[1]*58)`` for
+    DeepSeek-V3 and ``([0,1]*24)`` for Llama 4 Maverick."""
+    moe = model.moe
+    assert moe is not None
+    n = model.moe_layers
+    unit = ",".join(["0"] * (moe.every - 1) + ["1"])
+    tail = model.layers - moe.dense_layers - n * moe.every
+    parts = [f"[0]*{moe.dense_layers}"] if moe.dense_layers else []
+    parts.append(f"[{unit}]*{n}")
+    parts += [f"[0]*{tail}"] if tail else []
+    return f"({'+'.join(parts)})"
+
+
+def megatron_model_args(model: ModelSpec, seq: int) -> list[str]:
+    """Megatron-LM arguments that build ``model``'s shape (names from its ``arguments.py``):
+    norm, MLP activation, position embedding and rotary base, biases, untied embeddings, GQA,
+    head width, QK-norm, MLA, MoE, MTP, attention sinks and sliding windows. The vocabulary
+    comes from the tokenizer: the model's Hugging Face tokenizer (`hf_model_path`)."""
+    local = model.local_attention
+    _reject(
+        "megatron",
+        [
+            (
+                model.activation == "geglu",
+                "activation",
+                model.activation,
+                "Megatron-LM's arguments have --swiglu, --squared-relu or plain GELU, no GeGLU",
+            ),
+            (
+                local is not None and local.kind == "chunked",
+                "local_attention.kind",
+                "chunked",
+                "Megatron-LM's arguments have sliding windows (--window-size), no chunked "
+                "attention (Llama 4)",
+            ),
+        ],
+    )
+    args = [
+        "--tokenizer-type HuggingFaceTokenizer",
+        f"--tokenizer-model {shlex.quote(hf_model_path(model))}",
+        f"--max-position-embeddings {model.max_seq or seq}",
+        f"--num-layers {model.layers}",
+        f"--hidden-size {model.hidden}",
+        f"--ffn-hidden-size {model.ffn}",
+        f"--num-attention-heads {model.heads}",
+        f"--normalization {NORMALIZATION[model.norm]}",
+        *ACTIVATION_FLAG[model.activation],
+        f"--position-embedding-type {POSITION[model.position]}",
+    ]
+    if model.position == "rope" and model.rope_theta is not None:
+        args.append(f"--rotary-base {round(model.rope_theta)}")
+    if model.bias != "all":
+        args.append("--disable-bias-linear")
+    if model.bias == "qkv":
+        args.append("--add-qkv-bias")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if model.mla is not None:
+        mla = model.mla
+        q_lora = [] if mla.q_lora_rank is None else [f"--q-lora-rank {mla.q_lora_rank}"]
+        args += [
+            "--multi-latent-attention",
+            *q_lora,
+            f"--kv-lora-rank {mla.kv_lora_rank}",
+            f"--qk-head-dim {mla.qk_nope_head_dim}",
+            f"--qk-pos-emb-head-dim {mla.qk_rope_head_dim}",
+            f"--v-head-dim {mla.v_head_dim}",
+        ]
+    else:
+        if model.kv != model.heads:
+            args += ["--group-query-attention", f"--num-query-groups {model.kv}"]
+        args.append(f"--kv-channels {model.hd}")
+    if model.qk_norm:
+        args.append("--qk-layernorm")
+    if model.attention_sinks:
+        args.append("--softmax-type learnable")
+    if local is not None:  # HF's window counts the query itself; Megatron's left span does not
+        args.append(f"--window-size {local.window - 1},0")
+        if local.global_every is not None:
+            args.append(f"--window-attn-skip-freq {local.global_every}")
+    if model.moe is not None:
+        moe = model.moe
+        args += [
+            f"--num-experts {moe.experts}",
+            f"--moe-router-topk {moe.top_k}",
+            f"--moe-ffn-hidden-size {moe.expert_ffn_hidden}",
+        ]
+        if moe.shared_experts:
+            total = moe.shared_experts * moe.shared_ffn
+            args.append(f"--moe-shared-expert-intermediate-size {total}")
+        if model.moe_layers != model.layers:
+            args.append(f'--moe-layer-freq "{megatron_moe_layer_freq(model)}"')
+        if moe.router == "sigmoid":
+            args.append("--moe-router-score-function sigmoid")
+        if moe.expert_bias:
+            args.append("--moe-router-enable-expert-bias")
+    if model.mtp_layers:
+        args.append(f"--mtp-num-layers {model.mtp_layers}")
+    return args
+
+
 def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> list[str]:
     """Megatron-LM `pretrain_gpt.py` arguments for the layout and model shape."""
     _reject(
@@ -53,19 +171,12 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         f"--pipeline-model-parallel-size {layout.pp}",
         f"--context-parallel-size {layout.cp}",
         f"--expert-model-parallel-size {layout.ep}",
+        *([f"--expert-tensor-parallel-size {layout.etp}"] if layout.expert_tp != layout.tp else []),
         f"--micro-batch-size {layout.mbs}",
         f"--global-batch-size {layout.global_batch}",
         f"--seq-length {layout.seq}",
-        f"--max-position-embeddings {layout.seq}",
-        f"--num-layers {model.layers}",
-        f"--hidden-size {model.hidden}",
-        f"--ffn-hidden-size {model.ffn}",
-        f"--num-attention-heads {model.heads}",
+        *megatron_model_args(model, layout.seq),
     ]
-    if model.kv != model.heads:
-        args += ["--group-query-attention", f"--num-query-groups {model.kv}"]
-    if model.moe is not None:
-        args += [f"--num-experts {model.moe.experts}", f"--moe-router-topk {model.moe.top_k}"]
     stages = layout.stage_layers(model)
     first, last, middle = stages[0], stages[-1], set(stages[1:-1])
     if len(middle) > 1 or any(n % layout.vpp for n in stages):
@@ -95,14 +206,19 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
             "--recompute-method uniform",
             "--recompute-num-layers 1",
         ]
-    if model.activation == "swiglu":
-        args.append("--swiglu")
-    # FP8 runs Transformer Engine's FP8 GEMMs (E4M3 forward, E5M2 backward) inside a bf16
-    # model; without --bf16 the rest would run in fp32. --fp8-recipe is left at its default
-    # (delayed scaling), which also keeps Megatron-LM releases without that flag working.
+    # Low precision runs Transformer Engine's GEMMs inside a bf16 model; without --bf16 the
+    # rest would run in fp32. FP8: E4M3 forward, E5M2 backward; --fp8-recipe only when not the
+    # default (delayed), which keeps Megatron-LM releases without that flag working. MXFP8 is
+    # E4M3 throughout (Megatron-LM arguments.py); NVFP4 is --fp4-format e2m1 --fp4-recipe nvfp4.
     args.append("--bf16")
-    if layout.dtype == "fp8":
-        args.append("--fp8-format hybrid")
+    args += LOW_PRECISION_ARGS[layout.dtype]
+    if layout.fp8_recipe is not None:
+        args.append(f"--fp8-recipe {layout.fp8_recipe}")
+    sharded = layout.distributed_optimizer or layout.zero >= 1
+    if flags.fp8_param_gather and layout.dtype in ("fp8", "mxfp8") and sharded:
+        args.append("--fp8-param-gather")  # the gathers the plan priced in FP8
+    if flags.cuda_graphs:
+        args.append("--enable-cuda-graph")
     if flags.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if flags.overlap_param_gather and layout.distributed_optimizer:
@@ -154,6 +270,81 @@ def _check_torchtitan(layout: Layout) -> None:
     )
 
 
+TORCHTITAN_FLAVORS: dict[str, tuple[str, str]] = {
+    "llama3-8b": ("llama3", "8B"),
+    "llama3-70b": ("llama3", "70B"),
+    "llama3-405b": ("llama3", "405B"),
+    "llama4-scout": ("llama4", "17bx16e"),
+    "llama4-maverick": ("llama4", "17bx128e"),
+    "deepseek-v3": ("deepseek_v3", "671B"),
+    "qwen3-8b": ("qwen3", "8B"),
+    "qwen3-32b": ("qwen3", "32B"),
+    "qwen3-30b-a3b": ("qwen3", "30B-A3B"),
+    "qwen3-235b-a22b": ("qwen3", "235B-A22B"),
+}
+"""Preset -> torchtitan ``[model] name`` and ``flavor``: the registries in pytorch/torchtitan
+``torchtitan/models/{llama3,deepseek_v3,qwen3}/__init__.py`` @b5bcd76c; llama4 (17bx16e,
+17bx128e) as registered before its removal in d92336fe (2026), i.e. in earlier releases."""
+
+
+HF_REPOS: dict[str, str] = {
+    "llama2-7b": "meta-llama/Llama-2-7b-hf",
+    "llama2-13b": "meta-llama/Llama-2-13b-hf",
+    "llama2-70b": "meta-llama/Llama-2-70b-hf",
+    "llama3-8b": "meta-llama/Meta-Llama-3-8B",
+    "llama3-70b": "meta-llama/Meta-Llama-3-70B",
+    "llama3-405b": "meta-llama/Llama-3.1-405B",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+    "mixtral-8x22b": "mistralai/Mixtral-8x22B-v0.1",
+    "deepseek-moe-16b": "deepseek-ai/deepseek-moe-16b-base",
+    "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B",
+    "mpt-7b": "mosaicml/mpt-7b",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "kimi-k2": "moonshotai/Kimi-K2-Instruct",
+    "qwen3-8b": "Qwen/Qwen3-8B",
+    "qwen3-32b": "Qwen/Qwen3-32B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
+    "gpt-oss-20b": "openai/gpt-oss-20b",
+    "gpt-oss-120b": "openai/gpt-oss-120b",
+    "llama4-scout": "meta-llama/Llama-4-Scout-17B-16E",
+    "llama4-maverick": "meta-llama/Llama-4-Maverick-17B-128E",
+    "gemma3-27b": "google/gemma-3-27b-pt",
+}
+"""Preset -> Hugging Face Hub repository whose config.json it was written from (the
+sources in ``workload/data/models.yaml``)."""
+
+
+def hf_model_path(model: ModelSpec) -> str:
+    """The Hub repository of a preset (or a model of the same shape); else the model's name,
+    which for an imported ``config.json`` is its ``_name_or_path`` or folder."""
+    from tierwise.workload.load import preset
+
+    for name, repo in HF_REPOS.items():
+        if model.name == name or _same_shape(model, preset(name)):
+            return repo
+    return model.name
+
+
+def _same_shape(a: ModelSpec, b: ModelSpec) -> bool:
+    """Equal architecture (the name and the trained context do not matter)."""
+    skip = {"name", "max_seq"}
+    return a.model_dump(exclude=skip) == b.model_dump(exclude=skip)
+
+
+def torchtitan_model(model: ModelSpec) -> tuple[str, str]:
+    """torchtitan's model name and flavor for ``model`` (a preset, or the same shape)."""
+    from tierwise.workload.load import preset
+
+    for name, entry in TORCHTITAN_FLAVORS.items():
+        if model.name == name or _same_shape(model, preset(name)):
+            return entry
+    raise SpecError(
+        f"--emit torchtitan: model {model.name!r}: torchtitan has no {model.name}; it has "
+        f"{', '.join(sorted({f'{n} {f}' for n, f in TORCHTITAN_FLAVORS.values()}))}"
+    )
+
+
 def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
     """First layer of every (virtual) pipeline stage but the first. torchtitan's looped
     schedules put virtual stage j*pp + r on pipeline rank r; each holds about 1/vpp of its
@@ -164,9 +355,11 @@ def _split_points(stage_layers: tuple[int, ...], vpp: int) -> list[int]:
 def torchtitan_toml(
     layout: Layout, model: ModelSpec | None = None, schedule: str | None = None
 ) -> str:
-    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint] (and
-    [model] converters + [float8] for an FP8 layout). `model` gives the layer count behind
-    the split points of an even pipeline split (`layout.pp_layers` states an uneven one);
+    """A torchtitan job config's [parallelism], [training] and [activation_checkpoint], the
+    [model] name and flavor (`model` given; SpecError where torchtitan lacks it), and for an
+    FP8 or MXFP8 layout [model] converters + [float8] or [mx]. `model` also gives the layer
+    count behind the split points of an even pipeline split (`layout.pp_layers` states an
+    uneven one);
     `schedule` the pipeline schedule (default 1F1B, Interleaved1F1B with vpp > 1)."""
     _check_torchtitan(layout)
     shard = layout.zero >= 1  # FSDP over the data-parallel ranks; zero 0 replicates (DDP)
@@ -190,10 +383,25 @@ def torchtitan_toml(
         # pp > 1 the schedule splits each local batch into local_batch_size /
         # pipeline_parallel_microbatch_size microbatches. One local batch = one step here.
         local_batch = layout.mbs * layout.num_microbatches
-    fp8 = []
+    fp8, model_table = [], []
+    if model is not None:
+        name, flavor = torchtitan_model(model)
+        model_table = [f'name = "{name}"', f'flavor = "{flavor}"']
     if layout.dtype == "fp8":  # torchao Float8Linear; FSDP gathers the weights in float8
-        fp8 = ["[model]", 'converters = ["float8"]', "", "[float8]"]
-        fp8 += [f"enable_fsdp_float8_all_gather = {str(shard).lower()}", ""]
+        model_table.append('converters = ["float8"]')
+        fp8 = ["[float8]", f"enable_fsdp_float8_all_gather = {str(shard).lower()}", ""]
+        if layout.fp8_recipe not in (None, "tensorwise"):
+            raise SpecError(
+                f"--emit torchtitan: fp8_recipe={layout.fp8_recipe!r}; torchao's float8 "
+                "training runs tensorwise (current) scaling"
+            )
+    elif layout.dtype == "mxfp8":  # torchao MX training (MXLinear)
+        model_table.append('converters = ["mx"]')
+        fp8 = ["[mx]", 'recipe_name = "mxfp8"', ""]
+    elif layout.dtype == "nvfp4":
+        raise SpecError("--emit torchtitan: dtype='nvfp4'; torchtitan trains in bf16, fp8, mxfp8")
+    if model_table:
+        fp8 = ["[model]", *model_table, "", *fp8]
     # mode "selective" alone would mean torchtitan's default selective_ac_option "2"
     # (full AC on every 2nd layer); "op" is op-level selective AC.
     selective = ['selective_ac_option = "op"'] if layout.recompute == "selective" else []
@@ -244,7 +452,7 @@ def _check_deepspeed(layout: Layout) -> None:
         "deepspeed",
         [
             (
-                layout.dtype == "fp8",
+                layout.dtype != "bf16",
                 "dtype",
                 layout.dtype,
                 "DeepSpeed's JSON config has no FP8 (bf16 or fp16)",
@@ -300,14 +508,21 @@ def launch_command(
     `pretrain_gpt.py`, torchtitan's trainer on `torchtitan.toml`, or the user's DeepSpeed
     script (`$TRAIN_SCRIPT`, DeepSpeed's `--deepspeed --deepspeed_config` arguments) on
     `deepspeed.json`. DeepSpeed has no trainer of its own: the script builds the TP/PP
-    groups (the sbatch comment states the degrees); the JSON holds batch sizes and ZeRO."""
+    groups (the sbatch comment states the degrees) and loads the model from its Hugging Face
+    path and config (``--model_name_or_path``, the transformers/DeepSpeed-Chat convention);
+    the JSON holds batch sizes and ZeRO."""
     if framework == "torchtitan":
         _check_torchtitan(layout)
         return ["-m torchtitan.train", f"--job.config_file {EMIT_FILES['torchtitan']}"]
     if framework == "deepspeed":
         _check_deepspeed(layout)
         script = '"${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}"'
-        return [script, "--deepspeed", f"--deepspeed_config {EMIT_FILES['deepspeed']}"]
+        return [
+            script,
+            f"--model_name_or_path {shlex.quote(hf_model_path(model))}",
+            "--deepspeed",
+            f"--deepspeed_config {EMIT_FILES['deepspeed']}",
+        ]
     if framework in ("megatron", "any"):
         return ["pretrain_gpt.py", *megatron_args(model, layout, flags)]
     raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(LAUNCHERS)}")

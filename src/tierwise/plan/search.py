@@ -17,6 +17,7 @@ from tierwise.plan.diagnose import why_no_layout
 from tierwise.plan.space import RECOMPUTE, Space, build_space
 from tierwise.workload.layout import Layout, middle_stage_layers
 from tierwise.workload.memory import GiB
+from tierwise.workload.precision import dtype_and_recipe
 from tierwise.workload.spec import ModelSpec
 
 Objective = Literal["step_time", "tokens_per_dollar"]
@@ -41,6 +42,7 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
     first, last = int(arrays["first_stage_layers"][i]), int(arrays["last_stage_layers"][i])
     middle = int(middle_stage_layers(layers, pp, first, last)) if pp > 2 else first
     uneven = pp > 1 and (first != middle or last != middle)
+    dtype, recipe = dtype_and_recipe(int(arrays["precision"][i]))
     return Layout(
         tp=int(arrays["tp"][i]),
         cp=int(arrays["cp"][i]),
@@ -57,7 +59,8 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
         sp=bool(arrays["sp"][i]),
         distributed_optimizer=bool(arrays["distributed_optimizer"][i]),
         grad_reduce_bf16=bool(arrays["grad_reduce_bf16"][i]),
-        dtype="fp8" if arrays["fp8"][i] else "bf16",
+        dtype=dtype,
+        fp8_recipe=recipe,
     )
 
 

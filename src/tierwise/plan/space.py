@@ -15,6 +15,7 @@ import numpy as np
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.layout import Layout
+from tierwise.workload.precision import precision_code, supported_dtypes
 from tierwise.workload.spec import ModelSpec
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
@@ -101,6 +102,7 @@ FIXABLE = (
     "recompute",
     "zero",
     "dtype",
+    "fp8_recipe",
     "sp",
     "grad_reduce_bf16",
     "sharding",
@@ -225,16 +227,19 @@ def build_space(
                 f"--fix: zero={stage} with {'/'.join(shard_names)} ({framework}); "
                 f"allowed: {', '.join(stages)}"
             )
-    # FP8 is searched where the GPU has FP8 tensor cores (Transformer Engine's recipe) and
-    # the framework can run it.
-    runs_fp8 = caps["fp8"] and bool(cluster.gpu.peak_fp8_tflops)
-    allowed_dtypes = ("bf16", "fp8") if runs_fp8 else ("bf16",)
-    dtypes = (fix["dtype"],) if "dtype" in fix else allowed_dtypes
+    # FP8 (the default recipe) is searched where the GPU has FP8 tensor cores and the framework
+    # runs it; --fix dtype= pins any format the GPU runs (MXFP8, NVFP4: Blackwell).
+    gpu = cluster.gpu
+    runs_low = caps["fp8"] and bool(gpu.peak_fp8_tflops)
+    allowed_dtypes = supported_dtypes(gpu) if caps["fp8"] else ("bf16",)
+    dtypes = (fix["dtype"],) if "dtype" in fix else ("bf16", "fp8") if runs_low else ("bf16",)
     if dtypes[0] not in allowed_dtypes:
         raise SpecError(
-            f"--fix: dtype={dtypes[0]!r} on {cluster.gpu.key}; allowed: {', '.join(allowed_dtypes)}"
+            f"--fix: dtype={dtypes[0]!r} on {gpu.key}; allowed: {', '.join(allowed_dtypes)}"
             + ("" if caps["fp8"] else f" ({framework} has no FP8)")
         )
+    recipe = fix.get("fp8_recipe")
+    codes = [precision_code(d, recipe if d == "fp8" else None) for d in dtypes]
     grad16 = _flag(fix, "grad_reduce_bf16", caps["grad_reduce_bf16"][0])
     if grad16 not in caps["grad_reduce_bf16"]:
         raise SpecError(
@@ -324,7 +329,7 @@ def build_space(
         "zero": zero,
         "distributed_optimizer": distopt,
         "grad_reduce_bf16": np.full(n, grad16),
-        "fp8": np.array([d == "fp8" for d in dtypes])[sel["dtype"]],
+        "precision": np.array(codes)[sel["dtype"]],
         "first_stage_layers": end_layers,
         "last_stage_layers": end_layers,
     }
@@ -386,7 +391,7 @@ def frameworks_for(layout: Layout) -> list[str]:
         if (scheme == "ddp" or scheme in caps["sharding"])
         and (layout.cp == 1 or caps["cp"])
         and (layout.vpp == 1 or caps["vpp"])
-        and (layout.dtype != "fp8" or caps["fp8"])
+        and (layout.dtype == "bf16" or caps["fp8"])
         and (layout.pp_layers is None or caps["short_ends"])
         and (layout.pp == 1 or layout.zero <= caps["pp_zero"])
         and layout.grad_reduce_bf16 in caps["grad_reduce_bf16"]

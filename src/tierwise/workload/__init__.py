@@ -12,6 +12,7 @@ from tierwise.workload.flops import (
     logits_flops,
     megatron_eq3_flops,
     model_flops_per_step,
+    model_flops_per_token,
     training_flops,
 )
 from tierwise.workload.layout import (
@@ -20,10 +21,11 @@ from tierwise.workload.layout import (
     layout_fields,
     layouts_to_arrays,
 )
-from tierwise.workload.load import load_model, preset, preset_names
+from tierwise.workload.load import load_model, model_from_record, preset, preset_names
 from tierwise.workload.memory import (
     MemoryBreakdown,
     activation_bytes_per_token,
+    expert_token_share,
     memory,
     memory_batch,
     model_state_bytes,
@@ -41,6 +43,7 @@ __all__ = [
     "ParamCounts",
     "StageFlops",
     "activation_bytes_per_token",
+    "expert_token_share",
     "flops_batch",
     "forward_flops",
     "layer_flops",
@@ -52,6 +55,8 @@ __all__ = [
     "memory",
     "memory_batch",
     "model_flops_per_step",
+    "model_flops_per_token",
+    "model_from_record",
     "model_state_bytes",
     "param_counts",
     "preset",

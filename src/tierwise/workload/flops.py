@@ -27,7 +27,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tierwise.workload.params import NORMS_PER_LAYER
+from tierwise.workload.params import (
+    MTP_NORMS,
+    MTP_PROJ_INPUTS,
+    NORMS_PER_LAYER,
+    mla_latent_params,
+    mla_params,
+)
 from tierwise.workload.spec import ModelSpec
 
 Array = float | np.ndarray
@@ -53,7 +59,7 @@ ACT_BYTES = 2
 RESIDUAL_ADDS_PER_LAYER = 2
 ELEMENTWISE_BACKWARD_FACTOR = 2.0
 """Backward elementwise traffic / forward: reads saved input and output grad, writes grad."""
-ACTIVATION_ELEMENTS = {"swiglu": 3, "gelu": 2, "squared-relu": 2}
+ACTIVATION_ELEMENTS = {"swiglu": 3, "geglu": 3, "gelu": 2, "squared-relu": 2}
 """Elements the MLP activation reads + writes per ffn column (SwiGLU: gate, up in; one out)."""
 ELEMENTS_PER_NORM = 2
 ELEMENTS_PER_RESIDUAL_ADD = 3
@@ -61,6 +67,83 @@ PERMUTES_PER_MOE_LAYER = 2
 """Token copies into expert order (dispatch) and back (combine), each a read + write."""
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 """Integer codes of ``Layout.recompute`` used by the vectorised functions."""
+VOCAB_MULTIPLE = 128
+"""Megatron pads the vocabulary to a multiple of this (``--make-vocab-size-divisible-by``)."""
+
+
+def padded_vocab(vocab: int, multiple: int = VOCAB_MULTIPLE) -> int:
+    """Vocabulary rounded up to ``multiple`` rows, as Megatron allocates the logits GEMM."""
+    return -(-vocab // multiple) * multiple
+
+
+def attention_proj_macs(m: ModelSpec) -> int:
+    """Multiply-accumulates per token of one layer's attention projections (Q, K, V, output;
+    MLA: its down/up projections and latent norms, as Megatron counts them)."""
+    if m.mla is not None:
+        return mla_params(m)
+    return m.hidden * (m.q_dim + 2 * m.kv_dim + m.v_dim)
+
+
+def causal_keys(m: ModelSpec, seq: Array) -> Array:
+    """Keys a query meets under the causal mask, averaged over queries and over the layers.
+
+    Global layers: ``seq / 2`` (Megatron's causal halving). Sliding window ``w``:
+    ``w - w(w-1)/(2 seq)`` (exact mean of ``min(i+1, w)``) when ``w < seq``. Chunked
+    attention of chunk ``c``: ``c / 2`` when ``c < seq`` (each chunk is its own causal block).
+    """
+    full = seq / 2
+    local = m.local_attention
+    if local is None or m.local_layers == 0:
+        return full
+    w = local.window
+    within = seq > w
+    span = w - w * (w - 1) / (2 * seq) if local.kind == "sliding" else w / 2
+    local_keys = within * span + (1 - within) * full
+    share = m.local_layers / m.layers
+    return share * local_keys + (1 - share) * full
+
+
+def core_attention_macs(m: ModelSpec, seq: Array) -> Array:
+    """Multiply-accumulates per token of one (average) layer's causal attention core:
+    ``keys x (q_dim + v_dim)`` for the scores and the context."""
+    return causal_keys(m, seq) * (m.q_dim + m.v_dim)
+
+
+def mlp_macs(m: ModelSpec, moe_layer: bool) -> int:
+    """Multiply-accumulates per token of a layer's MLP (MoE: top_k routed + shared experts,
+    no router)."""
+    nmat = m.matmuls_per_mlp
+    if not moe_layer or m.moe is None:
+        return nmat * m.hidden * m.ffn
+    moe = m.moe
+    routed = moe.top_k * moe.expert_ffn_hidden
+    return nmat * m.hidden * (routed + moe.shared_experts * moe.shared_ffn)
+
+
+def model_flops_per_token(
+    m: ModelSpec, seq: Array, *, vocab_multiple: int = VOCAB_MULTIPLE, causal: bool = True
+) -> Array:
+    """Training model FLOPs per token, as Megatron-LM / Megatron-Bridge count them.
+
+    ``num_floating_point_operations`` (Megatron-LM ``megatron/training/training.py``;
+    Megatron-Bridge ``src/megatron/bridge/training/utils/flop_utils.py``): 3 passes x 2 FLOPs
+    per MAC over the attention projections, the causal-halved core (sliding windows exact),
+    the dense MLPs or top_k routed + shared experts (no router), each MTP module as one more
+    layer of the last layer's kind plus its norms, ``2h x h`` projection and its own logits,
+    and the logits over the vocabulary padded to ``vocab_multiple``. No recompute.
+    ``causal=False``: the full ``s^2`` core on every layer, as Megatron-LM counted before
+    commit 8873b55d6a (2025-03-06), the convention of model TFLOP/s published until then.
+    """
+    h, mtp = m.hidden, m.mtp_layers
+    core = core_attention_macs(m, seq) if causal else seq * (m.q_dim + m.v_dim)
+    attention = attention_proj_macs(m) + core
+    moe_layers = m.moe_layers + mtp * m.mtp_is_moe
+    dense_layers = m.dense_layers + mtp * (not m.mtp_is_moe)
+    layers = (m.layers + mtp) * attention + dense_layers * mlp_macs(m, False)
+    layers = layers + moe_layers * mlp_macs(m, True)
+    mtp_extra = mtp * (MTP_NORMS * h + MTP_PROJ_INPUTS * h * h)
+    logits = h * padded_vocab(m.vocab, vocab_multiple) * (1 + mtp)
+    return TRAINING_PASSES * FLOPS_PER_MAC * (layers + mtp_extra + logits)
 
 
 class LayerFlops(NamedTuple):
@@ -111,8 +194,13 @@ def layer_flops(
     q_rank = m.q_dim / tp
     kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
     mac = FLOPS_PER_MAC * tokens
-    score_share = CAUSAL_FRACTION if causal else 1.0
-    attention = 2 * mac * seq * q_rank * score_share
+    keys = causal_keys(m, seq) / (CAUSAL_FRACTION if not causal else 1.0)
+    attention = mac * keys * (m.q_dim + m.v_dim) / tp
+    if m.mla is not None:  # latent down-projections whole on each TP rank, the rest split
+        latents = mla_latent_params(m)
+        qkv = mac * (latents + (mla_params(m) - latents - m.v_dim * h) / tp)
+    else:
+        qkv = mac * h * (q_rank + 2 * kv_rank)
     norm_tokens = tokens / (1 + sp * (tp - 1))
     norm_elems = (
         NORMS_PER_LAYER * ELEMENTS_PER_NORM + RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD
@@ -133,9 +221,9 @@ def layer_flops(
         act_elems = act * m.ffn
     elementwise = ACT_BYTES * (norm_tokens * norm_elems + tokens * (rope_elems + act_elems / tp))
     return LayerFlops(
-        qkv=mac * h * (q_rank + 2 * kv_rank),
+        qkv=qkv,
         attention=attention,
-        out=mac * q_rank * h,
+        out=mac * m.v_dim / tp * h,
         mlp=mlp,
         router=router,
         experts=experts,
@@ -144,8 +232,21 @@ def layer_flops(
 
 
 def logits_flops(m: ModelSpec, seq: Array, mbs: Array, *, tp: Array = 1, cp: Array = 1) -> Array:
-    """Forward FLOPs of the output projection (vocab split over TP)."""
-    return FLOPS_PER_MAC * mbs * seq / cp * m.hidden * m.vocab / tp
+    """Forward FLOPs of the output projection over the padded vocabulary (split over TP)."""
+    return FLOPS_PER_MAC * mbs * seq / cp * m.hidden * padded_vocab(m.vocab) / tp
+
+
+def head_flops(
+    m: ModelSpec, seq: Array, mbs: Array, dense: LayerFlops, moe: LayerFlops, tp: Array, cp: Array
+) -> Array:
+    """Forward FLOPs after the last layer: the logits, and per MTP module one more layer of
+    the last layer's kind, its ``2h x h`` projection and its own logits (on the last stage)."""
+    logits = logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    if not m.mtp_layers:
+        return logits
+    layer = moe.total if m.mtp_is_moe else dense.total
+    proj = FLOPS_PER_MAC * mbs * seq / cp * MTP_PROJ_INPUTS * m.hidden * m.hidden / tp
+    return logits + m.mtp_layers * (layer + proj + logits)
 
 
 def _layers(
@@ -170,7 +271,7 @@ def forward_flops(
     """Forward FLOPs of the whole model (all layers + logits) for one micro-batch, per GPU."""
     dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
     layers = m.dense_layers * dense.total + m.moe_layers * moe.total
-    return layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    return layers + head_flops(m, seq, mbs, dense, moe, tp, cp)
 
 
 def training_flops(
@@ -188,19 +289,20 @@ def training_flops(
     layers = m.dense_layers * dense.total + m.moe_layers * moe.total
     attention = m.dense_layers * dense.attention + m.moe_layers * moe.attention
     extra = (recompute == RECOMPUTE_FULL) * layers + (recompute == RECOMPUTE_SELECTIVE) * attention
-    return TRAINING_PASSES * (layers + logits_flops(m, seq, mbs, tp=tp, cp=cp)) + extra
+    return TRAINING_PASSES * (layers + head_flops(m, seq, mbs, dense, moe, tp, cp)) + extra
 
 
-def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array, *, causal: bool = False) -> Array:
-    """Model FLOPs of one step over all GPUs (3 x forward, no recompute): MFU's numerator."""
-    if isinstance(seq, int | float):  # one layout: the per-sequence count is memoised
-        return gbs * _model_flops_per_sequence(m, seq, causal)
-    return TRAINING_PASSES * forward_flops(m, seq, gbs, causal=causal)
+def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
+    """Model FLOPs of one step over all GPUs, ``gbs x seq x model_flops_per_token`` (Megatron's
+    counter, no recompute): the numerator of MFU and of model TFLOP/s per GPU."""
+    if isinstance(seq, int | float):  # one layout: the per-token count is memoised
+        return gbs * seq * _model_flops_per_token_cached(m, seq)
+    return gbs * seq * model_flops_per_token(m, seq)
 
 
 @cache
-def _model_flops_per_sequence(m: ModelSpec, seq: int | float, causal: bool) -> float:
-    return TRAINING_PASSES * forward_flops(m, seq, 1, causal=causal)
+def _model_flops_per_token_cached(m: ModelSpec, seq: int | float) -> float:
+    return float(model_flops_per_token(m, seq))
 
 
 def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: int) -> Array:
@@ -226,7 +328,8 @@ class StageFlops(NamedTuple):
     attention: Array
     """Share of ``hardware`` in the attention core."""
     logits: Array
-    """Share of ``hardware`` in the output projection."""
+    """Share of ``hardware`` in the output projection (and the MTP modules, see
+    ``head_flops``)."""
     elementwise_bytes: Array
     """HBM bytes of elementwise work (forward, backward, recompute)."""
     layers: Array
@@ -259,7 +362,7 @@ def flops_batch(
     ew = (1 - moe_share) * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
     full = recompute == RECOMPUTE_FULL
     selective = recompute == RECOMPUTE_SELECTIVE
-    logits = TRAINING_PASSES * logits_flops(m, seq, mbs, tp=tp, cp=cp)
+    logits = TRAINING_PASSES * head_flops(m, seq, mbs, dense, moe, tp, cp)
     model = n * TRAINING_PASSES * per_layer + logits
     hardware = model + n * (full * per_layer + selective * attn)
     return StageFlops(

@@ -22,6 +22,7 @@ from tierwise.workload.flops import (
     Array,
     maximum,
 )
+from tierwise.workload.precision import precision_code
 from tierwise.workload.spec import ModelSpec
 
 Recompute = Literal["none", "selective", "full"]
@@ -59,7 +60,12 @@ class Layout(BaseModel):
         description="16-bit main grads and DP reduce (Megatron's --grad-reduce-in-bf16, fp16 "
         "training, DeepSpeed's default); else fp32 (Megatron's bf16 default, torchtitan)",
     )
-    dtype: Literal["bf16", "fp8"] = "bf16"
+    dtype: Literal["bf16", "fp8", "mxfp8", "nvfp4"] = Field(
+        "bf16", description="precision of the layers' weight GEMMs (workload/precision.py)"
+    )
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise"] | None = Field(
+        None, description="FP8 scaling (Megatron's --fp8-recipe); default delayed"
+    )
     pp_layers: tuple[int, ...] | None = Field(
         None, description="layers per pipeline stage (uneven split); default even"
     )
@@ -182,6 +188,8 @@ class Layout(BaseModel):
                 f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
                 "parallelism"
             )
+        if self.fp8_recipe is not None and self.dtype != "fp8":
+            yield f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
         shard = self.dp_shard_degree
         if shard is not None and shard < dp:
             if dp % shard:
@@ -248,7 +256,7 @@ LAYOUT_ARRAY_FIELDS = (
     "zero",
     "distributed_optimizer",
     "grad_reduce_bf16",
-    "fp8",
+    "precision",
     "first_stage_layers",
     "last_stage_layers",
 )
@@ -274,7 +282,7 @@ def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
         "zero": layout.zero,
         "distributed_optimizer": layout.distributed_optimizer,
         "grad_reduce_bf16": layout.grad_reduce_bf16,
-        "fp8": layout.dtype == "fp8",
+        "precision": precision_code(layout.dtype, layout.fp8_recipe),
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
     } | hsdp_fields(layout)

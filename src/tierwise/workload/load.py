@@ -3,6 +3,7 @@ format of DESIGN.md ("Inputs users write"), or a Hugging Face ``config.json``.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from tierwise.errors import SpecError
 from tierwise.specio import data_yaml, read_json, read_yaml
 from tierwise.textio import is_file
-from tierwise.workload.hf import from_hf_config, is_hf_config
+from tierwise.workload.hf import from_hf_config, is_hf_config, supported_model_types
 from tierwise.workload.spec import ModelSpec
 
 
@@ -53,3 +54,14 @@ def load_model(arg: str) -> ModelSpec:
 def _name_from_path(path: Path) -> str:
     stem = path.stem
     return path.resolve().parent.name if stem == "config" else stem
+
+
+def model_from_record(record: Mapping[str, Any], **defaults: Any) -> ModelSpec:
+    """The model of a calibration / training-run record: its ``hf_config`` when it has one of
+    a supported ``model_type`` (the whole architecture: head_dim, windows, sinks, MLA, ...),
+    else its tierwise fields (:meth:`ModelSpec.from_fields`, ``defaults`` under them)."""
+    hf = record.get("hf_config")
+    name = str(record.get("name") or record.get("id") or "model")
+    if isinstance(hf, Mapping) and hf.get("model_type") in supported_model_types():
+        return from_hf_config({**hf, "_name_or_path": name}, default_name=name, source=name)
+    return ModelSpec.from_fields(record, **defaults)

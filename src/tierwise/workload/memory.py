@@ -3,7 +3,8 @@
 Model states (per parameter a rank holds; Rajbhandari et al. 2020, Megatron's
 ``docs/source/api-guide/dist_optimizer.md``):
 
-- weights 2 B (bf16; fp8 adds a 1 B cached fp8 copy), optimizer 12 B (fp32 master, Adam m, v);
+- weights 2 B (bf16; a low-precision format adds its row- and column-wise quantized copies,
+  ``workload/precision.py``), optimizer 12 B (fp32 master, Adam m, v);
 - grads 2 B (bf16, DeepSpeed/FSDP mixed precision) — or 4 B (fp32 main grads) with Megatron's
   distributed optimizer, which keeps the full grad buffer and shards only the 12 B: 6 + 12/d
   (2 B again with ``--grad-reduce-in-bf16``, as NeMo's performance recipes set it);
@@ -41,20 +42,24 @@ from tierwise.workload.params import (
     attention_params,
     embedding_params,
     expert_params,
+    mla_latent_params,
     mlp_params,
+    mtp_proj_params,
     norm_params,
     output_params,
     router_params,
     shared_expert_params,
 )
+from tierwise.workload.precision import ELEMENT_BYTES, IS_LOW
 from tierwise.workload.spec import ModelSpec
 
 GiB = 2**30
 
 WEIGHT_BYTES = 2
 """bf16 weights."""
-FP8_WEIGHT_CACHE_BYTES = 1
-"""Transformer Engine's cached fp8 copy of each weight under fp8 training."""
+LOW_PRECISION_WEIGHT_COPIES = 2
+"""Quantized copies of each weight Transformer Engine caches under a low-precision format: the
+row-wise one for fprop and the column-wise (transposed) one for dgrad."""
 GRAD_BYTES_BF16 = 2
 GRAD_BYTES_FP32 = 4
 """fp32 main grads: Megatron's for bf16 training (with or without its distributed optimizer),
@@ -71,10 +76,12 @@ FLASH_LSE_BYTES = 4
 """Flash attention stores one fp32 log-sum-exp per query and head instead of the scores."""
 ROUTER_BYTES_PER_EXPERT = 8
 """fp32 router logits and probabilities per token and expert."""
-MLP_ACT_STORE = {"swiglu": 6, "gelu": 4, "squared-relu": 4}
+MLP_ACT_STORE = {"swiglu": 6, "geglu": 6, "gelu": 4, "squared-relu": 4}
 """Bytes kept per token per ffn column: GELU in + fc2 in (2+2); SwiGLU gate, up, fc2 in."""
 REPLICATED_INPUTS_PER_LAYER = 4
 """16-bit tensors of width hidden kept whole without SP: norm1, qkv, norm2 and fc1 inputs."""
+LINEAR_INPUTS_REPLICATED = 2
+"""Of those, the inputs of a linear layer (QKV, fc1), which Transformer Engine may quantize."""
 RECOMPUTE_INPUT_BYTES = 2
 """Full recompute keeps only each layer's 16-bit input."""
 LOGITS_BYTES = 4
@@ -151,7 +158,7 @@ def model_state_bytes(
     shard: Array,
     distributed_optimizer: Array = False,
     grad_reduce_bf16: Array = False,
-    fp8: Array = False,
+    precision: Array = 0,
 ) -> tuple[Array, Array, Array]:
     """(weights, grads, optimizer) bytes on one rank for ``params`` it holds before ZeRO.
 
@@ -159,9 +166,8 @@ def model_state_bytes(
     """
     opt_sharded = (zero >= 1) | distributed_optimizer
     grad_bytes = main_grad_bytes(grad_reduce_bf16)
-    weights = (
-        params * (WEIGHT_BYTES + fp8 * FP8_WEIGHT_CACHE_BYTES) / (1 + (zero >= 3) * (shard - 1))
-    )
+    copies = IS_LOW[precision] * LOW_PRECISION_WEIGHT_COPIES * ELEMENT_BYTES[precision]
+    weights = params * (WEIGHT_BYTES + copies) / (1 + (zero >= 3) * (shard - 1))
     grads = params * grad_bytes / (1 + (zero >= 2) * (shard - 1))
     optimizer = params * OPTIMIZER_BYTES / (1 + opt_sharded * (shard - 1))
     return weights, grads, optimizer
@@ -172,15 +178,20 @@ class _Shape:
     """Model-only quantities the memory model needs, computed once per spec (elements/bytes)."""
 
     attn_split: float
-    """Attention params split by TP: everything but the K and V weights."""
+    """Attention params split by TP: everything but the K and V weights (MLA: but the
+    latent down-projections and their norms)."""
     kv_weights_per_head: float
-    """K and V weights of one KV head."""
+    """K and V weights of one KV head (MLA: 0, its KV heads are never replicated)."""
     dense_layer_split: float
     """Dense-MLP params (split by TP)."""
     moe_layer_split: float
     """Shared-expert params (split by TP)."""
     layer_whole: float
-    """Norms (not split)."""
+    """Norms and MLA's latent down-projections (not split by TP)."""
+    act_attention_whole: float
+    """Activation bytes per token of MLA's Q and KV latents (kept whole on every TP rank)."""
+    mtp_extra: float
+    """Params of the MTP modules' own parts (norms, projection) on the last stage."""
     router: float
     expert: float
     """One routed expert."""
@@ -191,28 +202,44 @@ class _Shape:
     final_norm: float
     act_mlp_dense: float
     """Activation bytes per token of a dense MLP before the TP split."""
-    act_mlp_moe: float
-    """Activation bytes per token of the experts of a MoE layer before the TP split."""
-    act_replicated_moe: float
-    """Extra whole-width bytes per token of a MoE layer: dispatched inputs, outputs, router."""
+    act_mlp_routed: float
+    """Activation bytes per token of the routed experts (top_k x capacity factor) before the
+    expert-TP split."""
+    act_mlp_shared: float
+    """Activation bytes per token of the shared experts before the TP split."""
+    act_dispatch: float
+    """Bytes per token of MoE token permutation: the top_k dispatched copies of the input and
+    their expert outputs before the combine (h wide, 16-bit)."""
+    act_router: float
+    """fp32 router logits and probabilities per token."""
 
 
 @cache
 def _shape(m: ModelSpec) -> _Shape:
-    h, moe = m.hidden, m.moe
+    h, moe, mla = m.hidden, m.moe, m.mla
     store = MLP_ACT_STORE[m.activation]
-    if moe is None:
-        act_moe = extra = 0.0
-    else:
-        routed = moe.top_k * (moe.capacity_factor or 1.0)
-        act_moe = store * (routed * moe.expert_ffn_hidden + moe.shared_experts * moe.shared_ffn)
-        extra = 2 * routed * ACT_BYTES * h + ROUTER_BYTES_PER_EXPERT * moe.experts
+    routed = shared = dispatch = router = 0.0
+    if moe is not None:
+        copies = moe.top_k * (moe.capacity_factor or 1.0)
+        routed = store * copies * moe.expert_ffn_hidden
+        shared = store * moe.shared_experts * moe.shared_ffn
+        dispatch = 2 * copies * ACT_BYTES * h
+        router = ROUTER_BYTES_PER_EXPERT * moe.experts
+    if mla is None:
+        latents = latent_acts = 0.0
+        attn_split, kv_per_head = attention_params(m) - 2 * h * m.kv_dim, 2 * h * m.hd
+    else:  # Megatron keeps the down-projections (and their outputs) whole on each TP rank
+        latents = mla_latent_params(m)
+        latent_acts = ACT_BYTES * ((mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim)
+        attn_split, kv_per_head = attention_params(m) - latents, 0.0
     return _Shape(
-        attn_split=attention_params(m) - 2 * h * m.kv_dim,
-        kv_weights_per_head=2 * h * m.hd,
+        attn_split=attn_split,
+        kv_weights_per_head=kv_per_head,
         dense_layer_split=mlp_params(m, m.ffn),
         moe_layer_split=shared_expert_params(m),
-        layer_whole=NORMS_PER_LAYER * norm_params(m),
+        layer_whole=NORMS_PER_LAYER * norm_params(m) + latents,
+        act_attention_whole=latent_acts,
+        mtp_extra=mtp_proj_params(m),
         router=router_params(m),
         expert=expert_params(m),
         embedding=embedding_params(m),
@@ -220,9 +247,19 @@ def _shape(m: ModelSpec) -> _Shape:
         tied=m.tied_embeddings * m.vocab * h,
         final_norm=norm_params(m),
         act_mlp_dense=store * m.ffn,
-        act_mlp_moe=act_moe,
-        act_replicated_moe=extra,
+        act_mlp_routed=routed,
+        act_mlp_shared=shared,
+        act_dispatch=dispatch,
+        act_router=router,
     )
+
+
+def expert_token_share(tp: Array, sp: Array, etp: Array) -> Array:
+    """Tokens a rank routes to experts, per token of its micro-batch shard (``seq/cp``): its
+    sequence-parallel share (``1/tp`` with SP) gathered over its expert-TP group (``etp``),
+    at most all of them. Each is dispatched ``top_k`` times."""
+    rep = 1 / (1 + sp * (tp - 1))
+    return minimum(rep * etp, 1.0)
 
 
 def activation_bytes_per_token(
@@ -231,31 +268,52 @@ def activation_bytes_per_token(
     *,
     tp: Array = 1,
     sp: Array = False,
+    etp: Array | None = None,
     moe_layer: bool = False,
     flash_attention: bool = True,
     dropout: bool = False,
+    linear_bytes: Array = ACT_BYTES,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
     Local tokens are ``seq/cp``; the s^2 part's keys span the whole ``seq`` (ring attention).
     The first term excludes the s^2 part; selective recompute drops only the s^2 part; full
-    recompute keeps only the layer input.
+    recompute keeps only the layer input. Attention keeps Q, K, V and the output projection's
+    input, split by TP (MLA: plus its Q and KV latents, whole on every rank). A MoE layer keeps
+    the router's fp32 scores, the ``top_k`` permuted copies of each token and their expert
+    outputs, and the experts' intermediates: a rank holds the tokens of its sequence shard
+    (``1/tp`` with SP) gathered over its expert-TP group (``etp``, default tp), and the
+    routed experts' columns split by etp; the shared experts run as a TP-split dense MLP.
+    Balanced routing: ep does not change the per-rank count (each rank's local experts get
+    top_k x its tokens).
+    ``linear_bytes``: bytes per element of the inputs the linear layers keep for wgrad (QKV
+    and fc1 inputs, the out-projection and fc2 inputs), less than 16 bits where Transformer
+    Engine keeps them quantized.
     """
     shape, h = _shape(m), m.hidden
+    etp = tp if etp is None else etp
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
-    kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
+    kv_rank = m.hd * kv_heads_per_rank(m.kv, tp) if m.mla is None else m.kv_dim / tp
     replicated = (REPLICATED_INPUTS_PER_LAYER * ACT_BYTES + 2 * dropout * DROPOUT_MASK_BYTES) * h
-    attention = ACT_BYTES * (2 * m.q_dim / tp + 2 * kv_rank)  # Q, K, V and out-proj input
+    # Q, K, V and the output projection's input (context, v_dim wide)
+    attention = ACT_BYTES * ((m.q_dim + m.v_dim) / tp + kv_rank + kv_rank * m.v_dim / m.q_dim)
+    attention = attention + shape.act_attention_whole * rep
     if flash_attention:
         scores = FLASH_LSE_BYTES * m.heads / tp
     else:
         scores = (SOFTMAX_STORE_BYTES + dropout * SOFTMAX_DROPOUT_BYTES) * m.heads / tp * seq
     if moe_layer and m.moe is not None:
-        replicated = replicated + shape.act_replicated_moe
-        mlp = shape.act_mlp_moe / tp
+        gathered = expert_token_share(tp, sp, etp)
+        mlp = shape.act_mlp_shared / tp + gathered * shape.act_mlp_routed / etp
+        replicated = replicated + shape.act_router
+        mlp = mlp + gathered * shape.act_dispatch
     else:
         mlp = shape.act_mlp_dense / tp
-    return replicated * rep + attention + mlp, scores, RECOMPUTE_INPUT_BYTES * h * rep
+    # Quantized linear inputs: QKV and fc1 (whole width), out-projection and fc2 (split by TP).
+    fc2_in = mlp / MLP_ACT_STORE[m.activation]
+    linear_inputs = LINEAR_INPUTS_REPLICATED * h * rep + m.v_dim / tp + fc2_in
+    saved = (ACT_BYTES - linear_bytes) * linear_inputs
+    return replicated * rep + attention + mlp - saved, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
 def memory_batch(
@@ -276,7 +334,7 @@ def memory_batch(
     zero: Array = 0,
     distributed_optimizer: Array = False,
     grad_reduce_bf16: Array = False,
-    fp8: Array = False,
+    precision: Array = 0,
     first_stage_layers: Array | None = None,
     last_stage_layers: Array | None = None,
     flash_attention: bool = True,
@@ -312,7 +370,15 @@ def memory_batch(
     working = kept = 0.0
     for is_moe, share in kinds:
         act, scores, inp = activation_bytes_per_token(
-            m, seq, tp=tp, sp=sp, moe_layer=is_moe, flash_attention=flash_attention, dropout=dropout
+            m,
+            seq,
+            tp=tp,
+            sp=sp,
+            etp=etp,
+            moe_layer=is_moe,
+            flash_attention=flash_attention,
+            dropout=dropout,
+            linear_bytes=ELEMENT_BYTES[precision],
         )
         working = working + share * (act + scores)
         kept = kept + share * (full * inp + (1 - full) * (act + keep_scores * scores))
@@ -320,7 +386,8 @@ def memory_batch(
 
     rep = 1 / (1 + sp * (tp - 1))
     groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
-    moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * rep) if moe_cfg else 0.0
+    routed = expert_token_share(tp, sp, etp)
+    moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * routed) if moe_cfg else 0.0
     comm = NCCL_BYTES_PER_GROUP * groups + tokens * (
         (tp > 1) * sp * ACT_BYTES * h  # the all-gathered SP input of one layer
         + (ep > 1) * moe_a2a  # all-to-all send + recv buffers
@@ -331,22 +398,26 @@ def memory_batch(
 
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
         """Bytes by term of a stage of `n` layers from layer index `start`."""
-        dense_n = minimum(maximum(m.dense_layers - start, 0), n)
-        moe_n = n - dense_n
+        # The last stage also holds the MTP modules: one more layer of the last layer's kind
+        # each, their norms and projection, and one more logits tensor each.
+        mtp = last * m.mtp_layers
+        dense_n = m.dense_layers_in(start, n) + mtp * (not m.mtp_is_moe)
+        moe_n = n + mtp - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
+        non_expert = non_expert + mtp * shape.mtp_extra / tp
         flags = dict(
             zero=zero,
             distributed_optimizer=distributed_optimizer,
             grad_reduce_bf16=grad_reduce_bf16,
-            fp8=fp8,
+            precision=precision,
         )
         states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
             expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
-        acts = tokens * (n * inflight * kept + full * working)
-        logits = last * LOGITS_BYTES * tokens * m.vocab / tp
+        acts = tokens * ((n * inflight + mtp) * kept + full * working)
+        logits = last * (1 + m.mtp_layers) * LOGITS_BYTES * tokens * m.vocab / tp
         body = [*states, fsdp, acts, logits, comm]
         overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)
         return [*body, overhead]
@@ -363,7 +434,7 @@ def memory_batch(
     chosen, stage = first, 0 * pp
     n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
     others = [(terms(n_last, single, 1, 1, m.layers - n_last), pp - 1, pp > 1)]
-    mixed = 0 < m.dense_layers < m.layers
+    mixed = 0 < m.dense_layers < m.layers or m.mtp_layers > 0
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or mixed)):
         mid = terms(n_mid, 0, 0, minimum(pp - 1, micro) * interleave, n_first)
         others.append((mid, 1, pp > 2))

@@ -12,13 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tierwise.specio import build
 
-Activation = Literal["swiglu", "gelu", "squared-relu"]
+Activation = Literal["swiglu", "geglu", "gelu", "squared-relu"]
 Norm = Literal["rmsnorm", "layernorm"]
 Bias = Literal["none", "qkv", "all"]
 Position = Literal["rope", "learned"]
+Router = Literal["softmax", "sigmoid"]
+LocalKind = Literal["sliding", "chunked"]
 
-MATMULS_PER_MLP: dict[str, int] = {"swiglu": 3, "gelu": 2, "squared-relu": 2}
-"""Weight matrices in one MLP (or expert): gated SwiGLU has gate, up and down."""
+MATMULS_PER_MLP: dict[str, int] = {"swiglu": 3, "geglu": 3, "gelu": 2, "squared-relu": 2}
+"""Weight matrices in one MLP (or expert): gated SwiGLU/GeGLU (Gemma) have gate, up, down."""
 
 DEFAULT_FFN_MULTIPLE = 4
 """ffn_hidden defaults to 4 x hidden (GPT-2/3, Megatron GPT)."""
@@ -39,6 +41,13 @@ class MoESpec(_Frozen):
         None, ge=1, description="hidden size of one shared expert; default expert_ffn_hidden"
     )
     dense_layers: int = Field(0, ge=0, description="leading layers with a dense MLP")
+    every: int = Field(
+        1, ge=1, description="after the dense layers, every Nth layer is MoE (Llama 4 Maverick: 2)"
+    )
+    router: Router = Field("softmax", description="softmax (Mixtral, Qwen); sigmoid (DeepSeek-V3)")
+    expert_bias: bool = Field(
+        False, description="per-expert routing bias (DeepSeek-V3's aux-loss-free balancing)"
+    )
     capacity_factor: float | None = Field(
         None, gt=0, description="expert capacity / (tokens*top_k/experts); None = dropless"
     )
@@ -49,10 +58,63 @@ class MoESpec(_Frozen):
             raise ValueError(f"top_k {self.top_k} must be <= experts ({self.experts})")
         return self
 
+    def moe_layers(self, layers: int) -> int:
+        """MoE layers among ``layers``: every ``every``-th layer after the dense ones."""
+        return (layers - self.dense_layers) // self.every
+
+    def is_moe(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) is a MoE layer."""
+        after = index - self.dense_layers
+        return after >= 0 and (after + 1) % self.every == 0
+
     @property
     def shared_ffn(self) -> int:
         """Hidden size of one shared expert."""
         return self.shared_expert_ffn_hidden or self.expert_ffn_hidden
+
+
+class MLASpec(_Frozen):
+    """Multi-head latent attention (DeepSeek-V2/V3): Q and KV go through low-rank latents.
+
+    Per layer: Q = h -> q_lora_rank -> heads x (nope + rope) (or h -> heads x (nope + rope)
+    directly without q_lora_rank); KV = h -> kv_lora_rank + rope (the rope key is shared by
+    all heads), kv_lora_rank -> heads x (nope + v); output heads x v -> h.
+    """
+
+    q_lora_rank: int | None = Field(None, ge=1, description="None: Q projected directly")
+    kv_lora_rank: int = Field(ge=1)
+    qk_nope_head_dim: int = Field(ge=1)
+    qk_rope_head_dim: int = Field(ge=1)
+    v_head_dim: int = Field(ge=1)
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query/key head (no-position part + rotary part)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+class LocalAttention(_Frozen):
+    """Layers that attend to a local span instead of the whole sequence.
+
+    ``sliding``: each query sees the last ``window`` tokens (itself included: GPT-OSS 128,
+    Gemma 2 4096, Gemma 3 1024). ``chunked``: the sequence is cut into ``window``-token chunks
+    and a query sees its chunk up to itself (Llama 4, 8192). With ``global_every`` = N, the
+    N-th, 2N-th, ... layers (1-based) attend globally, as Megatron's ``window_attn_skip_freq``
+    and Hugging Face's ``layer_types`` say; None = every layer is local.
+    """
+
+    window: int = Field(ge=1, description="tokens a query sees (sliding) or chunk size")
+    kind: LocalKind = "sliding"
+    global_every: int | None = Field(None, ge=1)
+    global_nope: bool = Field(False, description="global layers use no position embedding")
+
+    def global_layers(self, layers: int) -> int:
+        """Layers among ``layers`` that attend to the whole sequence."""
+        return 0 if self.global_every is None else layers // self.global_every
+
+    def is_global(self, index: int) -> bool:
+        """Whether layer ``index`` (0-based) attends globally."""
+        return self.global_every is not None and (index + 1) % self.global_every == 0
 
 
 class ModelSpec(_Frozen):
@@ -73,6 +135,12 @@ class ModelSpec(_Frozen):
     norm: Norm = "rmsnorm"
     bias: Bias = Field("none", description="linear biases: none, q/k/v only, or all + norms")
     position: Position = Field("rope", description="learned adds a max_seq x hidden table")
+    rope_theta: float | None = Field(None, gt=0, description="rotary base")
+    qk_norm: bool = Field(False, description="RMSNorm over each query and key head (Qwen3)")
+    attention_sinks: bool = Field(False, description="a learned sink logit per head (GPT-OSS)")
+    mla: MLASpec | None = None
+    local_attention: LocalAttention | None = None
+    mtp_layers: int = Field(0, ge=0, description="multi-token-prediction modules (DeepSeek-V3)")
 
     @model_validator(mode="before")
     @classmethod
@@ -83,6 +151,11 @@ class ModelSpec(_Frozen):
         heads, hidden = data.get("heads"), data.get("hidden")
         if data.get("kv_heads") is None:
             data["kv_heads"] = heads
+        mla = data.get("mla")
+        if data.get("head_dim") is None and isinstance(mla, Mapping):
+            nope, rope = mla.get("qk_nope_head_dim"), mla.get("qk_rope_head_dim")
+            if isinstance(nope, int) and isinstance(rope, int):
+                data["head_dim"] = nope + rope
         if data.get("head_dim") is None and isinstance(heads, int) and isinstance(hidden, int):
             if heads > 0 and hidden % heads:
                 raise ValueError(
@@ -103,6 +176,8 @@ class ModelSpec(_Frozen):
             )
         if self.position == "learned" and self.max_seq is None:
             raise ValueError("position 'learned' needs max_seq (rows of the position table)")
+        if self.moe is not None and self.moe.moe_layers(self.layers) < 1:
+            raise ValueError(f"moe.every {self.moe.every} leaves no MoE layer in {self.layers}")
         return self
 
     # Non-optional views of the defaulted fields (filled in by the validator).
@@ -123,13 +198,18 @@ class ModelSpec(_Frozen):
 
     @property
     def q_dim(self) -> int:
-        """Width of Q (and of the attention output): heads x head_dim."""
-        return self.heads * self.hd
+        """Width of Q: heads x head_dim (MLA: heads x (nope + rope))."""
+        return self.heads * (self.mla.qk_head_dim if self.mla else self.hd)
+
+    @property
+    def v_dim(self) -> int:
+        """Width of the attention output (context): heads x head_dim (MLA: heads x v)."""
+        return self.heads * (self.mla.v_head_dim if self.mla else self.hd)
 
     @property
     def kv_dim(self) -> int:
-        """Width of K (and of V): kv_heads x head_dim."""
-        return self.kv * self.hd
+        """Width of K (and of V): kv_heads x head_dim (MLA: the heads' up-projected K)."""
+        return self.kv * (self.mla.qk_head_dim if self.mla else self.hd)
 
     @property
     def matmuls_per_mlp(self) -> int:
@@ -139,7 +219,32 @@ class ModelSpec(_Frozen):
     @property
     def moe_layers(self) -> int:
         """Layers with routed experts."""
-        return 0 if self.moe is None else self.layers - self.moe.dense_layers
+        return 0 if self.moe is None else self.moe.moe_layers(self.layers)
+
+    def dense_layers_in(self, start: Any, n: Any) -> Any:
+        """Dense-MLP layers among the ``n`` layers from index ``start`` (python scalars or
+        numpy arrays)."""
+        if self.moe is None:
+            return n
+        return n - (self._moe_before(start + n) - self._moe_before(start))
+
+    def _moe_before(self, index: Any) -> Any:
+        """MoE layers with an index below ``index`` (they sit at dense_layers + every*j +
+        every - 1)."""
+        assert self.moe is not None
+        count = (index - self.moe.dense_layers) // self.moe.every
+        return count * (count > 0)
+
+    @property
+    def local_layers(self) -> int:
+        """Layers with local (sliding-window or chunked) attention."""
+        local = self.local_attention
+        return 0 if local is None else self.layers - local.global_layers(self.layers)
+
+    @property
+    def mtp_is_moe(self) -> bool:
+        """MTP modules repeat the last layer's kind (Megatron): MoE when that layer is."""
+        return self.moe is not None and self.moe.is_moe(self.layers - 1)
 
     @property
     def dense_layers(self) -> int:

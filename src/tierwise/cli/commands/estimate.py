@@ -15,6 +15,7 @@ from tierwise.plan.space import frameworks_for
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
+from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
 
@@ -41,6 +42,7 @@ def estimate_command(
     recompute: L.RecomputeOpt = None,
     zero: L.ZeroOpt = None,
     dtype: L.DtypeOpt = None,
+    fp8_recipe: L.Fp8RecipeOpt = None,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
@@ -52,10 +54,15 @@ def estimate_command(
     moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
     moe_expert_capacity_factor: L.MoeCapacityOpt = None,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
+    enable_cuda_graph: L.CudaGraphOpt = False,
+    fp8_dot_product_attention: L.Fp8AttentionOpt = False,
+    fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
     spec = with_capacity(load_model(model), moe_expert_capacity_factor)
+    if dtype is not None:  # one line naming the flag before the layout's own check
+        check_supported(cluster_spec.gpu, dtype, fp8_recipe)
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
     if dp is None:
         if cluster_spec.world % fixed:
@@ -79,6 +86,7 @@ def estimate_command(
         "recompute": recompute,
         "zero": zero,
         "dtype": dtype,
+        "fp8_recipe": fp8_recipe,
         "distributed_optimizer": distributed_optimizer,
         "grad_reduce_bf16": grad_reduce_bf16,
         "pp_layers": parse_stage_layers(pp_layers),
@@ -108,6 +116,9 @@ def estimate_command(
         moe_token_dispatcher_type=moe_token_dispatcher_type,
         moe_router_force_load_balancing=moe_router_force_load_balancing,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+        cuda_graphs=enable_cuda_graph,
+        fp8_dot_product_attention=fp8_dot_product_attention,
+        fp8_param_gather=fp8_param_gather,
     )
     if dp_shard is not None and framework != "torchtitan":
         raise SpecError(
@@ -174,8 +185,9 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f" on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
             f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
             f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-            f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']} "
-            f"grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
+            f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']}"
+            + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
+            + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
             f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}",
         )
     )
@@ -199,7 +211,9 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
         line(
             f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
             f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU (hardware {r['hw_tflops_per_gpu']:.0f}), "
-            f"MFU {r['mfu']:.1%}, {r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
+            f"MFU {r['mfu']:.1%} of the BF16 dense peak (NeMo/Megatron convention; "
+            f"{r['mfu_at_dtype_peak']:.1%} of the {lay['dtype']} peak), "
+            f"{r['memory_gib_per_gpu']:.1f} GiB per GPU of {r['hbm_gib']:g} "
             "(",
             fits,
             ")",

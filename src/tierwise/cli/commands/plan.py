@@ -29,6 +29,7 @@ from tierwise.plan.space import (
 from tierwise.plan.why import why
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
+from tierwise.workload.precision import check_supported
 
 MAPPING_FILE = "mapping.json"
 """Written to --out: every TP/CP/EP/DP/PP group of the best plan as its GPUs."""
@@ -64,6 +65,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         "tokens_per_dollar": tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster),
         "tflops_per_gpu": p["tflops_per_gpu"],
         "mfu": p["mfu"],
+        "mfu_at_dtype_peak": p["mfu_at_dtype_peak"],
         "memory_gib_per_gpu": p["memory_gib_per_gpu"],
         "fits": p["fits"],
         "why": why(p),
@@ -138,6 +140,8 @@ def plan_command(
             "--out", help="Write the emitted files and mapping.json (every group of 2+ GPUs)."
         ),
     ] = None,
+    dtype: L.DtypeOpt = None,
+    fp8_recipe: L.Fp8RecipeOpt = None,
     tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
     attention_backend: L.AttentionBackendOpt = "flash",
@@ -145,6 +149,9 @@ def plan_command(
     moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
     moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
     overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
+    enable_cuda_graph: L.CudaGraphOpt = False,
+    fp8_dot_product_attention: L.Fp8AttentionOpt = False,
+    fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -171,8 +178,16 @@ def plan_command(
         moe_token_dispatcher_type=moe_token_dispatcher_type,
         moe_router_force_load_balancing=moe_router_force_load_balancing,
         overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
+        cuda_graphs=enable_cuda_graph,
+        fp8_dot_product_attention=fp8_dot_product_attention,
+        fp8_param_gather=fp8_param_gather,
     )
     gbs = cluster_spec.world if gbs is None else gbs
+    if dtype is not None:
+        check_supported(cluster_spec.gpu, dtype, fp8_recipe)
+        fixes["dtype"] = dtype
+    if fp8_recipe is not None:
+        fixes["fp8_recipe"] = fp8_recipe
     result = search(
         spec,
         cluster_spec,
@@ -242,7 +257,7 @@ def plan_command(
             )
         )
     cost_header = ["GPUs", "tokens/$"] if by_cost else []
-    header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU", "GiB", "why"]
+    header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU (bf16 peak)", "GiB", "why"]
     console.print(table("top plans", header, rows))
     console.print(
         table(

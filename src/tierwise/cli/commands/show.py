@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli.model_view import show_model
+from tierwise.cli.model_view import DEFAULT_SEQ, show_model
 from tierwise.cli.options import JsonOpt, cluster_argument
 from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
@@ -76,9 +76,12 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
 def show_model_command(
     model: Annotated[str, typer.Argument(help="Preset, model YAML or Hugging Face config.json.")],
     as_json: JsonOpt = False,
+    seq: Annotated[
+        int, typer.Option("--seq", help="Sequence length for FLOPs per token, tokens.")
+    ] = DEFAULT_SEQ,
 ) -> None:
-    """A model's shape and parameter counts (total and active per token)."""
-    show_model(model, as_json)
+    """A model's shape, parameter counts (total, active per token) and model FLOPs per token."""
+    show_model(model, as_json, seq)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,10 +2,11 @@
 elementwise work, and apart from them the logits GEMM (last pipeline rank) and the input
 embedding (first rank).
 
-Forward + backward (+ recompute): each weight GEMM at the efficiency of its per-GPU shape
-(`tierwise.perf.efficiency.gemm_seconds`), the attention core at the fused-attention rate
-(a causal flash kernel skips the masked half), HBM-bound elementwise work; unfused attention
-(no flash kernel) computes every score and moves the score matrix through HBM. The
+Forward + backward (+ recompute): each weight GEMM at the efficiency of its per-GPU shape and
+format (`tierwise.perf.efficiency.gemm_seconds`), the casts of its low-precision operands
+(`tierwise.perf.precision`), the attention core at the fused-attention rate (a causal flash
+kernel skips the masked half), HBM-bound elementwise work; unfused attention (no flash
+kernel) computes every score and moves the score matrix through HBM. The
 embedding is a row gather forward and a scatter-add into its fp32 gradient backward; under
 TP each rank of the vocab-parallel table writes every token's row (masked).
 """
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tierwise.hardware.catalog import GPU
 from tierwise.perf.efficiency import (
     CAUSAL_WORK_FRACTION,
+    Gemm,
     attention_tflops,
     elementwise_seconds,
     gemm_seconds,
     hbm_bytes_per_s,
 )
+from tierwise.perf.precision import quantize_seconds
+from tierwise.perf.terms.host import host_seconds
 from tierwise.perf.terms.stage import Stage
 from tierwise.workload.flops import (
     ACT_BYTES,
@@ -31,6 +34,7 @@ from tierwise.workload.flops import (
     Array,
     LayerFlops,
 )
+from tierwise.workload.precision import LOW_PRECISION_SHARE
 from tierwise.workload.spec import ModelSpec
 
 # Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
@@ -52,44 +56,52 @@ class Compute(NamedTuple):
     gemm_s: Array
     attention_s: Array
     elementwise_s: Array
+    quantize_s: Array
+    host_s: Array
     logits_s: Array
     embedding_s: Array
 
     @property
     def layers_s(self) -> Array:
         """The stage's decoder layers."""
-        return self.gemm_s + self.attention_s + self.elementwise_s
+        return self.gemm_s + self.attention_s + self.elementwise_s + self.quantize_s + self.host_s
 
 
-def layer_gemm_seconds(
+def layer_gemms(
     m: ModelSpec,
-    gpu: GPU,
     layer: LayerFlops,
     tokens: Array,
     tp: Array,
     ep: Array,
     etp: Array,
-    fp8: Array,
+    precision: Array,
     expert_load: Array = 1.0,
-) -> Array:
-    """Seconds per FLOP of one layer's weight GEMMs: its QKV, output and MLP/expert GEMMs
-    (`layer`: the MoE layer of a MoE model) each at the `gemm_seconds` rate of its per-GPU
-    (M, N, K); M = `tokens` of one micro-batch on one GPU (an expert's: the tokens its EP
-    group routes to it, `expert_load` times the mean on the busiest rank, which the others
-    wait for: time, not FLOPs); experts split their columns over etp."""
+) -> list[Gemm]:
+    """One layer's weight GEMMs (forward FLOPs, per-GPU M, N, K): QKV, output and MLP/expert
+    (`layer`: the MoE layer of a MoE model) in the layout's format, the router in BF16. M =
+    `tokens` of one micro-batch on one GPU; an expert's M: the tokens its EP group routes to
+    it, `expert_load` times the mean on the busiest rank, which the others wait for (time,
+    not FLOPs: the FLOPs are scaled by it too), run as a grouped GEMM; experts split their
+    columns over etp."""
     h, moe = m.hidden, m.moe
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share * etp / tp * expert_load
-    expert_ffn = moe.expert_ffn_hidden if moe else m.ffn
-    parts = [
-        (layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h),
-        (layer.out, tokens, h, m.q_dim / tp),
-        (layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h),
-        (layer.experts * expert_load, expert_tokens, expert_ffn / etp, h),
-        (layer.router, tokens, moe.experts if moe else 1, h),
+    low = LOW_PRECISION_SHARE[precision]
+    ffn = moe.expert_ffn_hidden if moe else m.ffn
+    return [
+        Gemm(layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h, low),
+        Gemm(layer.out, tokens, h, m.q_dim / tp, low),
+        Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h, low),
+        Gemm(
+            layer.experts * expert_load,
+            expert_tokens,
+            ffn / etp,
+            h,
+            low,
+            expert_tokens if moe else None,
+        ),
+        Gemm(layer.router, tokens, moe.experts if moe else 1, h),
     ]
-    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
-    return gemm_seconds(gpu, parts, fp8) / flops
 
 
 def permute_bytes(s: Stage) -> Array:
@@ -105,22 +117,36 @@ def permute_bytes(s: Stage) -> Array:
 
 
 def compute(
-    s: Stage, flash_attention: bool = True, expert_load: Array = 1.0, permute_scale: Array = 1.0
+    s: Stage,
+    flash_attention: bool = True,
+    expert_load: Array = 1.0,
+    permute_scale: Array = 1.0,
+    cuda_graphs: bool = False,
+    fp8_attention: bool = False,
 ) -> Compute:
-    """Compute seconds of one micro-batch: the stage's layers, the logits, the embedding;
-    `expert_load`: the busiest expert rank's routed tokens over the mean; `permute_scale`:
-    the dispatcher's permute traffic over the workload's (`permute_bytes`)."""
+    """Compute seconds of one micro-batch: the stage's layers (with the host time MoE layers
+    leave exposed without CUDA graphs), the logits, the embedding; `expert_load`: the busiest
+    expert rank's routed tokens over the mean; `permute_scale`: the dispatcher's permute
+    traffic over the workload's (`permute_bytes`); `fp8_attention`: the attention core in
+    FP8."""
     m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
-    per_flop = layer_gemm_seconds(
-        m, gpu, sf.moe_layer, s.tokens, tp, f["ep"], f["etp"], f["fp8"], expert_load
-    )
+    precision = f["precision"]
+    gemms = layer_gemms(m, sf.moe_layer, s.tokens, tp, f["ep"], f["etp"], precision, expert_load)
+    # One layer's GEMMs scaled to the stage's FLOPs (the busiest expert rank's time); the
+    # casts of every layer's operands.
+    layer = sf.moe_layer
+    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
+    per_flop = gemm_seconds(gpu, gemms, precision) / flops
     gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
-    logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)], f["fp8"])
+    casts = 1 + (f["recompute"] == RECOMPUTE_FULL)  # forward passes
+    quantize = n * quantize_seconds(gpu, gemms, precision, casts)
+    # The output layer is a plain (BF16) linear in Megatron.
+    logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
-    attention = sf.attention * work / (attention_tflops(gpu) * 1e12)
+    attention = sf.attention * work / (attention_tflops(gpu, fp8_attention) * 1e12)
     elementwise = elementwise_seconds(
-        gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s)
+        gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s), fused=flash_attention
     )
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
@@ -128,4 +154,5 @@ def compute(
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
     embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
-    return Compute(gemm, attention, elementwise, logits, embedding)
+    host = host_seconds(s, cuda_graphs)
+    return Compute(gemm, attention, elementwise, quantize, host, logits, embedding)

@@ -39,6 +39,7 @@ from tierwise.perf.terms.stage import CommTerm, Stage, pos, select
 from tierwise.workload.flops import Array, maximum
 from tierwise.workload.memory import main_grad_bytes
 from tierwise.workload.params import NORMS_PER_LAYER, ParamCounts, norm_params, param_counts
+from tierwise.workload.precision import BF16_BYTES, FLOAT8_FSDP, gather_bytes
 from tierwise.workload.spec import ModelSpec
 
 # Share of the compute window that overlapped DP/FSDP communication can really use (the
@@ -90,14 +91,16 @@ def dp_comm(
     overlap_grad_reduce: bool = True,
     overlap_param_gather: bool = True,
     framework: str | None = None,
+    fp8_param_gather: bool = True,
 ) -> DataParallel:
     """DP/ZeRO/FSDP communication and optimizer step of the stage `s`, per step; `compute_s`:
     one micro-batch's compute, the window the collectives hide in; `framework`: how it runs
-    (module docstring; None: the generic model)."""
+    (module docstring; None: the generic model); `fp8_param_gather`: Megatron's
+    --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format)."""
     f, micro = s.f, s.micro
     params = stage_params(s)
     grads = params * main_grad_bytes(f["grad_reduce_bf16"])
-    weights = params * C.PARAM_GATHER_BYTES
+    weights = params * gather_bytes(f["precision"], fp8_param_gather)
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
     bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
@@ -179,7 +182,8 @@ def fsdp2(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
     f, blocks, micro = s.f, s.layers, s.micro
     block = params / blocks
     group = "dpshard" if "dp_shard" in f else "dpcp"
-    ag = comm(group, "all_gather", block * C.PARAM_GATHER_BYTES)
+    gathered = gather_bytes(f["precision"], FLOAT8_FSDP[f["precision"]])  # float8 all-gather
+    ag = comm(group, "all_gather", block * gathered)
     rs = comm(group, "reduce_scatter", block * FSDP2_REDUCE_BYTES)
     if group == "dpshard":
         shard_ranks = f["dp_shard"] * f["cp"]
@@ -199,9 +203,7 @@ def fsdp2(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
     reduces = (1 - piped) * micro + piped
     exposed = gathers * gather_fwd + reduces * bwd_sync + (micro - reduces) * bwd_nosync
     total = blocks * ((gathers + reshard * micro) * ag + reduces * rs)
-    moved = params * (
-        (gathers + reshard * micro) * C.PARAM_GATHER_BYTES + reduces * FSDP2_REDUCE_BYTES
-    )
+    moved = params * ((gathers + reshard * micro) * gathered + reduces * FSDP2_REDUCE_BYTES)
     return Sharded(exposed, total, moved, f["zero"] >= 2, group)
 
 
@@ -233,7 +235,7 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
     ag = sum(
         [
-            count * comm("dpcp", "all_gather", size / tp * C.PARAM_GATHER_BYTES)
+            count * comm("dpcp", "all_gather", size / tp * BF16_BYTES)  # DeepSpeed: no FP8
             for count, size in layer_modules(s.model)
         ]
     )  # one layer's modules, each its own collective
@@ -248,7 +250,7 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
         + rs / buckets  # the last bucket, filled as backward ends
     )
     total = micro * (2 * blocks * ag + rs)
-    moved = micro * (2 * params * C.PARAM_GATHER_BYTES + grads)
+    moved = micro * (2 * params * BF16_BYTES + grads)
     return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
 
 
