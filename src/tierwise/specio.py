@@ -1,7 +1,16 @@
-"""Loading YAML specs into pydantic models with one-line errors naming the field."""
+"""Loading YAML/JSON specs into pydantic models with one-line errors naming the field.
+
+``parse_yaml``/``parse_json`` (and ``build``, for data from anywhere) accept only plain data a
+spec can hold: nesting at most ``MAX_DEPTH`` deep, at most ``MAX_NODES`` values (YAML aliases
+counted each time they are used, so an alias bomb is refused), finite floats (also as text:
+pydantic reads ``"Infinity"`` into a float field) and integers inside int64.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -9,11 +18,128 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tierwise.errors import SpecError
+from tierwise.errors import SpecError, TierwiseError
+from tierwise.textio import MAX_SPEC_BYTES, read_text, user_error
 
 M = TypeVar("M", bound=BaseModel)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's C loader when PyYAML has it: ~10x faster on the shipped data files."""
+"""libyaml's C loader when PyYAML has it: ~10x faster on the shipped data files. Users' files
+go through the pure-Python loader, whose recursion Python bounds (``parse_yaml``)."""
+
+#: Deepest nesting of lists/mappings accepted in a spec (real specs nest 2-4 deep).
+MAX_DEPTH = 32
+#: Most values (scalars, lists, mappings) in one spec, aliases expanded.
+MAX_NODES = 1_000_000
+#: Bracket nesting refused before parsing (above MAX_DEPTH: brackets inside strings count).
+MAX_FLOW_DEPTH = 4 * MAX_DEPTH
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+#: Longest string checked for a non-finite number (pydantic turns numeric strings into floats).
+MAX_NUMBER_TEXT = 512
+#: Integers in a spec must fit int64 (numpy, and every count or size tierwise models).
+MAX_INT = 2**63 - 1
+
+
+def _where(path: list[str]) -> str:
+    return f"field {'.'.join(path)}: " if path else ""
+
+
+def _non_finite_text(text: str) -> bool:
+    """True for text a float field would read as inf or nan (``Infinity``, ``-inf``, ``1e999``)."""
+    if len(text) > MAX_NUMBER_TEXT:
+        return False
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def check_data(data: Any, source: str) -> Any:
+    """``data`` unchanged if it is plain, bounded and finite (see the module docstring)."""
+    budget = MAX_NODES
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        value, path = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise SpecError(f"{source}: more than {MAX_NODES} values (a YAML alias bomb?)")
+        if len(path) > MAX_DEPTH:
+            raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, str):
+            if _non_finite_text(value):  # pydantic reads "Infinity" into a float field
+                raise SpecError(
+                    f"{source}: {_where(path)}{value[:40]!r} is not a finite number; allowed: "
+                    "finite numbers"
+                )
+            continue
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            if abs(value) > MAX_INT:
+                shown = f"{str(value)[:12]}... ({len(str(abs(value)))} digits)"
+                raise SpecError(
+                    f"{source}: {_where(path)}integer {shown} is out of range; allowed: "
+                    f"|n| <= 2**63-1"
+                )
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise SpecError(
+                    f"{source}: {_where(path)}{value!r} is not a finite number; allowed: finite "
+                    "numbers"
+                )
+        elif isinstance(value, dict):
+            stack += [(v, [*path, str(k)]) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, [*path, str(i)]) for i, v in enumerate(value)]
+    return data
+
+
+def _bad_value(exc: Exception) -> str:
+    if "digits" in str(exc):  # Python refuses int() of more than 4300 digits
+        return "an integer of more than 4300 digits; allowed: |n| <= 2**63-1"
+    return f"malformed value ({str(exc)[:80]})"
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting in ``text`` (brackets in strings and comments counted too)."""
+    depth = deepest = 0
+    for ch in _NOT_BRACKETS.sub("", text):
+        depth = depth + 1 if ch in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML text as plain data; malformed or unbounded YAML is a SpecError naming the line."""
+    if _flow_depth(text) > MAX_FLOW_DEPTH:  # PyYAML recurses per level: refuse before it
+        raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SpecError(f"{source}{where}: malformed YAML ({problem})") from None
+    except RecursionError:
+        raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, OverflowError) as exc:  # int('9'*5000), timestamp 2024-13-45
+        raise SpecError(f"{source}: {_bad_value(exc)}") from None
+    return check_data(data, source)
+
+
+def parse_json(text: str, source: str, error: type[TierwiseError] = SpecError) -> Any:
+    """JSON text as plain data; malformed or unbounded JSON is ``error`` naming the line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise user_error(error, source, f"malformed JSON ({exc.msg})", exc.lineno) from None
+    except RecursionError:
+        raise user_error(error, source, f"nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, OverflowError) as exc:  # integers over 4300 digits
+        raise user_error(error, source, _bad_value(exc)) from None
+    try:
+        return check_data(data, source)
+    except SpecError as exc:
+        raise error(str(exc)) from None
 
 
 def data_yaml(package: str, name: str) -> Any:
@@ -22,24 +148,20 @@ def data_yaml(package: str, name: str) -> Any:
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; malformed YAML is a SpecError with the file and line."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise SpecError(f"{path}{where}: malformed YAML ({problem})") from None
+    """Parse a YAML (or JSON) spec file; see ``parse_yaml``."""
+    return parse_yaml(read_text(path, limit=MAX_SPEC_BYTES, error=SpecError), str(path))
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON spec file (a Hugging Face config.json); see ``parse_json``."""
+    return parse_json(read_text(path, limit=MAX_SPEC_BYTES, error=SpecError), str(path))
 
 
 def build(model: type[M], data: Any, source: str) -> M:
     """Validate `data` as `model`; the first problem becomes one SpecError line."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
+    check_data(data, source)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -49,5 +171,10 @@ def build(model: type[M], data: Any, source: str) -> M:
             raise SpecError(f"{source}: {msg}") from None
         field = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        shown = "" if isinstance(value, dict | list) else f" (got {_short(value)})"
         raise SpecError(f"{source}: field {field}: {msg}{shown}") from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -13,6 +13,15 @@ import typer
 from tierwise.errors import SpecError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object to stdout.")]
+LogOpOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--op",
+        help="Collective the logs ran (all_reduce, all_gather, ...), for logs that do not name "
+        "it; default: the log's banner or command line, its file name, else inferred from "
+        "its table.",
+    ),
+]
 ModelOpt = Annotated[
     str, typer.Option("--model", "-m", help="Preset name, model YAML or Hugging Face config.json.")
 ]

@@ -1,9 +1,11 @@
-"""Text formats tierwise reads and writes; the bottom layer (imports only ``tierwise.errors``).
+"""Text formats tierwise reads and writes; the bottom layer (imports only ``tierwise.errors``
+and ``tierwise.textio``).
 
 ``nccl-tests``: ``parse_log``/``parse_file`` read logs of every nccl-tests
 version into ``NcclTest``s, ``format_test`` prints predictions and
 measurements in exactly nccl-tests' shape. ``busbw_factor``/``canonical_op``
-give nccl-tests' bus-bandwidth factors and op names.
+give nccl-tests' bus-bandwidth factors and op names; ``infer_op`` names the op
+of a table whose log does not.
 
 
 The names below load on first use (PEP 562), so importing ``tierwise.formats.ops`` (as the cost
@@ -14,6 +16,7 @@ from importlib import import_module
 from typing import Any
 
 _WHERE = {
+    "infer_op": "infer",
     "parse_file": "nccl_reader",
     "parse_log": "nccl_reader",
     **dict.fromkeys(

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tierwise.errors import ParseError
+from tierwise.formats.infer import infer_op
 from tierwise.formats.nccl_tests import NA, NcclHalf, NcclRank, NcclRow, NcclTest
 from tierwise.formats.ops import lookup_op, op_in_name, op_in_text
+from tierwise.textio import read_input
 
 _TAG_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:(?=\s))")
 _NOISE = re.compile(
@@ -82,7 +84,7 @@ _INFERRED = {  # cells per row -> (redop column, root column, halves) when no he
 
 class _CellError(Exception):
     def __init__(self, column: str, token: str, expected: str):
-        super().__init__(f"column {column!r} has {token!r}, expected {expected}")
+        super().__init__(f"column {column!r} has {token[:40]!r}, expected {expected}")
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,8 @@ def _number(token: str, column: str) -> float | None:
     if not _FLOAT.match(token):
         raise _CellError(column, token, "a number or N/A")
     value = float(token)
-    if not math.isfinite(value):
-        raise _CellError(column, token, "a finite number")
+    if not math.isfinite(value) or value < 0:
+        raise _CellError(column, token, "a finite number >= 0")
     return value
 
 
@@ -273,6 +275,7 @@ class _Builder:
     """A test being read."""
 
     op: str | None = None
+    op_source: str | None = None
     header: dict[str, str] = field(default_factory=dict)
     ranks: list[NcclRank] = field(default_factory=list)
     rank_lines: dict[int, int] = field(default_factory=dict)
@@ -289,10 +292,10 @@ class _Builder:
     def has_content(self) -> bool:
         return bool(self.header or self.ranks or self.placement or self.table_started)
 
-    def build(self, default_op: str | None) -> NcclTest:
+    def build(self, default_op: str | None, forced_op: str | None, source: str | None) -> NcclTest:
         nranks, nodes, gpus_per_node = self.placement or (None, None, None)
-        return NcclTest(
-            op=self.op or default_op,
+        test = NcclTest(
+            op=None,
             rows=tuple(self.rows),
             nranks=nranks,
             nodes=nodes,
@@ -304,13 +307,27 @@ class _Builder:
             truncated=not self.footer_seen,
             partial_row_line=self.partial_row_line,
         )
+        op, how = forced_op, "--op"
+        if op is None:
+            op, how = self.op, self.op_source
+        if op is None:
+            op, how = default_op, "file name"
+        if op is None and test.rows:
+            try:
+                op, how = infer_op(test, source), "table"
+            except ParseError:
+                op, how = None, None
+        return replace(test, op=op, op_source=how if op is not None else None)
 
 
 class _Reader:
-    def __init__(self, text: str, source: str | None, default_op: str | None):
+    def __init__(
+        self, text: str, source: str | None, default_op: str | None, forced_op: str | None
+    ):
         self.lines = text.splitlines()
         self.source = source
         self.default_op = default_op
+        self.forced_op = forced_op
         self.tests: list[NcclTest] = []
         self.current = _Builder()
         self.pending_op: str | None = None
@@ -327,10 +344,10 @@ class _Reader:
             self.lineno = lineno
             self.line(_TAG_PREFIX.sub("", raw, count=1))
         self.finish()
-        if not self.tests:
+        if not any(t.rows for t in self.tests):
             raise ParseError(
-                "no nccl-tests results found (no '#  size count type ...' header and no result"
-                " rows)",
+                "no nccl-tests results found (no complete result row under a"
+                " '#  size count type ...' header)",
                 source=self.source,
             )
         return self.tests
@@ -339,8 +356,9 @@ class _Reader:
 
     def finish(self) -> None:
         if self.current.has_content:
-            self.tests.append(self.current.build(self.default_op))
-        self.current = _Builder(op=self.pending_op)
+            self.tests.append(self.current.build(self.default_op, self.forced_op, self.source))
+        pending = self.pending_op
+        self.current = _Builder(op=pending, op_source="command line" if pending else None)
         self.pending_op = None
 
     def header_line(self) -> _Builder:
@@ -356,7 +374,7 @@ class _Reader:
         if self.current.table_started:
             self.pending_op = op
         elif self.current.op is None:
-            self.current.op = op
+            self.current.op, self.current.op_source = op, "command line"
 
     # -- line dispatch ---------------------------------------------------------------------
 
@@ -415,6 +433,7 @@ class _Reader:
         builder = self.header_line()
         name = match.group(1)
         builder.op = lookup_op(name) or name.removesuffix("_perf")
+        builder.op_source = "banner"
 
     def nthread(self, body: str) -> None:
         builder = self.header_line()
@@ -540,21 +559,18 @@ class _Reader:
 
 
 def parse_log(
-    text: str, source: str | None = None, default_op: str | None = None
+    text: str, source: str | None = None, default_op: str | None = None, op: str | None = None
 ) -> list[NcclTest]:
     """All tests in an nccl-tests log, in order; raises ParseError naming the line.
 
-    ``source`` names the input in errors; ``default_op`` is the op of tests
-    whose log does not name one.
+    ``source`` names the input in errors. A test's op is ``op`` when given (``--op``), else
+    the one the log names (banner, command line), else ``default_op``, else the one its table
+    fits (``infer_op``); None when nothing settles it.
     """
-    return _Reader(text, source, default_op).read()
+    return _Reader(text, source, default_op, op).read()
 
 
-def parse_file(path: str | Path) -> list[NcclTest]:
-    """``parse_log`` of a file; the op defaults to the one its name spells, if any."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ParseError(f"cannot read the log: {exc.strerror or exc}", source=str(path)) from None
-    return parse_log(text, source=str(path), default_op=op_in_name(path.name))
+def parse_file(path: str | Path, op: str | None = None) -> list[NcclTest]:
+    """``parse_log`` of a file (``-``: stdin); the op defaults to the one its name spells."""
+    text, source = read_input(path)
+    return parse_log(text, source=source, default_op=op_in_name(Path(path).name), op=op)

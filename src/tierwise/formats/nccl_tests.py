@@ -121,7 +121,9 @@ class NcclTest:
     ``minBytes``, ``maxBytes``, ``step``, ``warmup iters``, ``iters``, ...) as
     printed. ``truncated``: the test's footer never came (the run or the log
     was cut off); ``partial_row_line`` is the 1-based line of a cut-off final
-    row that was left out (not part of equality).
+    row that was left out; ``op_source`` says where ``op`` came from: ``--op``,
+    ``banner``, ``command line``, ``file name`` or ``table`` (inferred by
+    ``formats.infer``). Neither is part of equality.
     """
 
     op: str | None
@@ -135,6 +137,7 @@ class NcclTest:
     out_of_bounds: int | None = None
     truncated: bool = False
     partial_row_line: int | None = field(default=None, compare=False)
+    op_source: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", tuple(self.rows))
@@ -154,6 +157,7 @@ class NcclTest:
         """JSON form used by ``tierwise parse --json``."""
         return {
             "op": self.op,
+            "op_source": self.op_source,
             "nranks": self.nranks,
             "nodes": self.nodes,
             "gpus_per_node": self.gpus_per_node,

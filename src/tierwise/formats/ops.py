@@ -46,7 +46,7 @@ _ALIASES: dict[str, str] = {
     "bcast": "broadcast",
 }
 
-_OP_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9_]*?)_perf(?![A-Za-z0-9_])")
+_OP_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9_]{0,40}?)_perf(?![A-Za-z0-9_])")
 
 
 def _alias_key(name: str) -> str:

@@ -18,6 +18,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
 from tierwise.specio import build, data_yaml, read_yaml
+from tierwise.textio import is_file
 
 TopologyKind = Literal["rail-optimized", "rail-only", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
@@ -300,18 +301,33 @@ def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
     if arg in presets():
         return {"name": arg, **presets()[arg]}, f"cluster {arg}"
     path = Path(arg)
-    if path.suffix in {".yaml", ".yml", ".json"} or path.exists():
-        if not path.exists():
+    if path.suffix in {".yaml", ".yml", ".json"} or is_file(path):
+        if not is_file(path):
             raise SpecError(f"--cluster: file {arg!r} does not exist")
         data = read_yaml(path)
         if isinstance(data, dict) and isinstance(data.get("spec"), dict) and "tiers" in data:
             data = data["spec"]  # what `tierwise show cluster --json` prints: load its spec
         if not isinstance(data, dict):
             raise SpecError(f"{arg}: expected a mapping of cluster fields")
-        return data, arg
+        return _spec_fields(data, arg), arg
     raise SpecError(
         f"--cluster: unknown preset {arg!r}; allowed: {', '.join(presets())} or a YAML file"
     )
+
+
+def _spec_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Cluster fields of a file: `topology: KIND` is short for `topology: {kind: KIND}` (as
+    `show cluster` prints it); `inter` and `topology` must be mappings."""
+    out = {**data}
+    if isinstance(out.get("topology"), str):
+        out["topology"] = {"kind": out["topology"]}
+    for section, shape in (("inter", "{nic: KEY, nics_per_node: N}"), ("topology", "{kind: KIND}")):
+        value = out.get(section)
+        if value is not None and not isinstance(value, dict):
+            raise SpecError(
+                f"{source}: field {section}: expected a mapping {shape}, got {value!r:.60}"
+            )
+    return out
 
 
 def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:

@@ -33,11 +33,18 @@ import numpy as np
 
 from tierwise.errors import ParseError, SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.textio import ascii_int, read_text
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.params import param_counts
 from tierwise.workload.spec import ModelSpec
 
+#: Largest time (s) a trace may give: about 32 years.
+MAX_SECONDS = 1e9
+#: Largest tp/pp/dp/gpus/|priority| a trace may give (more GPUs than any cluster has).
+MAX_COUNT = 10**9
+#: Largest literal parameter count (1e15; the largest models have ~2e12).
+MAX_PARAMS = 1e15
 REQUIRED = ("id", "arrival_s", "duration_s", "model", "tp", "pp", "dp", "compute_s")
 OPTIONAL = ("priority", "gpus")
 
@@ -106,14 +113,25 @@ class Job:
     priority: int = 0
 
 
+def _finite(text: str) -> float:
+    """A finite float from ASCII text; raises ValueError (also for inf, nan, 1e999)."""
+    if not text.isascii():
+        raise ValueError(f"{text!r} is not ASCII")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not finite")
+    return value
+
+
 def _count(model: str) -> float | None:
     """A literal parameter count (`7e9`, `70B`), or None for a model name."""
     text = model.strip()
     scale = 1e9 if text[-1:] in {"B", "b"} else 1.0
     try:
-        return float(text[:-1] if scale > 1 else text) * scale
+        count = _finite(text[:-1] if scale > 1 else text) * scale
     except ValueError:
         return None
+    return count if math.isfinite(count) else None
 
 
 @cache
@@ -132,10 +150,7 @@ def model_params(model: str) -> float:
 def read_trace(path: str | Path) -> list[Job]:
     """Jobs from a CSV trace (format in the module docstring); errors name the line."""
     source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ParseError(f"cannot read trace ({exc.strerror})", source=source) from None
+    text = read_text(path)
     lines = [
         (n, line)
         for n, line in enumerate(text.splitlines(), 1)
@@ -144,7 +159,7 @@ def read_trace(path: str | Path) -> list[Job]:
     if not lines:
         raise ParseError("empty trace; expected a header " + ",".join(REQUIRED), source=source)
     header_no, header = lines[0]
-    columns = [c.strip() for c in next(csv.reader([header]))]
+    columns = _cells(header, header_no, source)
     missing = [c for c in REQUIRED if c not in columns]
     unknown = [c for c in columns if c not in REQUIRED + OPTIONAL]
     if missing or unknown:
@@ -156,7 +171,7 @@ def read_trace(path: str | Path) -> list[Job]:
         raise ParseError(f"{what}; columns: {', '.join(REQUIRED + OPTIONAL)}", header_no, source)
     jobs, seen = [], set()
     for number, line in lines[1:]:
-        cells = [c.strip() for c in next(csv.reader([line]))]
+        cells = _cells(line, number, source)
         if len(cells) != len(columns):
             raise ParseError(f"expected {len(columns)} fields, got {len(cells)}", number, source)
         job = _job(dict(zip(columns, cells, strict=True)), number, source)
@@ -164,25 +179,42 @@ def read_trace(path: str | Path) -> list[Job]:
             raise ParseError(f"duplicate job id {job.id!r}", number, source)
         seen.add(job.id)
         jobs.append(job)
+    if not jobs:
+        raise ParseError("no jobs: the trace has a header and no job lines", header_no, source)
     return jobs
+
+
+def _cells(line: str, number: int, source: str) -> list[str]:
+    try:
+        return [c.strip() for c in next(csv.reader([line]))]
+    except csv.Error as exc:
+        raise ParseError(f"not a CSV line ({exc})", number, source) from None
 
 
 def _job(row: dict[str, str], line: int, source: str) -> Job:
     def num(key: str, kind: type, low: float, default: str | None = None) -> float:
-        raw = row.get(key) or default
+        raw = row.get(key) or default or ""
+        high = MAX_COUNT if kind is int else MAX_SECONDS
         try:
-            value = kind(raw)
-        except (TypeError, ValueError):
-            raise ParseError(f"{key}={raw!r} is not a {kind.__name__}", line, source) from None
-        if not value >= low or not math.isfinite(value):
-            raise ParseError(f"{key}={raw!r} must be >= {low}", line, source)
+            value = ascii_int(raw, 12) if kind is int else _finite(raw)
+        except ValueError:
+            what = "an integer of at most 12 digits" if kind is int else "a finite number"
+            raise ParseError(f"{key}={raw[:40]!r} is not {what}", line, source) from None
+        if not low <= value <= high:
+            raise ParseError(f"{key}={raw!r}: allowed {low:g} to {high:g}", line, source)
         return value
 
     tp, pp, dp = (int(num(k, int, 1)) for k in ("tp", "pp", "dp"))
     try:
         params = model_params(row["model"])
     except (SpecError, IndexError) as exc:
-        raise ParseError(f"model={row['model']!r}: {exc}", line, source) from None
+        raise ParseError(f"model={row['model'][:80]!r}: {exc}", line, source) from None
+    if not 0 < params <= MAX_PARAMS:
+        raise ParseError(
+            f"model={row['model']!r}: a parameter count must be > 0 and <= {MAX_PARAMS:g}",
+            line,
+            source,
+        )
     cls = JobClass(row["model"], params, tp, pp, dp, num("compute_s", float, 1e-9))
     spec = model_spec(row["model"])
     if spec is not None:
@@ -199,7 +231,7 @@ def _job(row: dict[str, str], line: int, source: str) -> Job:
         num("arrival_s", float, 0.0),
         num("duration_s", float, 1e-9),
         cls,
-        int(num("priority", int, -(10**9), "0")),
+        int(num("priority", int, -MAX_COUNT, "0")),
     )
 
 

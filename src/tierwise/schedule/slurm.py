@@ -14,6 +14,7 @@ import hostlist
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.ingest.slurm_topology import MAX_HOSTS, hostlist_size
 from tierwise.schedule.state import node_name
 
 
@@ -25,16 +26,20 @@ def node_names(cluster: ClusterSpec, nodes: Iterable[int], prefix: str = "gpu") 
 def node_indices(cluster: ClusterSpec, expr: str, prefix: str = "gpu") -> list[int]:
     """Node indices of a Slurm hostlist of names written by `node_names` (gpu[001-002] ->
     [0, 1]), in the list's order."""
+    if (size := hostlist_size(expr)) > MAX_HOSTS:
+        raise SpecError(f"hostlist {expr[:60]!r}: {size} names; allowed: at most {MAX_HOSTS}")
     try:
         names = hostlist.expand_hostlist(expr.strip())
-    except hostlist.BadHostlist as exc:
-        raise SpecError(f"hostlist {expr!r}: {exc}; use e.g. gpu[001-004,007]") from None
+    except (hostlist.BadHostlist, ValueError) as exc:  # ValueError: numbers of 4300+ digits
+        raise SpecError(
+            f"hostlist {expr[:60]!r}: {str(exc)[:60]}; use e.g. gpu[001-004,007]"
+        ) from None
     known = {n: i for i, n in enumerate(node_names(cluster, range(cluster.nodes), prefix))}
     out = []
     for name in names:
         if name not in known:
             raise SpecError(
-                f"node {name!r} is not a node of cluster {cluster.name!r} "
+                f"node {name[:60]!r} is not a node of cluster {cluster.name!r} "
                 f"({hostlist.collect_hostlist(list(known))})"
             )
         out.append(known[name])

@@ -18,12 +18,14 @@ wrong file is caught rather than read as zero counters.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tierwise.errors import ParseError, TierwiseError
+from tierwise.textio import ascii_int, read_text
 
 #: PFC pause frames per second, on one counter, above which a run counts as a pause storm.
 #: A heuristic default (no public standard sets one); contracts override it with pause_per_s.
@@ -43,10 +45,10 @@ CATEGORY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 CATEGORIES: tuple[str, ...] = tuple(name for name, _ in CATEGORY_PATTERNS)
 
-_TIME = re.compile(r"^#\s*time\s*:\s*(\d+(?:\.\d*)?)\s*$")
+_TIME = re.compile(r"^#\s*time\s*:\s*(\d{1,30}(?:\.\d{0,30})?)\s*$", re.ASCII)
 _ETHTOOL_CMD = re.compile(r"^(?:[#$]\s*)?(?:sudo\s+)?ethtool\s+(?:-S|--statistics)\s+(\S+)\s*$")
 _PROMPT = "$"  # a shell command echoed into the snapshot (`$ rdma statistic show`)
-_ETHTOOL_VALUE = re.compile(r"^\s*(\S(?:.*?\S)?)\s*:\s*(\d+)\s*$")
+_DIGITS = re.compile(r"^[0-9]+$")
 _SYSFS = re.compile(r"(?:^|/)([^/\s]+)/ports/(\d+)/(?:hw_)?counters/([^/:\s]+):\s*(\d+)\s*$")
 _RDMA = re.compile(r"^link\s+(\S+/\d+)\s+(.*)$")
 _FORMATS = "ethtool -S, rdma statistic or /sys/class/infiniband/.../counters/NAME:VALUE lines"
@@ -67,16 +69,26 @@ class Snapshot:
     time_s: float | None = None
 
 
+def _ethtool_value(line: str) -> tuple[str, str] | None:
+    """(name, digits) of an ``ethtool -S`` line ``  rx_discards_phy: 0``, else None."""
+    name, sep, value = line.rpartition(":")
+    name, value = name.strip(), value.strip()
+    return (name, value) if sep and name and _DIGITS.match(value) else None
+
+
 def parse_counters(text: str, source: str = "<counters>") -> Snapshot:
     """Read one snapshot; raises ParseError naming the line."""
     values: dict[tuple[str, str], int] = {}
     time_s: float | None = None
     iface: str | None = None
 
-    def put(lineno: int, device: str, name: str, value: int) -> None:
+    def put(lineno: int, device: str, name: str, token: str) -> None:
         if (device, name) in values:
             raise ParseError(f"counter {name} of {device} listed twice", lineno, source)
-        values[device, name] = value
+        try:
+            values[device, name] = ascii_int(token)
+        except ValueError as exc:
+            raise ParseError(f"counter {name} of {device}: {exc}", lineno, source) from None
 
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -90,21 +102,23 @@ def parse_counters(text: str, source: str = "<counters>") -> Snapshot:
             if time_s is not None:
                 raise ParseError("a second '# time:' line", lineno, source)
             time_s = float(stamp.group(1))
+            if not math.isfinite(time_s):
+                raise ParseError("'# time:' is not a finite number of seconds", lineno, source)
         elif line.startswith("#"):
             continue
         elif sysfs := _SYSFS.search(line):
             dev, port, name, value = sysfs.groups()
-            put(lineno, f"{dev}/{port}", name, int(value))
+            put(lineno, f"{dev}/{port}", name, value)
         elif rdma := _RDMA.match(line):
             tokens = rdma.group(2).split()
-            if len(tokens) % 2 or not all(v.isdigit() for v in tokens[1::2]):
+            if len(tokens) % 2 or not all(_DIGITS.match(v) for v in tokens[1::2]):
                 raise ParseError(
                     "rdma statistic line is not 'link DEV/PORT name value ...'", lineno, source
                 )
             for name, value in zip(tokens[::2], tokens[1::2], strict=True):
-                put(lineno, rdma.group(1), name, int(value))
-        elif (stat := _ETHTOOL_VALUE.match(raw)) and iface is not None:
-            put(lineno, iface, stat.group(1), int(stat.group(2)))
+                put(lineno, rdma.group(1), name, value)
+        elif (stat := _ethtool_value(line)) and iface is not None:
+            put(lineno, iface, *stat)
         elif stat:
             raise ParseError(
                 "ethtool counter before any 'ethtool -S IFACE' line naming its interface",
@@ -122,11 +136,7 @@ def parse_counters(text: str, source: str = "<counters>") -> Snapshot:
 
 def read_snapshot(path: Path) -> Snapshot:
     """`parse_counters` of a file."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ParseError(f"cannot read counters: {exc.strerror or exc}", source=str(path)) from None
-    return parse_counters(text, str(path))
+    return parse_counters(read_text(path), str(path))
 
 
 @dataclass(frozen=True)

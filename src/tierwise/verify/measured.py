@@ -9,6 +9,7 @@ import numpy as np
 from tierwise.collectives.predict import group_shape
 from tierwise.collectives.shape import Shape
 from tierwise.errors import SpecError
+from tierwise.formats.infer import infer_op
 from tierwise.formats.nccl_tests import NcclTest
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import Placement
@@ -30,7 +31,8 @@ class Measured:
 def measured(test: NcclTest, cluster: ClusterSpec, source: str) -> Measured:
     """Points of `test`; rank count from the log, else the cluster's nodes x GPUs per node."""
     if test.op is None:
-        raise SpecError(f"{source}: the log does not say which collective it ran")
+        infer_op(test, source)  # raises the ParseError saying what the table fits
+        raise SpecError(f"{source}: the log does not say which collective it ran; pass --op")
     gpn = test.gpus_per_node or cluster.gpus_per_node
     nranks = test.nranks or cluster.nodes * gpn
     nodes = test.nodes or -(-nranks // gpn)

@@ -8,8 +8,10 @@ out on, and, when `tierwise bench` wrote it, per-size latency percentiles (the `
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import math
 import re
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from tierwise.formats.nccl_tests import NcclTest
 from tierwise.formats.ops import op_in_name
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.runtime.results import BenchResult
+from tierwise.specio import parse_json
+from tierwise.textio import read_input
 from tierwise.verify.calibrate import fitted_tier
 from tierwise.verify.measured import Measured, measured
 
@@ -133,8 +137,10 @@ def _text_sustained(text: str, source: str) -> Sustained | None:
     return Sustained(size_bytes=int(values.pop("size_bytes")), **values)
 
 
-def _text_runs(text: str, source: str, path: Path, cluster: ClusterSpec) -> list[Run]:
-    tests = parse_log(text, source=source, default_op=op_in_name(path.name))
+def _text_runs(
+    text: str, source: str, path: Path, cluster: ClusterSpec, op: str | None
+) -> list[Run]:
+    tests = parse_log(text, source=source, default_op=op_in_name(path.name), op=op)
     sustained = _text_sustained(text, source)
     if sustained is not None and len(tests) > 1:
         raise ParseError(
@@ -152,13 +158,63 @@ def _text_runs(text: str, source: str, path: Path, cluster: ClusterSpec) -> list
     return runs
 
 
+_SIGNED = ("p99_drift",)  # a relative change: negative when the tail got better
+
+
+def _check_fields(obj: Any, source: str, where: str = "") -> None:
+    """Every field of a bench result dataclass holds its declared type: finite numbers >= 0
+    (``root`` may be -1, a drift any sign), strings, tuples of those, nested results; else a
+    ParseError."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, name = getattr(obj, f.name), f"{where}{f.name}"
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, hint):
+                raise ParseError(
+                    f"field {name}: expected an object, got {value!r:.40}", None, source
+                )
+            _check_fields(value, source, f"{name}.")
+            continue
+        optional = type(None) in typing.get_args(hint)
+        if value is None and optional:
+            continue
+        items = value if typing.get_origin(hint) is tuple else (value,)
+        kind = next(a for a in (typing.get_args(hint) or (hint,)) if a not in (type(None), ...))
+        if dataclasses.is_dataclass(kind):
+            for i, item in enumerate(items):
+                _check_fields(item, source, f"{name}.{i}." if items is value else f"{name}.")
+            continue
+        for item in items:
+            _check_value(item, kind, name, source)
+
+
+def _check_value(value: Any, kind: Any, name: str, source: str) -> None:
+    if kind is str:
+        ok = isinstance(value, str)
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        ok = False
+    else:
+        ok = (kind is float or isinstance(value, int)) and math.isfinite(value)
+        ok = ok and (name.endswith(_SIGNED) or value >= (-1 if name.endswith("root") else 0))
+    if not ok:
+        allowed = "a string" if kind is str else f"a finite {kind.__name__} >= 0"
+        raise ParseError(f"field {name}: {value!r:.40} is not {allowed}", None, source)
+
+
 def _json_run(data: Any, source: str, cluster: ClusterSpec) -> Run:
     try:
         result = BenchResult.from_dict(data)
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ParseError(
             f"not a `tierwise bench --json` object ({type(exc).__name__}: {exc})", source=source
         ) from None
+    _check_fields(result, source)
+    for name in ("nranks", "nodes", "gpus_per_node"):
+        if getattr(result, name) < 1:
+            raise ParseError(
+                f"field {name}: must be >= 1, got {getattr(result, name)}", None, source
+            )
     rows = tuple(r.as_nccl() for r in result.rows)
     test = NcclTest(result.op, rows, result.nranks, result.nodes, result.gpus_per_node)
     points = measured(test, cluster, source)
@@ -188,17 +244,10 @@ def _json_run(data: Any, source: str, cluster: ClusterSpec) -> Run:
     return Run(source, points, fitted_tier(points, cluster), tail, sustained)
 
 
-def load_runs(path: Path, cluster: ClusterSpec) -> list[Run]:
-    """The runs in one file: a `tierwise bench --json` object, else nccl-tests text."""
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ParseError(f"cannot read the log: {exc.strerror or exc}", source=source) from None
+def load_runs(path: Path, cluster: ClusterSpec, op: str | None = None) -> list[Run]:
+    """The runs in one file (``-``: stdin): a `tierwise bench --json` object, else nccl-tests
+    text; ``op`` (``--op``) names the collective of logs that do not."""
+    text, source = read_input(path)
     if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ParseError(f"malformed JSON ({exc.msg})", exc.lineno, source) from None
-        return [_json_run(data, source, cluster)]
-    return _text_runs(text, source, path, cluster)
+        return [_json_run(parse_json(text, source, ParseError), source, cluster)]
+    return _text_runs(text, source, path, cluster, op)

@@ -343,8 +343,15 @@ def from_hf_config(
     kind = cfg.get("model_type")
     if not isinstance(kind, str) or kind not in _MAPPERS:
         raise SpecError(
-            f"{source}: model_type {kind!r} is not supported; allowed: {', '.join(_MAPPERS)}"
+            f"{source}: model_type {kind!r:.60} is not supported; allowed: {', '.join(_MAPPERS)}"
         )
-    fields = {k: v for k, v in _MAPPERS[kind](cfg, source).items() if v is not None}
+    try:
+        mapped = _MAPPERS[kind](cfg, source)
+    except (TypeError, ValueError) as exc:  # e.g. n_embd: {} reaching 4 * n_embd
+        raise SpecError(
+            f"{source}: a {kind} field has the wrong type ({str(exc)[:80]}); sizes and counts "
+            "are numbers, layer lists are lists of integers"
+        ) from None
+    fields = {k: v for k, v in mapped.items() if v is not None}
     name = str(cfg.get("_name_or_path") or default_name).rstrip("/").split("/")[-1]
     return ModelSpec.parse({"name": name, **fields}, source=source)

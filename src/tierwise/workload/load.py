@@ -3,14 +3,14 @@ format of DESIGN.md ("Inputs users write"), or a Hugging Face ``config.json``.""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.specio import data_yaml, read_yaml
+from tierwise.specio import data_yaml, read_json, read_yaml
+from tierwise.textio import is_file
 from tierwise.workload.hf import from_hf_config, is_hf_config, supported_model_types
 from tierwise.workload.spec import ModelSpec
 
@@ -30,26 +30,20 @@ def preset(name: str) -> ModelSpec:
     """A bundled preset by name."""
     entries = _presets()
     if name not in entries:
-        raise SpecError(f"model {name!r}: not a preset or a file; presets: {', '.join(entries)}")
+        raise SpecError(
+            f"model {name[:80]!r}: not a preset or a file; presets: {', '.join(entries)}"
+        )
     return ModelSpec.parse(entries[name], source=f"preset {name!r}")
 
 
 def load_model(arg: str) -> ModelSpec:
     """A preset name, a YAML/JSON model spec file, or a Hugging Face ``config.json``."""
     path = Path(arg)
-    if not path.is_file():
+    if not is_file(path):
         if path.suffix.lower() in {".yaml", ".yml", ".json"}:
             raise SpecError(f"model file {arg!r}: no such file")
         return preset(arg)
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(f"{arg}: cannot read ({exc.__class__.__name__})") from None
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"{arg}:{exc.lineno}: malformed JSON ({exc.msg})") from None
-    else:
-        data = read_yaml(path)
+    data = read_json(path) if path.suffix.lower() == ".json" else read_yaml(path)
     if not isinstance(data, dict):
         raise SpecError(f"model file {arg!r}: expected a mapping of fields")
     if is_hf_config(data):

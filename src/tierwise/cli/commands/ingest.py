@@ -23,7 +23,7 @@ from tierwise.hardware.ingest import (
     parse_topo_matrix,
     parse_topology_conf,
 )
-from tierwise.hardware.ingest.common import read_text
+from tierwise.textio import read_text
 
 ingest_app = typer.Typer(
     help="Read nvidia-smi topo -m, NCCL's topology XML or Slurm topology.conf into a cluster spec.",

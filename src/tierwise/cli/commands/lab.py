@@ -9,6 +9,7 @@ import typer
 from tierwise.cli.options import JsonOpt
 from tierwise.cli.output import console, fmt, print_json, table
 from tierwise.errors import TierwiseError
+from tierwise.textio import ascii_int
 from tierwise.units import parse_duration, parse_size, size_sweep
 
 lab_app = typer.Typer(
@@ -48,9 +49,12 @@ def parse_sizes(text: str) -> tuple[int, ...]:
         parts = text.split(":")
         if len(parts) not in (2, 3):
             raise TierwiseError(f"--sizes: {text!r} must be MIN:MAX[:FACTOR] or a list A,B,...")
-        factor = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else 2
-        if len(parts) == 3 and not parts[2].isdigit():
-            raise TierwiseError(f"--sizes: factor {parts[2]!r} must be an integer >= 2")
+        try:
+            factor = ascii_int(parts[2], 6) if len(parts) == 3 else 2
+        except ValueError:
+            raise TierwiseError(
+                f"--sizes: factor {parts[2][:20]!r} must be an integer >= 2"
+            ) from None
         return tuple(
             size_sweep(parse_size(parts[0], "--sizes"), parse_size(parts[1], "--sizes"), factor)
         )

@@ -7,19 +7,22 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli.options import JsonOpt
+from tierwise.cli.options import JsonOpt, LogOpOpt
 from tierwise.cli.output import console, err_console, print_json, table
 from tierwise.formats import (
     NA,
     NcclHalf,
     NcclTest,
     bandwidth_cell,
+    canonical_op,
     parse_file,
     time_cell,
     wrong_cell,
 )
 
-LogsArg = Annotated[list[Path], typer.Argument(help="nccl-tests output files (*_perf stdout).")]
+LogsArg = Annotated[
+    list[Path], typer.Argument(help="nccl-tests output files (*_perf stdout); - reads stdin.")
+]
 
 
 def _title(source: str, index: int, test: NcclTest) -> str:
@@ -29,7 +32,10 @@ def _title(source: str, index: int, test: NcclTest) -> str:
         if test.gpus_per_node is not None:
             placement += f" x {test.gpus_per_node} GPUs"
     avg = "" if test.avg_busbw_GBps is None else f", avg busbw {test.avg_busbw_GBps:g} GB/s"
-    return f"{source} test {index}: {test.op or 'unknown op'}, {placement}{avg}"
+    op = test.op or "unknown op"
+    if test.op_source == "table":
+        op += " (inferred from the table)"
+    return f"{source} test {index}: {op}, {placement}{avg}"
 
 
 def _half(half: NcclHalf | None) -> list[str]:
@@ -79,9 +85,10 @@ def _warn_truncated(source: str, index: int, test: NcclTest) -> None:
     err_console.print(f"warning: {source} test {index}: log ends before the test's footer{cut}")
 
 
-def parse(logs: LogsArg, as_json: JsonOpt = False) -> None:
+def parse(logs: LogsArg, op: LogOpOpt = None, as_json: JsonOpt = False) -> None:
     """Read nccl-tests logs: ops, placement (ranks, nodes, GPUs per node) and every row."""
-    parsed = [(str(path), parse_file(path)) for path in logs]
+    forced = None if op is None else canonical_op(op)
+    parsed = [("<stdin>" if str(p) == "-" else str(p), parse_file(p, op=forced)) for p in logs]
     for source, tests in parsed:
         for index, test in enumerate(tests, start=1):
             _warn_truncated(source, index, test)

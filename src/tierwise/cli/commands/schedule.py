@@ -26,6 +26,7 @@ from tierwise.schedule.simulate import SimResult, place_all, price, simulate
 from tierwise.schedule.slowdown import DEFAULT_STEP_TIME, SlowdownModel
 from tierwise.schedule.state import ClusterState
 from tierwise.schedule.step_time import STEP_TIMES, step_time_fn
+from tierwise.textio import read_text
 from tierwise.units import parse_duration
 
 app = typer.Typer(
@@ -204,10 +205,7 @@ def synth_cmd(
 def read_allocations(path: Path, cluster: ClusterSpec, prefix: str) -> dict[str, list[int]]:
     """`job nodelist` per line, as `squeue -h -o '%j %N'` prints; errors name the line."""
     out: dict[str, list[int]] = {}
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ParseError(f"cannot read ({exc.strerror})", source=str(path)) from None
+    text = read_text(path)
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -347,10 +345,7 @@ def parse_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Read a topology.conf: switches, levels, nodes per leaf; errors name the line."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ParseError(f"cannot read ({exc.strerror})", source=str(path)) from None
+    text = read_text(path)
     tree = parse_topology_conf(text, str(path))
     view = tree.as_dict()
     if as_json:

@@ -11,9 +11,10 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli.options import JsonOpt, cluster_options
+from tierwise.cli.options import JsonOpt, LogOpOpt, cluster_options
 from tierwise.cli.output import console, fmt, line, print_json, styled, table
 from tierwise.errors import TierwiseError
+from tierwise.formats.ops import canonical_op
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.units import parse_duration
 from tierwise.verify.checks import Row, evaluate, log_checks_skipped, passed
@@ -102,7 +103,8 @@ def _print(name: str, rows: list[Row], moved: list[Delta]) -> None:
 def verify(
     cluster_spec: ClusterSpec,
     logs: Annotated[
-        list[Path], typer.Argument(help="nccl-tests logs, `tierwise bench` text or --json output.")
+        list[Path],
+        typer.Argument(help="nccl-tests logs, `tierwise bench` text or --json output; - is stdin."),
     ],
     contract: Annotated[Path, typer.Option("--contract", help="Contract YAML (see examples/).")],
     counters_before: Annotated[
@@ -121,11 +123,13 @@ def verify(
             "--interval", help="Time between the snapshots (60s) when they have no '# time:' line."
         ),
     ] = None,
+    op: LogOpOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check logs (and NIC counters) against a fabric contract: busbw, latency, tail, drift."""
     spec = load_contract(contract)
-    runs = [run for log in logs for run in load_runs(log, cluster_spec)]
+    forced = None if op is None else canonical_op(op)
+    runs = [run for log in logs for run in load_runs(log, cluster_spec, forced)]
     items, seconds = _counter_deltas(counters_before, counters_after, interval)
     rows = evaluate(spec, runs, cluster_spec, items, seconds)
     names = {c.label for c in spec.checks}

@@ -7,10 +7,6 @@ of one NUMA node), SYS (across the inter-socket link).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tierwise.errors import ParseError
-
 DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 # Per-link NVLink rate in GB/s per direction, by NVLink generation. NVLink 2/3/4 links all carry
@@ -71,11 +67,3 @@ def gpu_key_from_name(name: str) -> str | None:
 def distance_rank(distance: str) -> int:
     """Position of a PCIe distance class in DISTANCES (0 = nearest)."""
     return DISTANCES.index(distance)
-
-
-def read_text(path: Path) -> str:
-    """A tool output file as text; an unreadable file is a ParseError naming it."""
-    try:
-        return path.read_text(errors="replace")
-    except OSError as exc:
-        raise ParseError(f"cannot read ({exc.strerror})", source=str(path)) from None

@@ -30,6 +30,9 @@ GPU_CLASSES = ("0x030200", "0x030000")
 IB_CLASS_PREFIX = "0x0207"
 _RDMA_NAME = re.compile(r"^(mlx\d+_|bnxt_re|irdma|erdma|ionic|rdma)")
 MBPS_PER_GBPS = 1000
+_LINK_SPEED = re.compile(r"\s*(\d{1,4}(?:\.\d{1,4})?)\s*GT/s", re.ASCII)
+_LINK_WIDTH = re.compile(r"^\d{1,3}$", re.ASCII)
+MAX_DEPTH = 64  # deepest element nesting read (NCCL's dumps: system/cpu/pci.../gpu/nvlink)
 
 
 @dataclass(eq=False)
@@ -48,7 +51,13 @@ class _Elem:
         return out
 
     def walk(self) -> list[_Elem]:
-        return [self, *(e for c in self.children for e in c.walk())]
+        """This element and all below it, in document order."""
+        out, todo = [], [self]
+        while todo:
+            elem = todo.pop()
+            out.append(elem)
+            todo += reversed(elem.children)
+        return out
 
 
 def parse_nccl_topo(text: str, source: str = "<nccl-xml>") -> NodeTopology:
@@ -75,6 +84,12 @@ def _parse(text: str, source: str) -> _Elem:
 
     def start(tag: str, attrs: dict[str, str]) -> None:
         parent = stack[-1] if stack else None
+        if len(stack) >= MAX_DEPTH:
+            raise ParseError(
+                f"elements nested deeper than {MAX_DEPTH}; an NCCL topology nests under 10",
+                line=parser.CurrentLineNumber,
+                source=source,
+            )
         elem = _Elem(tag, attrs, parser.CurrentLineNumber, parent)
         (parent.children if parent else roots).append(elem)
         stack.append(elem)
@@ -104,7 +119,7 @@ def _int_attr(elem: _Elem, name: str, source: str) -> int:
         return int(value, 0)
     except ValueError:
         raise ParseError(
-            f"<{elem.tag}> {name}={value!r} is not an integer", line=elem.line, source=source
+            f"<{elem.tag}> {name}={value[:40]!r} is not an integer", line=elem.line, source=source
         ) from None
 
 
@@ -232,9 +247,9 @@ def _pcie(gpus: Iterable[_Elem]) -> tuple[int | None, int | None]:
     speeds, widths = [], []
     for g in gpus:
         dev = _device(g)
-        if m := re.match(r"\s*([\d.]+)\s*GT/s", dev.attrs.get("link_speed", "")):
+        if m := _LINK_SPEED.match(dev.attrs.get("link_speed", "")):
             speeds.append(float(m.group(1)))
-        if dev.attrs.get("link_width", "").isdigit():
+        if _LINK_WIDTH.match(dev.attrs.get("link_width", "")):
             widths.append(int(dev.attrs["link_width"]))
     if not speeds:
         return None, min(widths, default=None)

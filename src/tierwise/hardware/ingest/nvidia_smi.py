@@ -16,13 +16,17 @@ import networkx as nx
 from tierwise.errors import ParseError
 from tierwise.hardware.ingest.common import DISTANCES, gpu_key_from_name
 from tierwise.hardware.ingest.node import GpuInfo, NicInfo, NodeTopology, with_rails
+from tierwise.textio import ascii_int
 
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _HEADER_TOKEN = re.compile("|".join(AFFINITY_COLUMNS) + r"|\S+")
-_GPU_LABEL = re.compile(r"GPU(\d+)$")
-_NVLINK = re.compile(r"NV(\d+)$")
-_GPU_NAME = re.compile(r"^GPU ([\d, ]+):\s*(.+?)\s*(?:\(UUID:.*)?$")
-_NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+_GPU_LABEL = re.compile(r"GPU(\d{1,6})$", re.ASCII)
+_NVLINK = re.compile(r"NV(\d{1,4})$", re.ASCII)
+_GPU_NAME = re.compile(r"^GPU ([\d, ]+):(.*)$", re.ASCII)  # the name is cut in _gpu_names
+_NIC_LEGEND = re.compile(r"^\s*(NIC\d{1,6}):\s*(\S+)\s*$", re.ASCII)
+#: Most devices (GPUs + NICs) one matrix may list: the matrix is quadratic in them, and a node
+#: has at most a few dozen (16 GPUs and 16 NICs on the largest HGX boards).
+MAX_DEVICES = 256
 _ALLOWED = "X, NV#, " + ", ".join(DISTANCES)
 
 
@@ -49,6 +53,12 @@ def _header(line: str, lineno: int, source: str) -> tuple[list[str], list[str]]:
     if any(_is_cell(t) for t in labels):
         raise ParseError(
             "this is a matrix row, not the header: the header line (GPU0 GPU1 ...) is missing",
+            line=lineno,
+            source=source,
+        )
+    if len(labels) > MAX_DEVICES:
+        raise ParseError(
+            f"header lists {len(labels)} devices; a node has at most {MAX_DEVICES}",
             line=lineno,
             source=source,
         )
@@ -101,18 +111,22 @@ def _check_cell(row: str, col: str, cell: str, lineno: int, source: str) -> None
     if not ok:
         expect = "X" if row == col else _ALLOWED
         raise ParseError(
-            f"row {row}, column {col}: {cell!r} is not a link type; allowed: {expect}",
+            f"row {row}, column {col}: {cell[:40]!r} is not a link type; allowed: {expect}",
             line=lineno,
             source=source,
         )
 
 
 def _gpu_names(lines: list[str]) -> dict[int, str]:
+    """`nvidia-smi -L` lines (``GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)``) as {index: name}."""
     names: dict[int, str] = {}
     for line in lines:
-        if m := _GPU_NAME.match(line.strip()):
-            for idx in m.group(1).split(","):
-                names[int(idx)] = m.group(2)
+        if not (m := _GPU_NAME.match(line.strip())):
+            continue
+        name = m.group(2).partition("(UUID:")[0].strip()
+        indices = m.group(1).replace(",", " ").split()
+        if name and indices and all(len(i) <= 6 for i in indices):
+            names.update((int(i), name) for i in indices)
     return names
 
 
@@ -195,4 +209,7 @@ def _none_if_na(value: str | None) -> str | None:
 
 def _int_or_none(value: str | None) -> int | None:
     value = _none_if_na(value)
-    return int(value) if value is not None and value.isdigit() else None
+    try:
+        return None if value is None else ascii_int(value, 6)
+    except ValueError:
+        return None

@@ -33,6 +33,9 @@ PARAMETERS = {
     "nodes": "Nodes",
     "linkspeed": "LinkSpeed",
 }
+#: Most names one Nodes=/Switches= list may expand to (the largest clusters have ~10^4 nodes).
+MAX_HOSTS = 100_000
+MAX_NAME = 253  # longest switch or node name (a DNS host name)
 MAX_MODELLED_LEVELS = 3  # ClusterSpec models leaf, pod (spine) and core switch levels
 
 
@@ -207,8 +210,14 @@ class SwitchTree:
 def parse_topology_conf(text: str, source: str = "<topology.conf>") -> SwitchTree:
     """A validated SwitchTree from topology.conf text; any mistake is a ParseError with its line."""
     switches: dict[str, Switch] = {}
+    names = 0
     for lineno, line in _logical_lines(text):
         sw = _switch(line, lineno, source)
+        names += len(sw.nodes) + len(sw.switches)
+        if names > MAX_HOSTS:
+            raise ParseError(
+                f"more than {MAX_HOSTS} nodes and switches listed", line=lineno, source=source
+            )
         if sw.name in switches:
             raise ParseError(
                 f"switch {sw.name!r} is defined twice (first on line {switches[sw.name].line})",
@@ -264,6 +273,7 @@ def _switch(line: str, lineno: int, source: str) -> Switch:
         raise ParseError(
             f"SwitchName={name!r} must be one name, not a list", line=lineno, source=source
         )
+    _check_name(name, "SwitchName", lineno, source)
     nodes = _hosts(fields.get("Nodes"), "Nodes", lineno, source)
     children = _hosts(fields.get("Switches"), "Switches", lineno, source)
     if not nodes and not children:
@@ -273,15 +283,53 @@ def _switch(line: str, lineno: int, source: str) -> Switch:
     return Switch(name, lineno, nodes, children, fields.get("LinkSpeed"))
 
 
+def hostlist_size(value: str) -> int:
+    """How many names a Slurm host list (``gpu[001-004,007],login1``) expands to, counted
+    without expanding it; malformed ranges count 1 (expanding them reports the error)."""
+    total, depth, start = 0, 0, 0
+    for i, ch in enumerate(value + ","):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            names = 1
+            for body in re.findall(r"\[([^\]]*)\]", value[start:i]):
+                names *= sum(_range_size(r) for r in body.split(","))
+            total, start = total + names, i + 1
+    return total
+
+
+def _range_size(text: str) -> int:
+    low, _, high = text.partition("-")
+    if low.isascii() and high.isascii() and low.isdigit() and high.isdigit():
+        return max(1, int(high[:12]) - int(low[:12]) + 1)
+    return 1
+
+
 def _hosts(value: str | None, key: str, lineno: int, source: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    try:
-        return tuple(hostlist.expand_hostlist(value))
-    except hostlist.BadHostlist as exc:
+    if (size := hostlist_size(value)) > MAX_HOSTS:
         raise ParseError(
-            f"{key}={value!r}: bad host list ({exc})", line=lineno, source=source
+            f"{key}= lists {size} names; allowed: at most {MAX_HOSTS}", line=lineno, source=source
+        )
+    try:
+        names = tuple(hostlist.expand_hostlist(value))
+    except (hostlist.BadHostlist, ValueError) as exc:  # ValueError: numbers over 4300 digits
+        raise ParseError(
+            f"{key}={value[:80]!r}: bad host list ({str(exc)[:60]})", line=lineno, source=source
         ) from None
+    for name in names:
+        _check_name(name, key, lineno, source)
+    return names
+
+
+def _check_name(name: str, key: str, lineno: int, source: str) -> None:
+    if len(name) > MAX_NAME:
+        raise ParseError(
+            f"{key}: name {name[:40]!r}... has {len(name)} characters; allowed: at most "
+            f"{MAX_NAME} (a DNS host name)",
+            line=lineno,
+            source=source,
+        )
 
 
 def _check(switches: dict[str, Switch], source: str) -> None:

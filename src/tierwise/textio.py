@@ -1,0 +1,116 @@
+"""Reading user files safely: bounded size, strict UTF-8, ASCII integers, one-line errors.
+
+Every reader of a user's file (specs, logs, tool outputs, traces, counters) goes through
+``read_text`` (or ``read_input`` where ``-`` means stdin), so a directory, a binary file, a
+file that is not UTF-8 or one far too large ends as one ``TierwiseError`` line naming the file.
+Imports only ``tierwise.errors`` so the bottom layer (``tierwise.formats``) can use it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import sys
+from pathlib import Path
+
+from tierwise.errors import ParseError, TierwiseError
+
+#: Largest text input read (bytes): logs with NCCL_DEBUG=INFO on thousands of ranks reach
+#: hundreds of MB; anything bigger is not one of tierwise's inputs.
+MAX_INPUT_BYTES = 512 << 20
+#: Largest spec (cluster/model/contract YAML, config.json) read (bytes); real ones are < 100 kB.
+MAX_SPEC_BYTES = 16 << 20
+#: Most decimal digits accepted in an integer field: int64 holds 19, counters are uint64 (20).
+MAX_INT_DIGITS = 20
+
+_ASCII_INT = re.compile(r"^[+-]?[0-9]+$")
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def user_error(
+    error: type[TierwiseError], source: str, message: str, line: int | None = None
+) -> TierwiseError:
+    """``error`` saying ``source[:line]: message`` (ParseError keeps line and source apart)."""
+    if issubclass(error, ParseError):
+        return error(message, line=line, source=source)
+    return error(f"{source}{'' if line is None else f':{line}'}: {message}")
+
+
+def decode(data: bytes, source: str, error: type[TierwiseError] = ParseError) -> str:
+    """Text of ``data``: UTF-8 (a BOM is dropped) or UTF-16 with a BOM (PowerShell's ``>``).
+
+    Bytes that are not UTF-8, or NUL bytes (a binary file), are an error naming the line.
+    """
+    encoding = next((enc for bom, enc in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        byte = data[exc.start]
+        raise user_error(
+            error,
+            source,
+            f"not {encoding.upper().removesuffix('-SIG')} text (byte 0x{byte:02x} on line {line});"
+            " save it as UTF-8",
+        ) from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise user_error(error, source, f"a binary file, not text (NUL byte on line {line})")
+    return text
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"{size} bytes is larger than the {limit >> 20} MiB this input may have"
+
+
+def read_text(
+    path: str | Path,
+    *,
+    limit: int = MAX_INPUT_BYTES,
+    error: type[TierwiseError] = ParseError,
+) -> str:
+    """A user's file as text (see ``decode``); unreadable, too large or not text is ``error``."""
+    source = str(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise user_error(error, source, _too_large(size, limit))
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise user_error(error, source, f"cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise user_error(error, source, _too_large(len(data), limit))
+    return decode(data, source, error)
+
+
+def read_input(arg: str | Path, *, limit: int = MAX_INPUT_BYTES) -> tuple[str, str]:
+    """(text, source) of a file, or of stdin when ``arg`` is ``-`` (source ``<stdin>``)."""
+    if str(arg) != "-":
+        return read_text(arg, limit=limit), str(arg)
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise ParseError(_too_large(len(data), limit), source="<stdin>")
+    return decode(data, "<stdin>"), "<stdin>"
+
+
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file`` that says False for names the OS cannot even look up (too long, NUL)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def ascii_int(token: str, max_digits: int = MAX_INT_DIGITS) -> int:
+    """An integer written in ASCII digits (``int`` also takes '٣' and '_'; ``isdigit`` takes
+    '²', which ``int`` refuses); raises ValueError for anything else or more than
+    ``max_digits`` digits."""
+    if not _ASCII_INT.match(token) or len(token.lstrip("+-")) > max_digits:
+        raise ValueError(f"{token[:40]!r} is not an integer of at most {max_digits} digits")
+    return int(token)
