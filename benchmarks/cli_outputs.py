@@ -34,13 +34,13 @@ CASES = (
 
 
 def digest(args: str) -> dict[str, object]:
-    """Exit code, stdout digest and first stderr line of `tierwise <args> --json`."""
+    """Exit code and the digests of stdout and stderr of `tierwise <args> --json`."""
     argv = [sys.executable, "-m", "tierwise.cli.main", *args.split(), "--json"]
     proc = subprocess.run(argv, capture_output=True, check=False)
     return {
         "exit_code": proc.returncode,
         "stdout_sha256": hashlib.sha256(proc.stdout).hexdigest()[:16],
-        "stderr": proc.stderr.decode(errors="replace").strip().split("\n")[0][:200],
+        "stderr_sha256": hashlib.sha256(proc.stderr).hexdigest()[:16],
     }
 
 
