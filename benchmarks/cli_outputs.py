@@ -31,6 +31,20 @@ CASES = (
     "plan -m llama3-8b --nodes 2 --top 3",
     "plan -m llama3-70b -c dgx-h100 --nodes 16 --top 2",
 )
+VOLATILE = ("search_time_s",)
+"""Keys whose value is a measured duration, left out of the digest."""
+
+
+def stable(stdout: bytes) -> bytes:
+    """`stdout` without the VOLATILE keys of its JSON object (as is when it is not JSON)."""
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return stdout
+    if isinstance(data, dict):
+        for key in VOLATILE:
+            data.pop(key, None)
+    return json.dumps(data, sort_keys=True).encode()
 
 
 def digest(args: str) -> dict[str, object]:
@@ -39,7 +53,7 @@ def digest(args: str) -> dict[str, object]:
     proc = subprocess.run(argv, capture_output=True, check=False)
     return {
         "exit_code": proc.returncode,
-        "stdout_sha256": hashlib.sha256(proc.stdout).hexdigest()[:16],
+        "stdout_sha256": hashlib.sha256(stable(proc.stdout)).hexdigest()[:16],
         "stderr_sha256": hashlib.sha256(proc.stderr).hexdigest()[:16],
     }
 

@@ -5,19 +5,33 @@ A `Placement` maps global ranks to nodes (indices into the cluster) and local GP
 NVLink domain, how many NICs its traffic leaves a domain through, and how often its ring order
 crosses each boundary. `hierarchy()` maps nodes to their domain, leaf and pod (leaves may differ
 in size; the last leaf, domain and pod may be partly filled).
+
+Placements of up to `SMALL_WORLD` ranks hold python ints and their groups are spanned with
+python lists, so one small estimate never imports numpy (about 8x a bare interpreter's start);
+larger ones hold numpy arrays. The few per-element steps below take either (`_take`, `_div`,
+`_counts`, `_crossings`, `block_of`); a property test checks both give the same spans.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec, uniform_size
 from tierwise.hardware.tiers import Tier, tier
+
+if TYPE_CHECKING:
+    import numpy as np
+
+SMALL_WORLD = 4096
+"""Most ranks a placement holds as python ints (larger: numpy arrays)."""
+Ints = Any
+"""Integers per rank or node: a python list (small placements) or a numpy int64 array."""
 
 
 @dataclass(frozen=True)
@@ -25,8 +39,9 @@ class Placement:
     """Global rank r runs on node `node_of[r]`, GPU slot `local_of[r]` of `cluster`."""
 
     cluster: ClusterSpec
-    node_of: np.ndarray
-    local_of: np.ndarray
+    node_of: Sequence[int]
+    """Node of each rank: a tuple of python ints up to SMALL_WORLD ranks, else a numpy array."""
+    local_of: Sequence[int]
 
     @classmethod
     def contiguous(
@@ -43,30 +58,41 @@ class Placement:
         world = (
             world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
         )
-        node_list = np.asarray(nodes if nodes is not None else range(cluster.nodes), dtype=np.int64)
+        node_list = tuple(nodes) if nodes is not None else range(cluster.nodes)
         needed = -(-world // k)
         if needed > len(node_list):
             raise SpecError(
                 f"world size {world} needs {needed} nodes of {k} ranks; "
                 f"the cluster has {len(node_list)}"
             )
-        ranks = np.arange(world)
-        return cls(cluster, node_list[ranks // k], ranks % k)
+        if world <= SMALL_WORLD:
+            ranks = range(world)
+            return cls(
+                cluster, tuple(node_list[r // k] for r in ranks), tuple(r % k for r in ranks)
+            )
+        import numpy as np
+
+        all_ranks = np.arange(world)
+        return cls(cluster, np.asarray(node_list, dtype=np.int64)[all_ranks // k], all_ranks % k)
 
     @property
     def world(self) -> int:
         """Number of ranks placed."""
         return len(self.node_of)
 
-    def nic_of(self, ranks: np.ndarray) -> np.ndarray:
+    def nodes_used(self) -> list[int]:
+        """The distinct nodes the ranks run on, ascending."""
+        return sorted({int(n) for n in self.node_of})
+
+    def nic_of(self, ranks: Sequence[int] | np.ndarray) -> Ints:
         """Rail (NIC index in its node) of each rank's GPU: GPUs split evenly over NICs."""
         c = self.cluster
         nics = max(c.inter.nics_per_node, 1)
-        return (self.local_of[ranks] * nics) // c.gpus_per_node
+        return _div(_take(self.local_of, ranks, nics), c.gpus_per_node)
 
     def span(self, ranks: Sequence[int] | np.ndarray) -> GroupSpan:
         """What the group `ranks` (in ring order) spans on the cluster."""
-        return GroupSpan.of(self, np.asarray(ranks, dtype=np.int64))
+        return GroupSpan.of(self, ranks)
 
 
 @dataclass(frozen=True)
@@ -87,14 +113,14 @@ class GroupSpan:
     intra: Tier
 
     @classmethod
-    def of(cls, placement: Placement, ranks: np.ndarray) -> GroupSpan:
+    def of(cls, placement: Placement, ranks: Sequence[int] | np.ndarray) -> GroupSpan:
         c = placement.cluster
-        node = placement.node_of[ranks]
+        node = _take(placement.node_of, ranks)
         domain, leaf, pod = hierarchy(c, node)
-        _, per_domain = np.unique(domain, return_counts=True)
+        per_domain = _counts(domain)
         n_domains = len(per_domain)
-        n_leaves = len(np.unique(leaf))
-        n_pods = len(np.unique(pod))
+        n_leaves = len(_counts(leaf))
+        n_pods = len(_counts(pod))
         top_name = (
             "intra"
             if n_domains == 1
@@ -106,11 +132,11 @@ class GroupSpan:
         )
         return cls(
             size=len(ranks),
-            nodes=len(np.unique(node)),
+            nodes=len(_counts(node)),
             domains=n_domains,
             leaves=n_leaves,
             pods=n_pods,
-            ranks_per_domain=int(per_domain.max()),
+            ranks_per_domain=int(max(per_domain)),
             rails=_rails(placement, ranks, node),
             domain_crossings=_crossings(domain),
             leaf_crossings=_crossings(leaf),
@@ -129,44 +155,89 @@ class GroupSpan:
         return (["intra"] if self.ranks_per_domain > 1 else []) + used
 
 
-def _crossings(label: np.ndarray) -> int:
+def _take(column: Sequence[int], ranks: Sequence[int] | np.ndarray, scale: int = 1) -> Ints:
+    """`column` (times `scale`) at each of `ranks`: a list from a tuple column, else an array."""
+    if isinstance(column, tuple):
+        return [column[r] * scale for r in ranks]
+    import numpy as np
+
+    return column[np.asarray(ranks, dtype=np.int64)] * scale
+
+
+def _div(values: Ints, d: int) -> Ints:
+    """Floor division of each value by `d`."""
+    return [v // d for v in values] if isinstance(values, list) else values // d
+
+
+def _counts(values: Ints) -> list[int]:
+    """How often each distinct value occurs (in no particular order)."""
+    if isinstance(values, list):
+        return list(Counter(values).values())
+    import numpy as np
+
+    return np.unique(values, return_counts=True)[1].tolist()
+
+
+def _crossings(label: Ints) -> int:
     """Times a cyclic ring over the ranks steps between different labels (0 inside one)."""
+    if isinstance(label, list):
+        return sum(a != b for a, b in zip(label, label[1:] + label[:1], strict=True))
+    import numpy as np
+
     if len(label) < 2 or np.all(label == label[0]):
         return 0
     return int(np.count_nonzero(label != np.roll(label, -1)))
 
 
-def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
+def _nic_keys(placement: Placement, ranks: Sequence[int] | np.ndarray, node: Ints) -> Ints:
+    """The distinct (node, NIC) pairs the ranks send through, as node * (nics + 1) + NIC."""
+    stride = placement.cluster.inter.nics_per_node + 1
+    nic = placement.nic_of(ranks)
+    if isinstance(node, list):
+        return list({n * stride + q for n, q in zip(node, nic, strict=True)})
+    import numpy as np
+
+    return np.unique(node * stride + nic)
+
+
+def _rails(placement: Placement, ranks: Sequence[int] | np.ndarray, node: Ints) -> int:
     """Distinct NICs the group's GPUs use in its least-connected NVLink domain: traffic that
     leaves a domain spreads over every NIC of it (one node's NICs, or a whole NVL72 rack's)."""
     c = placement.cluster
     nics = c.inter.nics_per_node + 1
-    pairs = np.unique(node * nics + placement.nic_of(ranks))
-    _, per_domain = np.unique(pairs // nics // c.nodes_per_domain, return_counts=True)
-    return max(1, int(per_domain.min()))
+    pairs = _nic_keys(placement, ranks, node)
+    per_domain = _counts(_div(_div(pairs, nics), c.nodes_per_domain))
+    return max(1, int(min(per_domain)))
 
 
-def hierarchy(cluster: ClusterSpec, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(NVLink domain, leaf, pod) index of each node in `node`."""
-    domain = node // cluster.nodes_per_domain
+def hierarchy(cluster: ClusterSpec, node: Ints) -> tuple[Ints, Ints, Ints]:
+    """(NVLink domain, leaf, pod) index of each node in `node` (a list or a numpy array)."""
+    domain = _div(node, cluster.nodes_per_domain)
     leaf = block_of(cluster.leaf_sizes, node)
     return domain, leaf, block_of(cluster.pod_sizes, leaf)
 
 
-def block_of(sizes: tuple[int, ...], item: np.ndarray) -> np.ndarray:
+def block_of(sizes: tuple[int, ...], item: Ints) -> Ints:
     """Block of each item for consecutive blocks of `sizes` items (leaves of nodes, pods of
     leaves)."""
     uniform, starts = _block_plan(sizes)
     if uniform:
-        return item // uniform
+        return _div(item, uniform)
+    if isinstance(item, list):
+        return [bisect_right(starts, i) - 1 for i in item]
+    import numpy as np
+
     return np.searchsorted(starts, item, side="right") - 1
 
 
 @lru_cache(maxsize=256)
-def _block_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
+def _block_plan(sizes: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
     """(common block size when all blocks but a partly filled last one share it, else 0;
     first item of each block)."""
-    return uniform_size(sizes), np.cumsum((0, *sizes[:-1]))
+    starts = [0]
+    for size in sizes[:-1]:
+        starts.append(starts[-1] + size)
+    return uniform_size(sizes), tuple(starts)
 
 
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
@@ -174,16 +245,11 @@ def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
     at once."""
     if not groups:
         return 1
-    c = placement.cluster
-    nics = c.inter.nics_per_node + 1
-    used = []  # per group crossing domains: the distinct (node, NIC) it sends through
+    per_domain = placement.cluster.nodes_per_domain
+    users: Counter[int] = Counter()  # (node, NIC) -> groups crossing domains that send through it
     for g in groups:
-        ranks = np.asarray(g, dtype=np.int64)
-        node = placement.node_of[ranks]
-        domain = node // c.nodes_per_domain
-        if np.all(domain == domain[0]):
+        node = _take(placement.node_of, g)
+        if len(_counts(_div(node, per_domain))) == 1:
             continue
-        used.append(np.unique(node * nics + placement.nic_of(ranks)))
-    if not used:
-        return 1
-    return int(np.unique(np.concatenate(used), return_counts=True)[1].max())
+        users.update(int(key) for key in _nic_keys(placement, g, node))
+    return max(users.values(), default=1)
