@@ -3,6 +3,7 @@ name, imported only when that command runs, so `--version` and `--help` stay fas
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -177,6 +178,10 @@ def main() -> None:
             f"with {DEBUG_ENV}=1 for the traceback)",
             INTERNAL_ERROR,
         )
+    finally:
+        # The objects the imports made live until exit: freezing them spares the interpreter
+        # one last collection over all of them (about 2x a bare start on a small estimate).
+        gc.freeze()
 
 
 if __name__ == "__main__":
