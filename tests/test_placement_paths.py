@@ -36,7 +36,8 @@ def clusters(draw: st.DrawFn) -> ClusterSpec:
         return _unequal_leaves(max(1, sum(leaf_sizes) - draw(st.integers(0, 5))), leaf_sizes)
     preset = draw(st.sampled_from(PRESETS))
     nodes = draw(st.integers(1, 40))
-    return load_cluster(preset, nodes=nodes, nodes_per_leaf=draw(st.sampled_from([None, 2, 3])))
+    per_leaf = None if preset == "gb200-nvl72" else draw(st.sampled_from([None, 2, 3]))
+    return load_cluster(preset, nodes=nodes, nodes_per_leaf=per_leaf)
 
 
 def _as_arrays(p: Placement) -> Placement:
