@@ -9,7 +9,7 @@ in size; the last leaf, domain and pod may be partly filled).
 Placements of up to `SMALL_WORLD` ranks hold python ints and their groups are spanned with
 python lists, so one small estimate never imports numpy (about 8x a bare interpreter's start);
 larger ones hold numpy arrays. The few per-element steps below take either (`_take`, `_div`,
-`_counts`, `_crossings`, `block_of`); a property test checks both give the same spans.
+`_counts`, `_crossings`, `_concat`, `block_of`); a property test checks both give the same spans.
 """
 
 from __future__ import annotations
@@ -117,10 +117,9 @@ class GroupSpan:
         c = placement.cluster
         node = _take(placement.node_of, ranks)
         domain, leaf, pod = hierarchy(c, node)
-        per_domain = _counts(domain)
-        n_domains = len(per_domain)
-        n_leaves = len(_counts(leaf))
-        n_pods = len(_counts(pod))
+        n_domains, ranks_per_domain, _ = _counts(domain)
+        n_leaves = _counts(leaf)[0]
+        n_pods = _counts(pod)[0]
         top_name = (
             "intra"
             if n_domains == 1
@@ -132,11 +131,11 @@ class GroupSpan:
         )
         return cls(
             size=len(ranks),
-            nodes=len(_counts(node)),
+            nodes=_counts(node)[0],
             domains=n_domains,
             leaves=n_leaves,
             pods=n_pods,
-            ranks_per_domain=int(max(per_domain)),
+            ranks_per_domain=ranks_per_domain,
             rails=_rails(placement, ranks, node),
             domain_crossings=_crossings(domain),
             leaf_crossings=_crossings(leaf),
@@ -161,7 +160,8 @@ def _take(column: Sequence[int], ranks: Sequence[int] | np.ndarray, scale: int =
         return [column[r] * scale for r in ranks]
     import numpy as np
 
-    return column[np.asarray(ranks, dtype=np.int64)] * scale
+    picked = column[np.asarray(ranks, dtype=np.int64)]
+    return picked * scale if scale != 1 else picked
 
 
 def _div(values: Ints, d: int) -> Ints:
@@ -169,13 +169,24 @@ def _div(values: Ints, d: int) -> Ints:
     return [v // d for v in values] if isinstance(values, list) else values // d
 
 
-def _counts(values: Ints) -> list[int]:
-    """How often each distinct value occurs (in no particular order)."""
+def _counts(values: Ints) -> tuple[int, int, int]:
+    """(distinct values, most occurrences of one, fewest occurrences of one)."""
     if isinstance(values, list):
-        return list(Counter(values).values())
+        counts = Counter(values).values()
+        return len(counts), max(counts), min(counts)
     import numpy as np
 
-    return np.unique(values, return_counts=True)[1].tolist()
+    found = np.unique(values, return_counts=True)[1]
+    return len(found), int(found.max()), int(found.min())
+
+
+def _concat(parts: list[Ints]) -> Ints:
+    """The values of all `parts` (lists or arrays) in one list or array."""
+    if isinstance(parts[0], list):
+        return [v for part in parts for v in part]
+    import numpy as np
+
+    return np.concatenate(parts)
 
 
 def _crossings(label: Ints) -> int:
@@ -206,8 +217,7 @@ def _rails(placement: Placement, ranks: Sequence[int] | np.ndarray, node: Ints) 
     c = placement.cluster
     nics = c.inter.nics_per_node + 1
     pairs = _nic_keys(placement, ranks, node)
-    per_domain = _counts(_div(_div(pairs, nics), c.nodes_per_domain))
-    return max(1, int(min(per_domain)))
+    return max(1, _counts(_div(_div(pairs, nics), c.nodes_per_domain))[2])
 
 
 def hierarchy(cluster: ClusterSpec, node: Ints) -> tuple[Ints, Ints, Ints]:
@@ -243,13 +253,10 @@ def _block_plan(sizes: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
     """Most groups that leave their NVLink domain through one same NIC when all `groups` run
     at once."""
-    if not groups:
-        return 1
     per_domain = placement.cluster.nodes_per_domain
-    users: Counter[int] = Counter()  # (node, NIC) -> groups crossing domains that send through it
+    used = []  # per group crossing domains: the distinct (node, NIC) it sends through
     for g in groups:
         node = _take(placement.node_of, g)
-        if len(_counts(_div(node, per_domain))) == 1:
-            continue
-        users.update(int(key) for key in _nic_keys(placement, g, node))
-    return max(users.values(), default=1)
+        if _crossings(_div(node, per_domain)):
+            used.append(_nic_keys(placement, g, node))
+    return _counts(_concat(used))[1] if used else 1
