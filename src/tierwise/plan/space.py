@@ -9,16 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.layout import Layout
 from tierwise.workload.precision import precision_code, supported_dtypes
 from tierwise.workload.spec import ModelSpec
-
-if TYPE_CHECKING:
-    import numpy as np
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
 MBS_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -126,8 +124,6 @@ class Space:
     @classmethod
     def join(cls, spaces: Sequence[Space]) -> Space:
         """One space holding the candidates of several (frameworks, job sizes)."""
-        import numpy as np
-
         kept = [s for s in spaces if s.size] or list(spaces[-1:])
         arrays = {k: np.concatenate([s.arrays[k] for s in kept]) for k in kept[0].arrays}
         return cls(arrays, sum(s.product for s in spaces))
@@ -172,8 +168,6 @@ def _ints(fix: Mapping[str, str], key: str, default: tuple[int, ...]) -> tuple[i
 
 def _product(*axes: Sequence[int] | np.ndarray) -> list[np.ndarray]:
     """Columns of the cartesian product of `axes`, in itertools.product order."""
-    import numpy as np
-
     grids = np.meshgrid(*[np.asarray(a, dtype=np.int64) for a in axes], indexing="ij")
     return [g.ravel() for g in grids]
 
@@ -190,8 +184,6 @@ def build_space(
 ) -> Space:
     """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
     `framework` can run (`shardings`: the schemes searched instead of its default ones)."""
-    import numpy as np
-
     fix = dict(fix or {})
     if framework == "any":
         return _any_space(model, cluster, gpus, gbs, seq, fix)
