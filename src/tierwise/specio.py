@@ -4,28 +4,31 @@
 spec can hold: nesting at most ``MAX_DEPTH`` deep, at most ``MAX_NODES`` values (YAML aliases
 counted each time they are used, so an alias bomb is refused), finite floats (also as text:
 pydantic reads ``"Infinity"`` into a float field) and integers inside int64.
+
+The YAML files shipped with tierwise (catalog, cluster and model presets) are parsed once and
+kept as JSON in the ``__pycache__`` folder beside them, as Python keeps bytecode: a start-up
+then reads JSON and never imports PyYAML. The copy is keyed by the YAML file's size and
+modification time and is not written where Python writes no bytecode (read-only installs,
+``PYTHONDONTWRITEBYTECODE``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from tierwise.errors import SpecError, TierwiseError
 from tierwise.textio import MAX_SPEC_BYTES, read_text, user_error
 
 M = TypeVar("M", bound=BaseModel)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's C loader when PyYAML has it: ~10x faster on the shipped data files. Users' files
-go through the pure-Python loader, whose recursion Python bounds (``parse_yaml``)."""
-
 #: Deepest nesting of lists/mappings accepted in a spec (real specs nest 2-4 deep).
 MAX_DEPTH = 32
 #: Most values (scalars, lists, mappings) in one spec, aliases expanded.
@@ -112,6 +115,8 @@ def parse_yaml(text: str, source: str) -> Any:
     """YAML text as plain data; malformed or unbounded YAML is a SpecError naming the line."""
     if _flow_depth(text) > MAX_FLOW_DEPTH:  # PyYAML recurses per level: refuse before it
         raise SpecError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -143,8 +148,46 @@ def parse_json(text: str, source: str, error: type[TierwiseError] = SpecError) -
 
 
 def data_yaml(package: str, name: str) -> Any:
-    """A YAML file shipped inside `package` (e.g. ``data/gpus.yaml``), parsed."""
-    return yaml.load(resources.files(package).joinpath(name).read_text(), Loader=_LOADER)
+    """A YAML file shipped inside `package` (e.g. ``data/gpus.yaml``), parsed (from its cached
+    JSON copy when that is current)."""
+    source = resources.files(package).joinpath(name)
+    if not isinstance(source, Path):  # inside a zip: no folder to cache in
+        return _parse_shipped(source.read_text(encoding="utf-8"))
+    stat = source.stat()
+    key = [stat.st_size, stat.st_mtime_ns]
+    cache = source.parent / "__pycache__" / f"{source.name}.json"
+    try:
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if cached["source"] == key:
+            return cached["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    data = _parse_shipped(source.read_text(encoding="utf-8"))
+    if not sys.dont_write_bytecode:
+        _write_cache(cache, key, data)
+    return data
+
+
+def _parse_shipped(text: str) -> Any:
+    """Parse a shipped YAML file with libyaml's C loader when PyYAML has it (~10x faster)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _write_cache(cache: Path, key: list[int], data: Any) -> None:
+    """Write the JSON copy (atomically) when JSON gives `data` back unchanged; skip it where
+    the folder is not writable."""
+    text = json.dumps({"source": key, "data": data})
+    if json.loads(text)["data"] != data:
+        return
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    try:
+        cache.parent.mkdir(exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def read_yaml(path: Path) -> Any:

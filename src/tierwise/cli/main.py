@@ -3,6 +3,7 @@ name, imported only when that command runs, so `--version` and `--help` stay fas
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -30,6 +31,8 @@ INTERNAL_ERROR = 3
 MESSAGE_LIMIT = 2000
 """Longest error line, characters (a message quoting a huge input is cut)."""
 _DOC = re.compile(r'^\s*"""(.*?)"""', re.DOTALL)
+_gc_paused = False
+"""True while main() holds the garbage collector off for start-up (see `resume_gc`)."""
 
 
 def command_modules() -> dict[str, str]:
@@ -96,6 +99,7 @@ class LazyGroup(TyperGroup):
         if self._listing:
             return TyperCommand(cmd_name, help=command_summary(module))
         self.commands[cmd_name] = load_command(cmd_name, module)
+        resume_gc()
         return self.commands[cmd_name]
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -160,11 +164,27 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def resume_gc() -> None:
+    """Once the command has loaded: freeze the objects start-up made (they live until exit, so
+    no collection need scan them again) and turn the collector main() paused back on."""
+    global _gc_paused
+    if _gc_paused:
+        _gc_paused = False
+        gc.freeze()
+        gc.enable()
+
+
 def main() -> None:
     """Entry point: exit 2 with one stderr line on a user error (click handles usage), 3 with
-    one line on an internal error (the traceback with TIERWISE_DEBUG=1), never a traceback."""
+    one line on an internal error (the traceback with TIERWISE_DEBUG=1), never a traceback.
+    The garbage collector is off while the command loads (imports make many objects and no
+    garbage) and frozen at exit (no last collection over them)."""
+    global _gc_paused
     from tierwise.errors import TierwiseError
 
+    if gc.isenabled():
+        gc.disable()
+        _gc_paused = True
     try:
         app()
     except TierwiseError as exc:
@@ -177,6 +197,9 @@ def main() -> None:
             f"with {DEBUG_ENV}=1 for the traceback)",
             INTERNAL_ERROR,
         )
+    finally:
+        resume_gc()
+        gc.freeze()
 
 
 if __name__ == "__main__":

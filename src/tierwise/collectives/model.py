@@ -24,14 +24,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tierwise.collectives import tables as T
 from tierwise.collectives.shape import Shape, intra_class
 from tierwise.errors import SpecError
 from tierwise.formats.ops import BUSBW_FACTORS
 from tierwise.hardware.tiers import EXTRA_LEVEL_LATENCY_US
+
+if TYPE_CHECKING:
+    import numpy as np
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 ALGOS = (
@@ -65,6 +67,8 @@ class Candidate:
 
     def time_us(self, size_bytes: np.ndarray | float) -> np.ndarray:
         """Predicted time in us for message sizes in bytes."""
+        import numpy as np
+
         n = np.asarray(size_bytes, dtype=float)
         bw = self.algbw_GBps * (tree_correction(self.proto, n) if self.corrected else 1.0)
         return self.lat_us + n / (1e3 * bw)
@@ -90,6 +94,8 @@ def _correction_scalar(proto: str, size_bytes: float) -> float:
 
 def tree_correction(proto: str, size_bytes: np.ndarray | float) -> np.ndarray:
     """NCCL's tree bandwidth correction at each size, interpolated in log2(size)."""
+    import numpy as np
+
     n = np.maximum(np.asarray(size_bytes, dtype=float), 1.0)
     table = np.asarray((*T.TREE_CORRECTION[proto][: T.TREE_CORRECTION_LAST_INDEX + 1], 1.0))
     x = np.log2(n / T.TREE_CORRECTION_MIN_BYTES)
@@ -98,6 +104,8 @@ def tree_correction(proto: str, size_bytes: np.ndarray | float) -> np.ndarray:
 
 def times_us(cands: Sequence[Candidate], size_bytes: np.ndarray) -> np.ndarray:
     """[candidate, size] matrix of predicted times, us."""
+    import numpy as np
+
     n = np.asarray(size_bytes, dtype=float)
     if not cands:
         return np.zeros((0, n.size))

@@ -5,20 +5,33 @@ A `Placement` maps global ranks to nodes (indices into the cluster) and local GP
 NVLink domain, how many NICs its traffic leaves a domain through, and how often its ring order
 crosses each boundary. `hierarchy()` maps nodes to their domain, leaf and pod (leaves may differ
 in size; the last leaf, domain and pod may be partly filled).
+
+Placements of up to `SMALL_WORLD` ranks hold python ints and their groups are spanned with
+python lists, so one small estimate never imports numpy (about 8x a bare interpreter's start);
+larger ones hold numpy arrays. The few per-element steps below take either (`_take`, `_div`,
+`_counts`, `_crossings`, `_concat`, `block_of`); a property test checks both give the same spans.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec, uniform_size
 from tierwise.hardware.tiers import Tier, tier
+
+if TYPE_CHECKING:
+    import numpy as np
+
+SMALL_WORLD = 4096
+"""Most ranks a placement holds as python ints (larger: numpy arrays)."""
+Ints = Any
+"""Integers per rank or node: a python list (small placements) or a numpy int64 array."""
 
 
 @dataclass(frozen=True)
@@ -26,8 +39,9 @@ class Placement:
     """Global rank r runs on node `node_of[r]`, GPU slot `local_of[r]` of `cluster`."""
 
     cluster: ClusterSpec
-    node_of: np.ndarray
-    local_of: np.ndarray
+    node_of: Sequence[int]
+    """Node of each rank: a tuple of python ints up to SMALL_WORLD ranks, else a numpy array."""
+    local_of: Sequence[int]
 
     @classmethod
     def contiguous(
@@ -44,30 +58,41 @@ class Placement:
         world = (
             world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
         )
-        node_list = np.asarray(nodes if nodes is not None else range(cluster.nodes), dtype=np.int64)
+        node_list = tuple(nodes) if nodes is not None else range(cluster.nodes)
         needed = -(-world // k)
         if needed > len(node_list):
             raise SpecError(
                 f"world size {world} needs {needed} nodes of {k} ranks; "
                 f"the cluster has {len(node_list)}"
             )
-        ranks = np.arange(world)
-        return cls(cluster, node_list[ranks // k], ranks % k)
+        if world <= SMALL_WORLD:
+            ranks = range(world)
+            return cls(
+                cluster, tuple(node_list[r // k] for r in ranks), tuple(r % k for r in ranks)
+            )
+        import numpy as np
+
+        all_ranks = np.arange(world)
+        return cls(cluster, np.asarray(node_list, dtype=np.int64)[all_ranks // k], all_ranks % k)
 
     @property
     def world(self) -> int:
         """Number of ranks placed."""
         return len(self.node_of)
 
-    def nic_of(self, ranks: np.ndarray) -> np.ndarray:
+    def nodes_used(self) -> list[int]:
+        """The distinct nodes the ranks run on, ascending."""
+        return sorted({int(n) for n in self.node_of})
+
+    def nic_of(self, ranks: Sequence[int] | np.ndarray) -> Ints:
         """Rail (NIC index in its node) of each rank's GPU: GPUs split evenly over NICs."""
         c = self.cluster
         nics = max(c.inter.nics_per_node, 1)
-        return (self.local_of[ranks] * nics) // c.gpus_per_node
+        return _div(_take(self.local_of, ranks, nics), c.gpus_per_node)
 
     def span(self, ranks: Sequence[int] | np.ndarray) -> GroupSpan:
         """What the group `ranks` (in ring order) spans on the cluster."""
-        return GroupSpan.of(self, np.asarray(ranks, dtype=np.int64))
+        return GroupSpan.of(self, ranks)
 
 
 @dataclass(frozen=True)
@@ -92,14 +117,13 @@ class GroupSpan:
     cross_rail_share: float = 0.0  # share of all-to-all bytes between domains changing rail
 
     @classmethod
-    def of(cls, placement: Placement, ranks: np.ndarray) -> GroupSpan:
+    def of(cls, placement: Placement, ranks: Sequence[int] | np.ndarray) -> GroupSpan:
         c = placement.cluster
-        node = placement.node_of[ranks]
+        node = _take(placement.node_of, ranks)
         domain, leaf, pod = hierarchy(c, node)
-        _, per_domain = np.unique(domain, return_counts=True)
-        n_domains = len(per_domain)
-        n_leaves = len(np.unique(leaf))
-        n_pods = len(np.unique(pod))
+        n_domains, ranks_per_domain, _ = _counts(domain)
+        n_leaves = _counts(leaf)[0]
+        n_pods = _counts(pod)[0]
         top_name = (
             "intra"
             if n_domains == 1
@@ -111,11 +135,11 @@ class GroupSpan:
         )
         return cls(
             size=len(ranks),
-            nodes=len(np.unique(node)),
+            nodes=_counts(node)[0],
             domains=n_domains,
             leaves=n_leaves,
             pods=n_pods,
-            ranks_per_domain=int(per_domain.max()),
+            ranks_per_domain=ranks_per_domain,
             rails=_rails(placement, ranks, node),
             domain_crossings=_crossings(domain),
             leaf_crossings=_crossings(leaf),
@@ -137,23 +161,56 @@ class GroupSpan:
 
 def _steps(label: np.ndarray) -> np.ndarray:
     """Whether each step r -> r+1 of a cyclic ring over the ranks changes label."""
+    import numpy as np
+
     if len(label) < 2:
         return np.zeros(len(label), dtype=bool)
     return label != np.roll(label, -1)
 
 
-def _crossings(label: np.ndarray) -> int:
-    """Times a cyclic ring over the ranks steps between different labels (0 inside one)."""
-    return int(np.count_nonzero(_steps(label)))
-
-
-def _rail_fields(placement: Placement, ranks: np.ndarray, domain: np.ndarray) -> dict[str, Any]:
-    """GroupSpan's rail fields of a group that spans several domains."""
+def _rail_fields(
+    placement: Placement, ranks: Sequence[int] | np.ndarray, domain: Ints
+) -> dict[str, Any]:
+    """GroupSpan's rail fields of a group that spans several domains (lists for small
+    placements, numpy arrays for large ones; a property test keeps the two equal)."""
     rail = placement.nic_of(ranks)
+    nics = placement.cluster.inter.nics_per_node
+    if isinstance(domain, list):
+        return _rail_fields_small(domain, list(rail), nics)
+    import numpy as np
+
+    domain = np.asarray(domain, dtype=np.int64)
+    rail = np.asarray(rail, dtype=np.int64)
     return {
-        "rail_changes": _ring_rail_changes(domain, rail, placement.cluster.inter.nics_per_node),
+        "rail_changes": _ring_rail_changes(domain, rail, nics),
         "pair_rail_changes": int(np.count_nonzero(_steps(domain) & _steps(rail))),
         "cross_rail_share": _cross_rail_share(domain, rail),
+    }
+
+
+def _rail_fields_small(domain: list[int], rail: list[int], nics: int) -> dict[str, Any]:
+    """`_rail_fields` in plain Python: see `_ring_rail_changes` and `_cross_rail_share`."""
+    p = len(domain)
+    nxt = [(i + 1) % p for i in range(p)]
+    rails_of: dict[int, set[int]] = {}
+    for d, r in zip(domain, rail, strict=True):
+        rails_of.setdefault(d, set()).add(r)
+    changes = 0.0
+    pair_changes = 0
+    for i, j in enumerate(nxt):
+        if p < 2 or domain[i] == domain[j]:
+            continue
+        src, dst = rails_of[domain[i]], rails_of[domain[j]]
+        changes += 1.0 - len(src & dst) / len(src)
+        pair_changes += rail[i] != rail[j]
+    remote = p * p - sum(n * n for n in Counter(domain).values())
+    same_rail_remote = sum(n * n for n in Counter(rail).values()) - sum(
+        n * n for n in Counter(zip(domain, rail, strict=True)).values()
+    )
+    return {
+        "rail_changes": changes,
+        "pair_rail_changes": pair_changes,
+        "cross_rail_share": 1.0 - same_rail_remote / remote if remote else 0.0,
     }
 
 
@@ -164,6 +221,8 @@ def _ring_rail_changes(domain: np.ndarray, rail: np.ndarray, nics: int) -> float
     stays on one rail per channel while A and B hold the group's GPUs on common rails: the
     share of A's rails missing from B must change rail (1 for one GPU per node on different
     local ranks, 0 for full nodes)."""
+    import numpy as np
+
     steps = np.flatnonzero(_steps(domain))
     if not len(steps):
         return 0.0
@@ -178,6 +237,8 @@ def _ring_rail_changes(domain: np.ndarray, rail: np.ndarray, nics: int) -> float
 def _cross_rail_share(domain: np.ndarray, rail: np.ndarray) -> float:
     """Share of the (sender, receiver) pairs in different domains whose GPUs sit on different
     rails: the bytes of an all-to-all that PXN must hop to another GPU first."""
+    import numpy as np
+
     p = len(domain)
     per_domain = np.unique(domain, return_counts=True)[1]
     remote = p * p - int(np.sum(per_domain.astype(np.int64) ** 2))
@@ -190,54 +251,109 @@ def _cross_rail_share(domain: np.ndarray, rail: np.ndarray) -> float:
     return 1.0 - same_rail_remote / remote
 
 
-def _rails(placement: Placement, ranks: np.ndarray, node: np.ndarray) -> int:
+def _take(column: Sequence[int], ranks: Sequence[int] | np.ndarray, scale: int = 1) -> Ints:
+    """`column` (times `scale`) at each of `ranks`: a list from a tuple column, else an array."""
+    if isinstance(column, tuple):
+        return [column[r] * scale for r in ranks]
+    import numpy as np
+
+    picked = column[np.asarray(ranks, dtype=np.int64)]
+    return picked * scale if scale != 1 else picked
+
+
+def _div(values: Ints, d: int) -> Ints:
+    """Floor division of each value by `d`."""
+    return [v // d for v in values] if isinstance(values, list) else values // d
+
+
+def _counts(values: Ints) -> tuple[int, int, int]:
+    """(distinct values, most occurrences of one, fewest occurrences of one)."""
+    if isinstance(values, list):
+        counts = Counter(values).values()
+        return len(counts), max(counts), min(counts)
+    import numpy as np
+
+    found = np.unique(values, return_counts=True)[1]
+    return len(found), int(found.max()), int(found.min())
+
+
+def _concat(parts: list[Ints]) -> Ints:
+    """The values of all `parts` (lists or arrays) in one list or array."""
+    if isinstance(parts[0], list):
+        return [v for part in parts for v in part]
+    import numpy as np
+
+    return np.concatenate(parts)
+
+
+def _crossings(label: Ints) -> int:
+    """Times a cyclic ring over the ranks steps between different labels (0 inside one)."""
+    if isinstance(label, list):
+        return sum(a != b for a, b in zip(label, label[1:] + label[:1], strict=True))
+    import numpy as np
+
+    if len(label) < 2 or np.all(label == label[0]):
+        return 0
+    return int(np.count_nonzero(label != np.roll(label, -1)))
+
+
+def _nic_keys(placement: Placement, ranks: Sequence[int] | np.ndarray, node: Ints) -> Ints:
+    """The distinct (node, NIC) pairs the ranks send through, as node * (nics + 1) + NIC."""
+    stride = placement.cluster.inter.nics_per_node + 1
+    nic = placement.nic_of(ranks)
+    if isinstance(node, list):
+        return list({n * stride + q for n, q in zip(node, nic, strict=True)})
+    import numpy as np
+
+    return np.unique(node * stride + nic)
+
+
+def _rails(placement: Placement, ranks: Sequence[int] | np.ndarray, node: Ints) -> int:
     """Distinct NICs the group's GPUs use in its least-connected NVLink domain: traffic that
     leaves a domain spreads over every NIC of it (one node's NICs, or a whole NVL72 rack's)."""
     c = placement.cluster
     nics = c.inter.nics_per_node + 1
-    pairs = np.unique(node * nics + placement.nic_of(ranks))
-    _, per_domain = np.unique(pairs // nics // c.nodes_per_domain, return_counts=True)
-    return max(1, int(per_domain.min()))
+    pairs = _nic_keys(placement, ranks, node)
+    return max(1, _counts(_div(_div(pairs, nics), c.nodes_per_domain))[2])
 
 
-def hierarchy(cluster: ClusterSpec, node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(NVLink domain, leaf, pod) index of each node in `node`."""
-    domain = node // cluster.nodes_per_domain
+def hierarchy(cluster: ClusterSpec, node: Ints) -> tuple[Ints, Ints, Ints]:
+    """(NVLink domain, leaf, pod) index of each node in `node` (a list or a numpy array)."""
+    domain = _div(node, cluster.nodes_per_domain)
     leaf = block_of(cluster.leaf_sizes, node)
     return domain, leaf, block_of(cluster.pod_sizes, leaf)
 
 
-def block_of(sizes: tuple[int, ...], item: np.ndarray) -> np.ndarray:
+def block_of(sizes: tuple[int, ...], item: Ints) -> Ints:
     """Block of each item for consecutive blocks of `sizes` items (leaves of nodes, pods of
     leaves)."""
     uniform, starts = _block_plan(sizes)
     if uniform:
-        return item // uniform
+        return _div(item, uniform)
+    if isinstance(item, list):
+        return [bisect_right(starts, i) - 1 for i in item]
+    import numpy as np
+
     return np.searchsorted(starts, item, side="right") - 1
 
 
 @lru_cache(maxsize=256)
-def _block_plan(sizes: tuple[int, ...]) -> tuple[int, np.ndarray]:
+def _block_plan(sizes: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
     """(common block size when all blocks but a partly filled last one share it, else 0;
     first item of each block)."""
-    return uniform_size(sizes), np.cumsum((0, *sizes[:-1]))
+    starts = [0]
+    for size in sizes[:-1]:
+        starts.append(starts[-1] + size)
+    return uniform_size(sizes), tuple(starts)
 
 
 def nic_sharing(placement: Placement, groups: Sequence[Sequence[int]]) -> int:
     """Most groups that leave their NVLink domain through one same NIC when all `groups` run
     at once."""
-    if not groups:
-        return 1
-    c = placement.cluster
-    nics = c.inter.nics_per_node + 1
+    per_domain = placement.cluster.nodes_per_domain
     used = []  # per group crossing domains: the distinct (node, NIC) it sends through
     for g in groups:
-        ranks = np.asarray(g, dtype=np.int64)
-        node = placement.node_of[ranks]
-        domain = node // c.nodes_per_domain
-        if np.all(domain == domain[0]):
-            continue
-        used.append(np.unique(node * nics + placement.nic_of(ranks)))
-    if not used:
-        return 1
-    return int(np.unique(np.concatenate(used), return_counts=True)[1].max())
+        node = _take(placement.node_of, g)
+        if _crossings(_div(node, per_domain)):
+            used.append(_nic_keys(placement, g, node))
+    return _counts(_concat(used))[1] if used else 1

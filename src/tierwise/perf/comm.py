@@ -20,8 +20,7 @@ alltoall, the message for sendrecv):
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.groups import (
@@ -31,6 +30,9 @@ from tierwise.perf.groups import (
     layout_groups,
 )
 from tierwise.workload.flops import ACT_BYTES, Array
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TP_COLLECTIVES_PER_PASS = 2
 KV_TENSORS = 2
@@ -53,6 +55,8 @@ def batch_comm(
     scatter: bool = False,
 ) -> CommFn:
     """Comm-time function over many layouts: one shape lookup per distinct degree tuple."""
+    import numpy as np
+
     # One integer per degree tuple (mixed radix): a 1-D unique is far cheaper than a row one.
     columns = [np.asarray(arrays[k], dtype=np.int64) for k in ("tp", "cp", "ep", "dp", "pp")]
     dims = tuple(int(c.max()) + 1 for c in columns)

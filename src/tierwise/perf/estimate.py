@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
@@ -16,6 +14,9 @@ from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
 from tierwise.workload.pipeline import standard_split
 from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def degrees(layout: Layout) -> Degrees:

@@ -10,15 +10,16 @@ prices each collective from a memoised (latency, rate) list without touching num
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from tierwise.collectives.model import Candidate, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import Placement, hierarchy, nic_sharing
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_ORDER = ("tp", "cp", "dp", "pp")
 ORDERS = {
@@ -69,6 +70,8 @@ class Degrees(NamedTuple):
 
 def _coords(d: Degrees, order: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Each rank's coordinate along tp, cp, dp, pp for the given order (innermost first)."""
+    import numpy as np
+
     sizes = {"tp": d.tp, "cp": d.cp, "dp": d.dp, "pp": d.pp}
     ranks = np.arange(d.world)
     coords, stride = {}, 1
@@ -94,6 +97,8 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
         others = ["tp", "cp", "pp"]
     else:
         raise SpecError(f"unknown group kind {kind!r}")
+    import numpy as np
+
     gid = np.zeros(d.world, dtype=np.int64)
     for dim in others:
         gid = gid * getattr(d, dim) + c[dim]
@@ -117,12 +122,16 @@ def group_ids(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
 
 def group_ranks(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
     """Ranks of the group of `kind` that holds rank 0, in ring (coordinate) order."""
+    import numpy as np
+
     gid = group_ids(d, order, kind)
     return np.nonzero(gid == gid[0])[0]
 
 
 def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[list[int]]:
     """The groups of `kind` with a rank on the first node: they run at the same time."""
+    import numpy as np
+
     gid = group_ids(d, order, kind)
     return [np.nonzero(gid == g)[0].tolist() for g in dict.fromkeys(gid[:gpn].tolist())]
 
@@ -130,6 +139,8 @@ def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[l
 def scattered_nodes(cluster: ClusterSpec) -> list[int]:
     """Node order of a topology-unaware scheduler: consecutive ranks' nodes on different
     leaves (round-robin over leaves)."""
+    import numpy as np
+
     node = np.arange(cluster.nodes)
     leaf = hierarchy(cluster, node)[1]
     slot = node - np.asarray(cluster.leaf_starts)[leaf]
@@ -138,7 +149,7 @@ def scattered_nodes(cluster: ClusterSpec) -> list[int]:
 
 def placement_for(cluster: ClusterSpec, scatter: bool = False) -> Placement:
     """Ranks filled node by node over the cluster's nodes in order, or scattered over leaves."""
-    return _cache_for(cluster).placements[scatter]
+    return _cache_for(cluster).placement(scatter)
 
 
 class _ClusterCache:
@@ -146,12 +157,16 @@ class _ClusterCache:
 
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
-        self.placements = {
-            False: Placement.contiguous(cluster),
-            True: Placement.contiguous(cluster, nodes=scattered_nodes(cluster)),
-        }
+        self.placements: dict[bool, Placement] = {}
         self.shapes: dict[tuple[tuple[int, ...], bool], Shape] = {}
         self.layouts: dict[tuple[Degrees, tuple[str, ...], bool], LayoutGroups] = {}
+
+    def placement(self, scatter: bool) -> Placement:
+        """The contiguous or the scattered placement, built on first use."""
+        if scatter not in self.placements:
+            nodes = scattered_nodes(self.cluster) if scatter else None
+            self.placements[scatter] = Placement.contiguous(self.cluster, nodes=nodes)
+        return self.placements[scatter]
 
 
 _CACHES: dict[int, _ClusterCache] = {}
@@ -227,7 +242,7 @@ def group_shape_of(
     cache = _cache_for(cluster)
     key = _progression(d, order, kind) or _fallback_key(d, order, kind)
     if (key, scatter) not in cache.shapes:
-        p = cache.placements[scatter]
+        p = cache.placement(scatter)
         siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
         cache.shapes[key, scatter] = shape_of(
             cluster, p.span(siblings[0]), nic_sharing(p, siblings)
@@ -293,6 +308,8 @@ def _fastest_s(costs: tuple[Candidate, ...], size_bytes: float) -> float:
 
 def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float | np.ndarray:
     """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
+    import numpy as np
+
     if np.ndim(size_bytes) == 0:
         return _fastest_s(scalar_costs(op, shape), float(size_bytes))
     cands = auto_candidates(op, shape)

@@ -155,13 +155,13 @@ def busbw_figure_data(
     """
     placement = Placement.contiguous(cluster, world, ranks_per_node=ranks_per_node)
     shape = group_shape(cluster, placement=placement)
-    nodes = len(set(placement.node_of.tolist()))
+    nodes = len(placement.nodes_used())
     where = f"{world} ranks on {nodes} node{'s' if nodes > 1 else ''}"
     curves = [_curve(predict(op, shape, sizes), f"auto, {where}", "auto", "auto", placement)]
     offered = {c.algo for c in candidates(op, shape)}
     for algo in (a for a in ALGOS if a in offered):
         curves.append(_curve(predict(op, shape, sizes, algo), algo, "algo", algo, placement))
-    group_nodes = sorted(set(placement.node_of.tolist()))
+    group_nodes = placement.nodes_used()
     for name, node_ids in _tier_nodes(cluster).items():
         if node_ids == group_nodes or ranks_per_node * len(node_ids) < 2:
             continue

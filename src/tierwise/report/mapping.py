@@ -111,8 +111,8 @@ def mapping_data(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...]) -> Ma
         cluster.name,
         cluster.gpus_per_node,
         cluster.leaf_starts,
-        placement.node_of,
-        placement.local_of,
+        np.asarray(placement.node_of),
+        np.asarray(placement.local_of),
         order,
         tuple(maps),
     )

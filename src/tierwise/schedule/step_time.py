@@ -102,7 +102,7 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 def widest_group(placement: Placement, groups: np.ndarray) -> int:
     """Row of `groups` that spans the most pods, then leaves, then nodes."""
     c = placement.cluster
-    node = placement.node_of[groups]
+    node = np.asarray(placement.node_of)[groups]
     _, leaf, pod = hierarchy(c, node)
     width = groups.shape[1] + 1
     key = (_distinct(pod) * width + _distinct(leaf)) * width + _distinct(node)

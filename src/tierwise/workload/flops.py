@@ -23,9 +23,7 @@ Conventions (see README.md):
 from __future__ import annotations
 
 from functools import cache
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from tierwise.workload.params import (
     MTP_NORMS,
@@ -36,7 +34,11 @@ from tierwise.workload.params import (
 )
 from tierwise.workload.spec import ModelSpec
 
-Array = float | np.ndarray
+if TYPE_CHECKING:
+    import numpy as np
+
+Array: TypeAlias = "float | np.ndarray"
+"""A python float (one layout) or a numpy array (many); numpy loads only with the arrays."""
 
 
 def minimum(a: Array, b: Array) -> Array:
@@ -355,7 +357,11 @@ def flops_batch(
 ) -> StageFlops:
     """Per-stage training FLOPs and bytes for arrays of layout fields (one entry per layout)."""
     dense, moe = _layers(m, seq, mbs, tp, cp, sp, causal)
-    n = np.ceil(m.layers / np.asarray(pp)) if stage_layers is None else stage_layers
+    n = stage_layers
+    if n is None:
+        import numpy as np
+
+        n = np.ceil(m.layers / np.asarray(pp))
     moe_share = m.moe_layers / m.layers
     per_layer = (1 - moe_share) * dense.total + moe_share * moe.total
     attn = (1 - moe_share) * dense.attention + moe_share * moe.attention

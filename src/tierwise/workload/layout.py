@@ -8,9 +8,8 @@ mesh: world = tp*cp*pp*dp; ep and etp regroup the tp*cp*dp ranks for the expert 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from tierwise.errors import SpecError
@@ -24,6 +23,9 @@ from tierwise.workload.flops import (
 )
 from tierwise.workload.precision import precision_code
 from tierwise.workload.spec import ModelSpec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_CODES: dict[str, int] = {
@@ -297,5 +299,7 @@ def hsdp_fields(layout: Layout) -> dict[str, int]:
 
 def layouts_to_arrays(layouts: Sequence[Layout], model: ModelSpec) -> dict[str, np.ndarray]:
     """Many layouts as numpy arrays (one entry per layout) for the ``*_batch`` functions."""
+    import numpy as np
+
     rows = [layout_fields(layout, model) for layout in layouts]
     return {key: np.array([row[key] for row in rows]) for key in LAYOUT_ARRAY_FIELDS}

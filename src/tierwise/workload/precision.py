@@ -28,13 +28,14 @@ NVFP4BlockScaling):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tierwise.errors import SpecError
 from tierwise.hardware.catalog import GPU
 from tierwise.workload.flops import maximum
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DTYPES = ("bf16", "fp8", "mxfp8", "nvfp4")
 FP8_RECIPES = ("delayed", "tensorwise", "blockwise")
@@ -83,12 +84,16 @@ class ByCode:
 
     def __init__(self, values: Iterable[float]) -> None:
         self._values = tuple(float(v) for v in values)
-        self._array = np.array(self._values)
+        self._array: np.ndarray | None = None  # built on the first array lookup
 
     def __getitem__(self, code: Any) -> Any:
         try:  # a python or numpy integer
             return self._values[code]
         except TypeError:  # an array of codes
+            if self._array is None:
+                import numpy as np
+
+                self._array = np.array(self._values)
             return self._array[code]
 
 

@@ -69,7 +69,7 @@ def collective(
         parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes"), factor
     )
     pred = predict(op, shape, sizes, algo)
-    nodes = len(set(placement.node_of.tolist()))
+    nodes = len(placement.nodes_used())
     if plot is not None:
         from tierwise.report.figures import busbw_figure_file
 

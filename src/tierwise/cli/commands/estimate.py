@@ -12,7 +12,6 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
-from tierwise.plan.space import frameworks_for
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
@@ -128,14 +127,8 @@ def estimate_command(
             f"--dp-shard {dp_shard}: HSDP is torchtitan's (data_parallel_shard_degree); "
             "add --framework torchtitan"
         )
-    if framework is not None and framework not in frameworks_for(layout):
-        runs = ", ".join(frameworks_for(layout)) or "none"
-        raise SpecError(
-            f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
-            f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
-            f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
-            f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}); frameworks that can: {runs}"
-        )
+    if framework is not None:
+        check_framework(framework, layout)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -144,6 +137,21 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def check_framework(framework: str, layout: Layout) -> None:
+    """A one-line error when `framework` cannot run `layout` (the planner's rules)."""
+    from tierwise.plan.space import frameworks_for
+
+    if framework in frameworks_for(layout):
+        return
+    runs = ", ".join(frameworks_for(layout)) or "none"
+    raise SpecError(
+        f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
+        f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
+        f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
+        f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}); frameworks that can: {runs}"
+    )
 
 
 def default_global_batch(layout: Layout) -> int:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tierwise.hardware.catalog import GPU
 from tierwise.perf import comm as C
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, StageFlops, flops_batch, maximum
 from tierwise.workload.layout import middle_stage_layers
 from tierwise.workload.spec import ModelSpec
+
+if TYPE_CHECKING:
+    pass
 
 
 class CommTerm(NamedTuple):
@@ -96,7 +98,8 @@ def stage_of(
 
 def select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
     """`if_true()` where `cond`, else `if_false()`; a python bool calls only the one it picks."""
-    if isinstance(cond, bool | np.bool_):
+    numpy = sys.modules.get("numpy")  # a numpy bool implies numpy is loaded already
+    if isinstance(cond, bool) or (numpy is not None and isinstance(cond, numpy.bool_)):
         return if_true() if cond else if_false()
     return cond * if_true() + (1 - cond) * if_false()
 

@@ -36,7 +36,9 @@ _LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
 _OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
-_GPU_RANK = re.compile(r"#\s*Rank\s+\d+\b.*\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
+_GPU_RANK = re.compile(
+    r"#\s*Rank\s+\d+\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$"
+)
 # nvidia-smi -L ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)") and the nvidia-smi table
 # ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |")
 _SMI_LIST = re.compile(r"^\s*GPU\s+\d+:\s+(.+?)\s+\(UUID:")
@@ -314,8 +316,10 @@ class _Scan:
             hit = True
         gpu = _GPU_RANK.search(line)
         if gpu:
-            self.facts.gpu_names.add(gpu.group(1))
+            self.facts.hosts.add(gpu.group(1))
+            self.facts.gpu_names.add(gpu.group(2))
             self.rank_lines.append(lineno)
+            hit = True  # nccl-tests' rank lines, even without a table after them
         smi = _SMI_LIST.match(line) or _SMI_TABLE.match(line)
         if smi:
             self.facts.gpu_names.add(smi.group(1))
