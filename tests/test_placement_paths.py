@@ -88,3 +88,23 @@ def test_small_estimate_imports_no_numpy() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert '"step_time_s"' in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_rail_fields_agree_on_both_paths() -> None:
+    """The plain-Python rail fields (small placements) equal the numpy ones (large), for groups
+    that change rail between nodes, mix rails, and keep one rail."""
+    c = load_cluster("dgx-h100", nodes=SMALL_WORLD // 8 + 1)
+    big = Placement.contiguous(c)
+    small = Placement.contiguous(c, world=SMALL_WORLD)
+    groups = [
+        [n * 8 + n % 8 for n in range(64)],  # one GPU per node, a different rail each step
+        [n * 8 + r for n in range(0, 32, 3) for r in (0, 5)],  # two rails per node
+        [n * 8 + (n * 3) % 8 for n in range(5)] + [7, 6],  # uneven, back into node 0
+        list(range(16)),  # two full nodes: no rail change
+    ]
+    for ranks in groups:
+        span = small.span(ranks)
+        assert span == big.span(ranks), ranks
+        assert span.domains > 1
+    assert small.span(groups[0]).rail_changes == 64
+    assert small.span(groups[3]).rail_changes == 0

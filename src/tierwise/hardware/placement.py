@@ -14,6 +14,7 @@ larger ones hold numpy arrays. The few per-element steps below take either (`_ta
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
@@ -195,20 +196,20 @@ def _rail_fields_small(domain: list[int], rail: list[int], nics: int) -> dict[st
     rails_of: dict[int, set[int]] = {}
     for d, r in zip(domain, rail, strict=True):
         rails_of.setdefault(d, set()).add(r)
-    changes = 0.0
+    changes: list[float] = []
     pair_changes = 0
     for i, j in enumerate(nxt):
         if p < 2 or domain[i] == domain[j]:
             continue
         src, dst = rails_of[domain[i]], rails_of[domain[j]]
-        changes += 1.0 - len(src & dst) / len(src)
+        changes.append(1.0 - len(src & dst) / len(src))
         pair_changes += rail[i] != rail[j]
     remote = p * p - sum(n * n for n in Counter(domain).values())
     same_rail_remote = sum(n * n for n in Counter(rail).values()) - sum(
         n * n for n in Counter(zip(domain, rail, strict=True)).values()
     )
     return {
-        "rail_changes": changes,
+        "rail_changes": math.fsum(changes),
         "pair_rail_changes": pair_changes,
         "cross_rail_share": 1.0 - same_rail_remote / remote if remote else 0.0,
     }
@@ -231,7 +232,7 @@ def _ring_rail_changes(domain: np.ndarray, rail: np.ndarray, nics: int) -> float
     member[dom_idx, rail] = True
     src, dst = member[dom_idx[steps]], member[dom_idx[(steps + 1) % len(domain)]]
     common = np.count_nonzero(src & dst, axis=1) / np.count_nonzero(src, axis=1)
-    return float(np.sum(1.0 - common))
+    return math.fsum((1.0 - common).tolist())  # exactly rounded: same as the list path
 
 
 def _cross_rail_share(domain: np.ndarray, rail: np.ndarray) -> float:

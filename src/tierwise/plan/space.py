@@ -15,7 +15,12 @@ import numpy as np
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.workload.layout import Layout
-from tierwise.workload.precision import precision_code, supported_dtypes
+from tierwise.workload.precision import (
+    DTYPES,
+    FP8_RECIPES,
+    precision_code,
+    supported_dtypes,
+)
 from tierwise.workload.spec import ModelSpec
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
@@ -87,7 +92,8 @@ FRAMEWORK_NAMES = ("any", *FRAMEWORKS)
 FIX_HELP = (
     "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
     f"recompute={'|'.join(RECOMPUTE)}; zero=0|1|2|3 (1 includes Megatron's distributed "
-    f"optimizer); sharding={'|'.join(SHARDING)}; dtype=bf16|fp8; sp, grad_reduce_bf16=true|false. "
+    f"optimizer); sharding={'|'.join(SHARDING)}; dtype={'|'.join(DTYPES)}; "
+    f"fp8_recipe={'|'.join(FP8_RECIPES)}; sp, grad_reduce_bf16=true|false. "
     "E.g. tp=8,pp=4."
 )
 """The `--fix` help of plan and sweep: the keys of `FIXABLE` and their values."""

@@ -36,9 +36,7 @@ _LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
 _OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
-_GPU_RANK = re.compile(
-    r"#\s*Rank\s+\d+\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$"
-)
+_GPU_RANK = re.compile(r"#\s*Rank\s+\d+\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 # nvidia-smi -L ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)") and the nvidia-smi table
 # ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |")
 _SMI_LIST = re.compile(r"^\s*GPU\s+\d+:\s+(.+?)\s+\(UUID:")
