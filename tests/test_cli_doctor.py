@@ -120,3 +120,24 @@ def test_a_table_beside_the_log_gives_the_gap_each_finding_explains(tmp_path: Pa
     )
     assert not any("pass --cluster" in n for n in out["facts"]["notes"])
     assert finding["explains_GBps"] == round(bandwidth["gap_GBps"], 1)
+
+
+def test_numbers_no_reader_can_hold_are_skipped_not_a_crash(tmp_path: Path) -> None:
+    """Superscript digits pass `str.isdigit` but not `int`, and 5,000 digits pass a `\\d+`
+    pattern but not `int`: such lines are skipped with a note, never a traceback."""
+    digits = "9" * 5000
+    lines = [
+        "host:1:2 [²] NCCL INFO Channel 00/02 :    0   1",
+        "host:1:2 [0] NCCL INFO NCCL_MAX_NCHANNELS set by environment to ²",
+        "export NCCL_MAX_NCHANNELS=²",
+        f"host:1:2 [0] NCCL INFO AllReduce: {digits} Bytes -> Algo 1 proto 2 time 1.0",
+        f"host:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks {digits} nNodes 2 localRanks 8",
+        '<net name="mlx5_0" dev="0" speed="²" port="1" gdr="1"/>',
+        "host:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+    ]
+    log = tmp_path / "odd-numbers.log"
+    log.write_text("\n".join(lines) + "\n")
+    proc = run_cli("doctor", str(log), "--json", check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert isinstance(json.loads(proc.stdout)["findings"], list)

@@ -335,25 +335,38 @@ class _Scan:
         return hit
 
     def run(self, lines: list[str]) -> list[str]:
-        """Scan every line; returns the text the nccl-tests reader sees (NCCL lines blanked)."""
+        """Scan every line; returns the text the nccl-tests reader sees (NCCL lines blanked).
+        A line holding a number no reader can take ('²', thousands of digits) is skipped."""
         readers: tuple[Callable[[int, str], bool], ...] = (self.topology, self.tools, self.other)
         table: list[str] = []
+        skipped = 0
         for lineno, line in enumerate(lines, start=1):
-            if ("NCCL" in line and self.nccl(lineno, line)) or (
-                ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line)
-            ):
-                self.recognised += 1
-                if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
-                    self.other(lineno, line)
+            try:
+                table.append(self.line(lineno, line, readers))
+            except (ValueError, OverflowError):
+                skipped += 1
                 table.append("")
-                continue
-            table.append(line)
-            if not line.strip():
-                self.port = None  # a port block (ibstat, ethtool, ...) has no blank line
-                continue
-            if any(reader(lineno, line) for reader in readers):
-                self.recognised += 1
+        if skipped:
+            self.facts.notes.append(
+                f"{self.source}: {skipped} line(s) with unreadable numbers skipped"
+            )
         return table
+
+    def line(self, lineno: int, line: str, readers: tuple[Callable[[int, str], bool], ...]) -> str:
+        """Read one line into the facts; returns what the nccl-tests reader sees of it."""
+        if ("NCCL" in line and self.nccl(lineno, line)) or (
+            ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line)
+        ):
+            self.recognised += 1
+            if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
+                self.other(lineno, line)
+            return ""
+        if not line.strip():
+            self.port = None  # a port block (ibstat, ethtool, ...) has no blank line
+            return line
+        if any(reader(lineno, line) for reader in readers):
+            self.recognised += 1
+        return line
 
 
 def read_file(path: str | Path, facts: Facts) -> dict[str, object]:

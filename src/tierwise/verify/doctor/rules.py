@@ -356,7 +356,7 @@ def _channels(f: Facts) -> Hit | None:
         for k in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS")
         if (item := f.env.get(k))
         for v, e in [item]
-        if v.isdigit()
+        if v.isascii() and v.isdigit()
     ]
     if not caps:
         return None
