@@ -100,6 +100,21 @@ def test_deepspeed_zero3_one_collective_per_module() -> None:
     assert deep / titan == pytest.approx((2 * 32 * 9 + 17) / (3 * 32), rel=0.01)
 
 
+def test_deepspeed_zero2_gathers_the_updated_weights_after_the_step_exposed() -> None:
+    """DeepSpeed ZeRO-1/2 all-gather the weights at the end of step(): nothing hides them.
+    With 100 s of compute (fake links: 16 s to gather, 32 s to reduce) the generic model
+    hides both; DeepSpeed still hides the reduce-scatter behind backward."""
+    s = stage(zero=2)
+    params = stage_params(s)
+    ag, rs = fake_comm("", "", params * 2), fake_comm("", "", params * 4)
+    assert ag < 100 / 3 * DP_OVERLAP_EFFICIENCY and rs < 200 / 3 * DP_OVERLAP_EFFICIENCY
+    generic = dp_comm(s, fake_comm, compute_s=100.0)
+    deep = dp_comm(s, fake_comm, compute_s=100.0, framework="deepspeed")
+    assert deep.comm.total_s == pytest.approx(generic.comm.total_s) == pytest.approx(rs + ag)
+    assert generic.comm.exposed_s == 0
+    assert deep.comm.exposed_s == pytest.approx(ag)
+
+
 def test_frameworks_at_scale_end_to_end() -> None:
     base = ["estimate", "-m", "llama3-70b", "-c", "dgx-h100", "--nodes", "64", "--seq", "4096"]
     base += ["--gbs", "512", "--tp", "1", "--recompute", "full", "--zero", "3"]

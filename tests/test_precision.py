@@ -226,17 +226,29 @@ def test_a100_plans_stay_within_what_the_a100_calibration_runs_reach(calibration
 
 
 def test_flash_attention_efficiency_per_generation() -> None:
-    # Ampere: FlashAttention-2's published share of A100's peak, not the Hopper/Blackwell fit.
-    assert attention_tflops(A100) == pytest.approx(312 * 0.6)
+    # Ampere: FlashAttention-2's published share of A100's peak, not the Hopper/Blackwell fit,
+    # in flash-attention's own FLOP count (backward 2.5x the forward), the model's counts 2x.
+    assert attention_tflops(A100) == pytest.approx(312 * 0.6 * 3 / 3.5)
     assert attention_tflops(H100) == pytest.approx(989 * 0.75 * ATTENTION_RELATIVE_EFFICIENCY)
+
+
+def test_a100_flash_attention_time_is_flash_attentions_own_count_at_its_published_share() -> None:
+    """llama3-8b, one sequence of 4096 per GPU: 32 layers of causal flash attention, forward
+    4 s^2 h / 2 FLOPs and backward 2.5x that (flash-attention's benchmark count, scores
+    recomputed), at FlashAttention-2's 0.6 of A100's 312 TFLOP/s."""
+    a100 = load_cluster("dgx-a100", nodes=1)
+    parts = estimate(L8, a100, Layout(dp=8, mbs=1, gbs=8, seq=4096))["compute_parts_s"]
+    forward = 4 * 4096**2 * 4096 / 2
+    assert parts["attention"] == pytest.approx(32 * 3.5 * forward / (0.6 * 312e12))
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="NOT met: with the calibration file's cuBLAS share (0.85) the GEMMs alone keep "
-    "~80% of A100's peak for llama3-8b; FlashAttention-2 and fused elementwise kernels leave "
-    "~65% MFU, above the 52% of the 2021 SC'21 runs (unfused softmax, full recompute). No "
-    "calibration run pins A100 with modern kernels (docs/validation.md, Known errors).",
+    reason="NOT met: the planner keeps 63-64% of A100's peak for llama3-8b (FlashAttention-2, "
+    "fused elementwise kernels, GEMMs at the calibration file's cuBLAS share 0.85), above the "
+    "52% of the 2021 SC'21 runs (unfused softmax, full recompute). Published A100 runs with "
+    "modern kernels reach 64% (llm-foundry MPT-7B), and the model predicts six of them within "
+    "-10.5%..+4.0% (benchmarks/heldout_a100.py; docs/validation.md, Known errors).",
 )
 def test_a100_dense_bf16_mfu_stays_within_what_the_calibration_runs_reach(
     calibration_dir: Path,
@@ -247,6 +259,22 @@ def test_a100_dense_bf16_mfu_stays_within_what_the_calibration_runs_reach(
     best = max(r["pct_of_peak"] for r in runs if "pct_of_peak" in r) / 100
     plan = cli_json("plan", "--model", "llama3-8b", "--cluster", "dgx-a100", "--top", "1", "--json")
     assert plan["plans"][0]["mfu"] <= best + 0.03
+
+
+# Best published A100 MFU with FlashAttention-class kernels: MPT-7B, 8 x A100 80GB, seq 2048,
+# no activation checkpointing, 64.23% (mosaicml/llm-foundry, scripts/train/benchmarking/
+# README.md, A100 80GB table). Not a calibration run: a bound, nothing is fitted on it.
+PUBLISHED_A100_MFU = 0.6423
+
+
+def test_a100_dense_bf16_mfu_stays_within_what_published_a100_runs_reach() -> None:
+    """The planner's llama3-8b plans on dgx-a100, one node and all 160 GPUs, keep no more of
+    the BF16 peak than published A100 training with modern kernels (+3 points, the issue's
+    tolerance); the issue's 70% would fail."""
+    for nodes in ("1", "20"):
+        plan = cli_json("plan", "--model", "llama3-8b", "--cluster", "dgx-a100", "--nodes", nodes,
+                        "--top", "1", "--json")  # fmt: skip
+        assert 0.5 < plan["plans"][0]["mfu"] <= PUBLISHED_A100_MFU + 0.03
 
 
 def test_fp8_dot_product_attention_runs_the_attention_core_at_the_fp8_rate() -> None:

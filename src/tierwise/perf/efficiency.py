@@ -67,6 +67,13 @@ ATTENTION_RELATIVE_EFFICIENCY = 0.943
 # lower end: 0.6. Every A100 calibration run used unfused attention (Megatron-LM of 2021), so
 # the value fitted on Hopper and Blackwell kernels is not applied to Ampere.
 ATTENTION_PEAK_FRACTION = {"ampere": 0.6}
+# A quoted share counts the work as flash-attention's benchmarks do: the backward at 2.5x the
+# forward, because the kernel recomputes the scores (Dao-AILab/flash-attention,
+# benchmarks/benchmark_flash_attention.py, flops(): fwd_bwd = 3.5 x fwd). The model counts the
+# backward at 2x (model FLOPs), so a quoted share keeps 3 / 3.5 of its rate in the model's count.
+# Unfused attention's batched GEMMs recompute nothing; the fitted ATTENTION_RELATIVE_EFFICIENCY
+# is already in the model's count.
+FLASH_BENCHMARK_WORK = 3.5 / 3.0
 # A causal kernel skips the masked half of the s^2 scores (model FLOPs count all of it).
 CAUSAL_WORK_FRACTION = 0.5
 # Share of HBM bandwidth elementwise/norm kernels and the optimizer reach.
@@ -134,15 +141,19 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) 
     return total / 1e12
 
 
-def attention_tflops(gpu: GPU, fp8: bool = False) -> float:
-    """Achieved TFLOP/s of the fused attention core, counting the work it does: BF16, or FP8
+def attention_tflops(gpu: GPU, fp8: bool = False, flash: bool = True) -> float:
+    """Achieved TFLOP/s of the attention core, counting model FLOPs (forward + 2x for the
+    backward; a causal kernel's skipped half is taken off by the caller): BF16, or FP8
     (Megatron's ``--fp8-dot-product-attention``: cuDNN's FP8 attention, at the FP8 GEMMs'
-    efficiency) where the GPU has FP8 tensor cores."""
+    efficiency) where the GPU has FP8 tensor cores. `flash`: a fused kernel, which recomputes
+    the scores in its backward (unfused attention's batched GEMMs do not)."""
     if gpu.gemm_efficiency is not None:
         return gpu.peak_bf16_tflops * gpu.gemm_efficiency
     share = ATTENTION_PEAK_FRACTION.get(gpu.arch)
     if share is None:
         share = peak_fraction(gpu) * ATTENTION_RELATIVE_EFFICIENCY
+    elif flash:
+        share /= FLASH_BENCHMARK_WORK
     bf16 = gpu.peak_bf16_tflops * share
     if not (fp8 and gpu.peak_fp8_tflops):
         return bf16

@@ -151,7 +151,7 @@ def compute(
     # The output layer is a plain (BF16) linear in Megatron.
     logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
-    attention = sf.attention * work / (attention_tflops(gpu, fp8_attention) * 1e12)
+    attention = sf.attention * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
     elementwise = elementwise_seconds(
         gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s), fused=flash_attention
     )

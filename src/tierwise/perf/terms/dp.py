@@ -22,6 +22,9 @@ As frameworks run it (`Flags.framework`):
   next block's backward, the last stays exposed. Without pipelining every micro-batch runs
   the whole cycle; with it, gradients are reduced on the last micro-batch only, and
   unresharded weights gathered once per step (torchtitan's default for PP).
+- DeepSpeed ZeRO-1/2: the updated 16-bit weights are all-gathered at the end of the
+  optimizer step (deepspeed/runtime/zero/stage_1_and_2.py, step(): ``all_gather_dp_groups``
+  "ready for next round forward"), with no compute left in the step to hide behind: exposed.
 - DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm, with
   ``stage3_prefetch_bucket_size`` prefetch), forward and again backward, each collective
   paying its latency, which dominates at scale; gradients reduce-scattered every micro-step
@@ -122,6 +125,7 @@ def dp_comm(
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
     bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
+    overlap_param_gather = overlap_param_gather and framework != "deepspeed"  # module docstring
     fwd_window = compute_s * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * overlap_param_gather
     ranks = f["dp"] * f["cp"]
     buckets = [1.0] * len(groups)
