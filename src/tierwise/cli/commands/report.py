@@ -80,7 +80,7 @@ def print_plans(inputs: ReportInputs) -> None:
         table(
             f"top plans: {inputs.model.name} on {inputs.cluster.world} x "
             f"{inputs.cluster.gpu.key} ({inputs.cluster.name})",
-            ["#", "layout", "step s", "tokens/s", "MFU %", "GiB/GPU"],
+            ["#", "layout", "step s", "tokens/s", "MFU % (bf16 peak)", "GiB/GPU"],
             rows,
         )
     )
