@@ -62,6 +62,26 @@ _RANK = re.compile(
     r"^Rank\s+(\d{1,9})(?:\s+Group\s+(\d{1,9}))?(?:\s+Pid\s+(\d{1,12}))?\s+on\s+(\S+)"
     r"\s+device\s+(\d{1,9})(?:\s+\[([^\]]*)\])?\s*(.*)$"
 )
+
+
+def rank_line(body: str) -> NcclRank | None:
+    """The rank line ``Rank 0 Group 0 Pid 1 on HOST device 0 [0x1b] NAME`` (the text after
+    its ``#``), or None when ``body`` is not one."""
+    match = _RANK.match(body)
+    if not match:
+        return None
+    rank, group, pid, host, device, bus, name = match.groups()
+    return NcclRank(
+        rank=int(rank),
+        host=host,
+        device=int(device),
+        group=None if group is None else int(group),
+        pid=None if pid is None else int(pid),
+        bus_id=bus,
+        device_name=name.strip(),
+    )
+
+
 _PLACEMENT = re.compile(
     r"^tierwise placement:\s+nranks\s+(\S+)\s+nodes\s+(\S+)\s+gpus_per_node\s+(\S+)\s*$"
 )
@@ -443,28 +463,17 @@ class _Reader:
             raise self.error(f"cannot read the nThread header: {exc}") from None
 
     def rank(self, body: str) -> None:
-        match = _RANK.match(body)
-        if not match:
+        rank = rank_line(body)
+        if rank is None:
             raise self.error(f"cannot read the rank line {body!r}")
         builder = self.header_line()
-        rank, group, pid, host, device, bus, name = match.groups()
-        if int(rank) in builder.rank_lines:
+        if rank.rank in builder.rank_lines:
             raise self.error(
-                f"rank {rank} listed twice (first at line {builder.rank_lines[int(rank)]}):"
+                f"rank {rank.rank} listed twice (first at line {builder.rank_lines[rank.rank]}):"
                 " the processes ran as separate jobs (nccl-tests built without MPI?)"
             )
-        builder.rank_lines[int(rank)] = self.lineno
-        builder.ranks.append(
-            NcclRank(
-                rank=int(rank),
-                host=host,
-                device=int(device),
-                group=None if group is None else int(group),
-                pid=None if pid is None else int(pid),
-                bus_id=bus,
-                device_name=name.strip(),
-            )
-        )
+        builder.rank_lines[rank.rank] = self.lineno
+        builder.ranks.append(rank)
 
     def placement(self, body: str) -> None:
         match = _PLACEMENT.match(body)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tierwise.errors import ParseError
 from tierwise.formats import parse_log
+from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
 from tierwise.verify.doctor.facts import Facts, HostRun, Port
 from tierwise.verify.doctor.model import Evidence
@@ -36,7 +37,6 @@ _LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
 _OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
-_GPU_RANK = re.compile(r"#\s*Rank\s+\d+\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 # nvidia-smi -L ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)") and the nvidia-smi table
 # ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |")
 _SMI_LIST = re.compile(r"^\s*GPU\s+\d+:\s+(.+?)\s+\(UUID:")
@@ -312,12 +312,14 @@ class _Scan:
         for name, value in settings:
             self.facts.env.setdefault(name, (value, self.ev(lineno, line)))
             hit = True
-        gpu = _GPU_RANK.search(line)
-        if gpu:
-            self.facts.hosts.add(gpu.group(1))
-            self.facts.gpu_names.add(gpu.group(2))
+        hash_at = line.find("#")
+        rank = rank_line(line[hash_at + 1 :].strip()) if hash_at >= 0 else None
+        if rank is not None:  # nccl-tests' rank lines, even without a table after them
+            self.facts.hosts.add(rank.host)
+            if rank.device_name:
+                self.facts.gpu_names.add(rank.device_name)
             self.rank_lines.append(lineno)
-            hit = True  # nccl-tests' rank lines, even without a table after them
+            hit = True
         smi = _SMI_LIST.match(line) or _SMI_TABLE.match(line)
         if smi:
             self.facts.gpu_names.add(smi.group(1))
