@@ -51,6 +51,12 @@ CUDA_GRAPHS = {
     "mb-qwen3-30b-gb300-mxfp8-8-26.08",
     "nemo-mixtral-8x7b-gb200-fp8-64-25.04",
 }
+# Selective-recompute modules the recipes name (the notes: GPT-OSS recomputes
+# ['layernorm', 'moe_act']); other selective runs keep Megatron's default (core_attn).
+RECOMPUTE_MODULES = {
+    "mb-gpt-oss-120b-h100-bf16-64-26.04.01": ("layernorm", "moe_act"),
+    "mb-gpt-oss-120b-b200-bf16-64-26.04.01": ("layernorm", "moe_act"),
+}
 # Runs that reduce gradients in fp32 (Megatron's default): the ModelZoo script sets no
 # --grad-reduce-in-bf16; Megatron-Bridge and NeMo performance recipes reduce in bf16.
 FP32_GRAD_REDUCE = {"modelzoo-mixtral-8x22b-h100-bf16-128-dropless"}
@@ -76,7 +82,8 @@ def cluster_of(run: dict[str, Any]) -> ClusterSpec:
 
 
 def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
-    """The run's layout; zero 1 is Megatron's distributed optimizer, 3 its FSDP."""
+    """The run's layout; zero 1 is Megatron's distributed optimizer, 3 its FSDP; CPU
+    activation offloading and recompute modules as the run states them."""
     lay = run["layout"]
     stated = ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs", "gbs", "seq", "sp", "recompute")
     return Layout(
@@ -86,6 +93,8 @@ def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
         grad_reduce_bf16=run["id"] not in FP32_GRAD_REDUCE,
         dtype=lay["dtype"],
         fp8_recipe=FP8_RECIPE if lay["dtype"] == "fp8" else None,
+        recompute_modules=RECOMPUTE_MODULES.get(run["id"]),
+        activation_offload_layers=lay.get("activation_offload_layers", 0),
     ).validate_for(model)
 
 

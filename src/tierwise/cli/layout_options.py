@@ -22,6 +22,23 @@ PpLayersOpt = Annotated[
 SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")]
 SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none|selective|full")]
+RecomputeModulesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--recompute-modules",
+        help="Megatron's, with --recompute selective: modules re-run in backward, comma or "
+        "space separated: core_attn (default), layernorm, moe_act, mlp, moe, shared_experts, "
+        "mla_up_proj.",
+    ),
+]
+CpuOffloadLayersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cpu-offloading-num-layers",
+        help="Megatron's CPU activation offloading: layers per pipeline stage whose "
+        "activations wait in host memory between forward and backward.",
+    ),
+]
 ZeroOpt = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")]
 DtypeOpt = Annotated[
     str | None,

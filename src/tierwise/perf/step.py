@@ -23,10 +23,11 @@ from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import dp_comm
 from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
+from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
-from tierwise.perf.terms.stage import pos, stage_of
+from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.tp import tp_comm
-from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step
+from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.spec import ModelSpec
@@ -93,8 +94,19 @@ def step_terms(
         cluster.domain_gpus,
     )
     pp = pp_comm(s, comm)
+    flash = flags.flash_attention
+    mem = memory_batch(
+        m,
+        **memory_fields(f),
+        flash_attention=flash,
+        dropout=not flash,
+        low_precision_params=flags.fp8_param_gather
+        and flags.framework not in ("torchtitan", "deepspeed"),
+    )
+    host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
-    per_layer = (work.layers_s + tp.exposed_s + cp.exposed_s + ep.exposed_s) / s.layers
+    exposed = tp.exposed_s + cp.exposed_s + ep.exposed_s + host.exposed_s
+    per_layer = (work.layers_s + exposed) / s.layers
     pipe = ranks(
         f["pp"],
         m.layers,
@@ -134,8 +146,6 @@ def step_terms(
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
-    flash = flags.flash_attention
-    mem = memory_batch(m, **memory_fields(f), flash_attention=flash, dropout=not flash)
     mem_bytes = mem.total_bytes
     per_rank = micro * share  # the layer-priced terms, scaled to the busiest rank's layers
     return {
@@ -153,6 +163,7 @@ def step_terms(
             "tp_comm_s": per_rank * tp.exposed_s,
             "cp_comm_s": per_rank * cp.exposed_s,
             "ep_comm_s": per_rank * ep.exposed_s,
+            "offload_s": per_rank * host.exposed_s,
             "pp_comm_s": micro * pp.exposed_s,
             "pipeline_bubble_s": bubble,
             "dp_comm_s": dp.comm.exposed_s,

@@ -34,6 +34,25 @@ def _reject(framework: str, checks: list[tuple[bool, str, object, str]]) -> None
             raise SpecError(f"--emit {framework}: {field}={value!r}: {supported}")
 
 
+def _megatron_only(layout: Layout, framework: str) -> list[tuple[bool, str, object, str]]:
+    """The `_reject` checks of what only Megatron runs: its selective-recompute modules and
+    CPU activation offloading."""
+    return [
+        (
+            layout.recompute_modules is not None,
+            "recompute_modules",
+            list(layout.recompute_modules or ()),
+            f"{framework} has no Megatron recompute modules; recompute none, selective or full",
+        ),
+        (
+            layout.activation_offload_layers > 0,
+            "activation_offload_layers",
+            layout.activation_offload_layers,
+            f"{framework} has no CPU activation offloading of whole layers (Megatron's)",
+        ),
+    ]
+
+
 LOW_PRECISION_ARGS = {
     "bf16": [],
     "fp8": ["--fp8-format hybrid"],
@@ -200,6 +219,8 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append("--grad-reduce-in-bf16")
     if layout.recompute == "selective":
         args.append("--recompute-granularity selective")
+        if layout.recompute_modules is not None:
+            args.append(f"--recompute-modules {' '.join(layout.recompute_modules)}")
     elif layout.recompute == "full":
         args += [
             "--recompute-granularity full",
@@ -217,6 +238,8 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
     sharded = layout.distributed_optimizer or layout.zero >= 1
     if flags.fp8_param_gather and layout.dtype in ("fp8", "mxfp8") and sharded:
         args.append("--fp8-param-gather")  # the gathers the plan priced in FP8
+    if layout.activation_offload_layers:  # Megatron sets cpu_offloading from it
+        args.append(f"--cpu-offloading-num-layers {layout.activation_offload_layers}")
     if flags.cuda_graphs:
         args.append("--enable-cuda-graph")
     if flags.overlap_grad_reduce:
@@ -266,6 +289,7 @@ def _check_torchtitan(layout: Layout) -> None:
                 True,
                 "torchtitan reduces gradients in float32 only (mixed_precision_reduce)",
             ),
+            *_megatron_only(layout, "torchtitan"),
         ],
     )
 
@@ -471,6 +495,7 @@ def _check_deepspeed(layout: Layout) -> None:
                 "DeepSpeed's config has no context parallelism (its train batch counts "
                 "dp = world / (tp * pp))",
             ),
+            *_megatron_only(layout, "deepspeed"),
         ],
     )
 

@@ -8,6 +8,7 @@ LABELS = {
     "tp_comm_s": "TP comm",
     "cp_comm_s": "CP comm",
     "ep_comm_s": "EP all-to-all",
+    "offload_s": "CPU offload copies",
     "pp_comm_s": "PP p2p",
     "pipeline_bubble_s": "pipeline bubble",
     "dp_comm_s": "exposed DP comm",

@@ -8,7 +8,8 @@ Conventions (see README.md):
   Megatron's formula and MFU conventions do; ``causal=True`` counts the half a causal kernel
   really computes. Model FLOPs (MFU) use the full ``s^2``.
 - Training = 3 x forward; full recompute adds one forward of the layers (not the logits),
-  selective recompute adds the attention core's forward.
+  selective recompute the forward of its modules (``workload/recompute.py``; Megatron's
+  default: the attention core).
 - Tensor parallelism splits heads and FFN columns; when ``tp > kv_heads`` each rank holds one
   whole KV head (replicated ``tp / kv_heads`` times) and computes its projection.
 - Context parallelism: each rank holds ``seq / cp`` tokens; its queries meet all ``seq`` keys.
@@ -32,6 +33,7 @@ from tierwise.workload.params import (
     mla_latent_params,
     mla_params,
 )
+from tierwise.workload.recompute import DEFAULT_MASK, recomputes
 from tierwise.workload.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -49,6 +51,11 @@ def minimum(a: Array, b: Array) -> Array:
 def maximum(a: Array, b: Array) -> Array:
     """Branchless maximum for python floats and numpy arrays alike."""
     return a + (b > a) * (b - a)
+
+
+def pos(x: Array) -> Array:
+    """max(x, 0) for scalars and arrays (a float either way)."""
+    return x * (x > 0) + 0.0
 
 
 FLOPS_PER_MAC = 2
@@ -161,6 +168,17 @@ class LayerFlops(NamedTuple):
     experts: Array
     """Routed experts (top_k per token, times the capacity factor)."""
     elementwise_bytes: Array
+    norm_bytes: Array = 0.0
+    """Of ``elementwise_bytes``: the two pre-norms."""
+    mlp_act_bytes: Array = 0.0
+    """Of ``elementwise_bytes``: the activation function of the dense MLP (MoE layer: of the
+    shared experts)."""
+    expert_act_bytes: Array = 0.0
+    """Of ``elementwise_bytes``: the routed experts' activation function."""
+    permute_bytes: Array = 0.0
+    """Of ``elementwise_bytes``: MoE token permute and unpermute."""
+    up_proj: Array = 0.0
+    """Of ``qkv``: MLA's up-projections (everything but the latent down-projections)."""
 
     @property
     def gemm(self) -> Array:
@@ -200,28 +218,33 @@ def layer_flops(
     attention = mac * keys * (m.q_dim + m.v_dim) / tp
     if m.mla is not None:  # latent down-projections whole on each TP rank, the rest split
         latents = mla_latent_params(m)
-        qkv = mac * (latents + (mla_params(m) - latents - m.v_dim * h) / tp)
+        up_proj = mac * (mla_params(m) - latents - m.v_dim * h) / tp
+        qkv = mac * latents + up_proj
     else:
-        qkv = mac * h * (q_rank + 2 * kv_rank)
+        qkv, up_proj = mac * h * (q_rank + 2 * kv_rank), 0.0
     norm_tokens = tokens / (1 + sp * (tp - 1))
-    norm_elems = (
-        NORMS_PER_LAYER * ELEMENTS_PER_NORM + RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD
-    ) * h
     rope_elems = (q_rank + kv_rank) * 2 * (m.position == "rope")
     act = ACTIVATION_ELEMENTS[m.activation]
+    permute_elems = expert_act = 0.0
     if moe_layer and m.moe is not None:
         moe = m.moe
         routed = moe.top_k * (moe.capacity_factor or 1.0)
         mlp = mac * h * moe.shared_ffn * nmat * moe.shared_experts / tp
         experts = mac * h * moe.expert_ffn_hidden * nmat * routed / tp
         router = mac * h * moe.experts / tp
-        act_elems = act * (moe.shared_experts * moe.shared_ffn + routed * moe.expert_ffn_hidden)
-        norm_elems = norm_elems + PERMUTES_PER_MOE_LAYER * moe.top_k * 2 * h
+        mlp_act = act * moe.shared_experts * moe.shared_ffn
+        expert_act = act * routed * moe.expert_ffn_hidden
+        permute_elems = PERMUTES_PER_MOE_LAYER * moe.top_k * 2 * h
     else:
         mlp = mac * h * m.ffn * nmat / tp
         experts = router = 0.0
-        act_elems = act * m.ffn
-    elementwise = ACT_BYTES * (norm_tokens * norm_elems + tokens * (rope_elems + act_elems / tp))
+        mlp_act = act * m.ffn
+    norms = ACT_BYTES * norm_tokens * NORMS_PER_LAYER * ELEMENTS_PER_NORM * h
+    permute = ACT_BYTES * norm_tokens * permute_elems
+    act_bytes = ACT_BYTES * tokens / tp
+    residual = ACT_BYTES * norm_tokens * RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD * h
+    rope = ACT_BYTES * tokens * rope_elems
+    elementwise = norms + residual + permute + rope + act_bytes * (mlp_act + expert_act)
     return LayerFlops(
         qkv=qkv,
         attention=attention,
@@ -230,6 +253,11 @@ def layer_flops(
         router=router,
         experts=experts,
         elementwise_bytes=elementwise,
+        norm_bytes=norms,
+        mlp_act_bytes=act_bytes * mlp_act,
+        expert_act_bytes=act_bytes * expert_act,
+        permute_bytes=permute,
+        up_proj=up_proj,
     )
 
 
@@ -276,6 +304,39 @@ def forward_flops(
     return layers + head_flops(m, seq, mbs, dense, moe, tp, cp)
 
 
+class Recomputed(NamedTuple):
+    """What selective recompute re-runs of one average layer, forward: attention-core FLOPs,
+    weight-GEMM FLOPs and elementwise HBM bytes."""
+
+    attention: Array
+    gemm: Array
+    elementwise_bytes: Array
+
+
+def selective_recompute(
+    dense: LayerFlops, moe: LayerFlops, moe_share: float, modules: Array
+) -> Recomputed:
+    """The forward work the ``modules`` mask (``tierwise.workload.recompute``) re-runs per
+    layer, dense and MoE layers in the model's proportion (``moe_share``). ``moe`` covers
+    ``moe_act`` and ``shared_experts``."""
+    core, norm = recomputes(modules, "core_attn"), recomputes(modules, "layernorm")
+    whole_moe, up = recomputes(modules, "moe"), recomputes(modules, "mla_up_proj")
+    act = maximum(whole_moe, recomputes(modules, "moe_act"))
+    shared = maximum(whole_moe, recomputes(modules, "shared_experts"))
+    dense_mlp, dense_share = recomputes(modules, "mlp"), 1 - moe_share
+    attention = core * (dense_share * dense.attention + moe_share * moe.attention)
+    gemm = dense_share * (dense_mlp * dense.mlp + up * dense.up_proj) + moe_share * (
+        shared * moe.mlp + whole_moe * (moe.router + moe.experts) + up * moe.up_proj
+    )
+    elementwise = (
+        norm * (dense_share * dense.norm_bytes + moe_share * moe.norm_bytes)
+        + dense_share * dense_mlp * dense.mlp_act_bytes
+        + moe_share
+        * (shared * moe.mlp_act_bytes + act * moe.expert_act_bytes + whole_moe * moe.permute_bytes)
+    )
+    return Recomputed(attention, gemm, elementwise)
+
+
 def training_flops(
     m: ModelSpec,
     seq: Array,
@@ -284,13 +345,16 @@ def training_flops(
     tp: Array = 1,
     cp: Array = 1,
     recompute: Array = RECOMPUTE_NONE,
+    recompute_modules: Array = DEFAULT_MASK,
     causal: bool = False,
 ) -> Array:
-    """Hardware FLOPs of forward + backward (+ recompute) for one micro-batch, per GPU."""
+    """Hardware FLOPs of forward + backward (+ recompute) for one micro-batch, per GPU;
+    selective recompute re-runs the ``recompute_modules`` mask."""
     dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
     layers = m.dense_layers * dense.total + m.moe_layers * moe.total
-    attention = m.dense_layers * dense.attention + m.moe_layers * moe.attention
-    extra = (recompute == RECOMPUTE_FULL) * layers + (recompute == RECOMPUTE_SELECTIVE) * attention
+    again = selective_recompute(dense, moe, m.moe_layers / m.layers, recompute_modules)
+    selective = m.layers * (again.attention + again.gemm)
+    extra = (recompute == RECOMPUTE_FULL) * layers + (recompute == RECOMPUTE_SELECTIVE) * selective
     return TRAINING_PASSES * (layers + head_flops(m, seq, mbs, dense, moe, tp, cp)) + extra
 
 
@@ -352,10 +416,12 @@ def flops_batch(
     pp: Array = 1,
     sp: Array = True,
     recompute: Array = RECOMPUTE_NONE,
+    recompute_modules: Array = DEFAULT_MASK,
     stage_layers: Array | None = None,
     causal: bool = False,
 ) -> StageFlops:
-    """Per-stage training FLOPs and bytes for arrays of layout fields (one entry per layout)."""
+    """Per-stage training FLOPs and bytes for arrays of layout fields (one entry per layout);
+    selective recompute re-runs the ``recompute_modules`` mask."""
     dense, moe = _layers(m, seq, mbs, tp, cp, sp, causal)
     n = stage_layers
     if n is None:
@@ -370,13 +436,15 @@ def flops_batch(
     selective = recompute == RECOMPUTE_SELECTIVE
     logits = TRAINING_PASSES * head_flops(m, seq, mbs, dense, moe, tp, cp)
     model = n * TRAINING_PASSES * per_layer + logits
-    hardware = model + n * (full * per_layer + selective * attn)
+    again = selective_recompute(dense, moe, moe_share, recompute_modules)
+    hardware = model + n * (full * per_layer + selective * (again.attention + again.gemm))
     return StageFlops(
         model=model,
         hardware=hardware,
-        attention=n * attn * (TRAINING_PASSES + full + selective),
+        attention=n * (attn * (TRAINING_PASSES + full) + selective * again.attention),
         logits=logits,
-        elementwise_bytes=n * ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full),
+        elementwise_bytes=n
+        * (ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full) + selective * again.elementwise_bytes),
         layers=n,
         dense_layer=dense,
         moe_layer=moe,

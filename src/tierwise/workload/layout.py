@@ -22,6 +22,7 @@ from tierwise.workload.flops import (
     maximum,
 )
 from tierwise.workload.precision import precision_code
+from tierwise.workload.recompute import MODULES, MOE_MODULES, RecomputeModule, modules_mask
 from tierwise.workload.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -53,6 +54,18 @@ class Layout(BaseModel):
     seq: int = Field(ge=1, description="sequence length, tokens")
     sp: bool | None = Field(None, description="sequence parallel; default tp > 1")
     recompute: Recompute = "none"
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        None,
+        description="Megatron's --recompute-modules, with recompute selective: "
+        + ", ".join(MODULES)
+        + "; default core_attn",
+    )
+    activation_offload_layers: int = Field(
+        0,
+        ge=0,
+        description="layers whose activations wait in host memory between forward and "
+        "backward (Megatron's --cpu-offloading-num-layers; pp 1, no recompute)",
+    )
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage; 3 = FSDP")
     distributed_optimizer: bool = Field(
         False, description="Megatron's: optimizer states sharded over dp*cp"
@@ -190,6 +203,7 @@ class Layout(BaseModel):
                 f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
                 "parallelism"
             )
+        yield from self._recompute_problems(m)
         if self.fp8_recipe is not None and self.dtype != "fp8":
             yield f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
         shard = self.dp_shard_degree
@@ -200,6 +214,38 @@ class Layout(BaseModel):
                 yield f"dp_shard_degree {shard} (HSDP) needs FSDP: zero 2 or 3, not {self.zero}"
         yield from self._stage_problems(m)
         yield from self._expert_problems(m)
+
+    def _recompute_problems(self, m: ModelSpec) -> Iterator[str]:
+        modules = self.recompute_modules
+        if modules is not None and self.recompute != "selective":
+            yield (
+                f"recompute_modules {list(modules)} needs recompute selective, not {self.recompute}"
+            )
+        for name in modules or ():
+            if name in MOE_MODULES and m.moe is None:
+                yield f"recompute module {name} needs a MoE model ({m.name} is dense)"
+            if name == "mla_up_proj" and m.mla is None:
+                yield f"recompute module mla_up_proj needs MLA attention ({m.name} has none)"
+            if (
+                name in ("layernorm", "moe_act")
+                and self.dtype == "fp8"
+                and (self.fp8_recipe in (None, "delayed"))
+            ):
+                yield f"recompute module {name} in fp8 needs fp8_recipe tensorwise or blockwise"
+        offload = self.activation_offload_layers
+        if offload:  # Megatron-core's TransformerConfig checks
+            if offload >= m.layers:
+                yield f"activation_offload_layers {offload} must be below layers ({m.layers})"
+            if self.pp > 1:
+                yield (
+                    f"activation_offload_layers {offload} needs pp 1 (Megatron has no CPU "
+                    "offloading with pipelines)"
+                )
+            if self.recompute != "none":
+                yield (
+                    f"activation_offload_layers {offload} needs recompute none, not "
+                    f"{self.recompute}"
+                )
 
     def _stage_problems(self, m: ModelSpec) -> Iterator[str]:
         pp, vpp = self.pp, self.vpp
@@ -255,6 +301,8 @@ LAYOUT_ARRAY_FIELDS = (
     "seq",
     "sp",
     "recompute",
+    "recompute_modules",
+    "activation_offload_layers",
     "zero",
     "distributed_optimizer",
     "grad_reduce_bf16",
@@ -281,6 +329,8 @@ def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
         "seq": layout.seq,
         "sp": layout.sp_enabled,
         "recompute": layout.recompute_code,
+        "recompute_modules": modules_mask(layout.recompute_modules),
+        "activation_offload_layers": layout.activation_offload_layers,
         "zero": layout.zero,
         "distributed_optimizer": layout.distributed_optimizer,
         "grad_reduce_bf16": layout.grad_reduce_bf16,

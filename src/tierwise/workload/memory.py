@@ -31,6 +31,7 @@ from tierwise.workload.flops import (
     ACT_BYTES,
     RECOMPUTE_FULL,
     RECOMPUTE_NONE,
+    RECOMPUTE_SELECTIVE,
     Array,
     kv_heads_per_rank,
     maximum,
@@ -50,7 +51,8 @@ from tierwise.workload.params import (
     router_params,
     shared_expert_params,
 )
-from tierwise.workload.precision import ELEMENT_BYTES, IS_LOW
+from tierwise.workload.precision import ELEMENT_BYTES, IS_LOW, PRIMARY_LOW
+from tierwise.workload.recompute import DEFAULT_MASK, recomputes
 from tierwise.workload.spec import ModelSpec
 
 GiB = 2**30
@@ -113,6 +115,9 @@ class MemoryBreakdown(NamedTuple):
     comm_buffers: Array
     overhead: Array
     stage: Array
+    host_offload: Array = 0.0
+    """Bytes of one micro-batch's activations CPU offloading keeps in host memory (not on the
+    GPU, not in the total)."""
 
     @property
     def model_states(self) -> Array:
@@ -130,17 +135,21 @@ class MemoryBreakdown(NamedTuple):
         return self.total_bytes / GiB
 
     def to_gib_dict(self) -> dict[str, float]:
-        """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib`` and ``stage``."""
+        """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
+        ``host_offload_gib`` (one micro-batch's activations in host memory)."""
         gib = [float(getattr(self, name)) / GiB for name in MEMORY_TERMS]
         return {
             **dict(zip(GIB_KEYS, gib, strict=True)),
             "total_gib": sum(gib),
             "stage": int(self.stage),
+            "host_offload_gib": float(self.host_offload) / GiB,
         }
 
 
-MEMORY_TERMS = tuple(name for name in MemoryBreakdown._fields if name != "stage")
-"""The byte terms of :class:`MemoryBreakdown` (every field but ``stage``), in order."""
+MEMORY_TERMS = tuple(
+    name for name in MemoryBreakdown._fields if name not in ("stage", "host_offload")
+)
+"""The byte terms of :class:`MemoryBreakdown` on the GPU, in order."""
 GIB_KEYS = tuple(f"{name}_gib" for name in MEMORY_TERMS)
 
 
@@ -159,15 +168,20 @@ def model_state_bytes(
     distributed_optimizer: Array = False,
     grad_reduce_bf16: Array = False,
     precision: Array = 0,
+    low_precision_params: Array = False,
 ) -> tuple[Array, Array, Array]:
     """(weights, grads, optimizer) bytes on one rank for ``params`` it holds before ZeRO.
 
     ``shard`` is the number of ranks that share this copy (dp*cp, or expert-dp for experts).
+    ``low_precision_params``: Megatron's ``--fp8-param-gather`` (Megatron-Bridge's FP8 and
+    MXFP8 recipes set it): with a sharded optimizer, whose fp32 master is the only
+    high-precision copy, the model's weights are held in the format alone, no BF16 copy.
     """
     opt_sharded = (zero >= 1) | distributed_optimizer
     grad_bytes = main_grad_bytes(grad_reduce_bf16)
     copies = IS_LOW[precision] * LOW_PRECISION_WEIGHT_COPIES * ELEMENT_BYTES[precision]
-    weights = params * (WEIGHT_BYTES + copies) / (1 + (zero >= 3) * (shard - 1))
+    bf16_copy = 1 - low_precision_params * PRIMARY_LOW[precision] * opt_sharded
+    weights = params * (bf16_copy * WEIGHT_BYTES + copies) / (1 + (zero >= 3) * (shard - 1))
     grads = params * grad_bytes / (1 + (zero >= 2) * (shard - 1))
     optimizer = params * OPTIMIZER_BYTES / (1 + opt_sharded * (shard - 1))
     return weights, grads, optimizer
@@ -273,47 +287,78 @@ def activation_bytes_per_token(
     flash_attention: bool = True,
     dropout: bool = False,
     linear_bytes: Array = ACT_BYTES,
+    discard: Array = 0,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
     Local tokens are ``seq/cp``; the s^2 part's keys span the whole ``seq`` (ring attention).
-    The first term excludes the s^2 part; selective recompute drops only the s^2 part; full
-    recompute keeps only the layer input. Attention keeps Q, K, V and the output projection's
-    input, split by TP (MLA: plus its Q and KV latents, whole on every rank). A MoE layer keeps
-    the router's fp32 scores, the ``top_k`` permuted copies of each token and their expert
-    outputs, and the experts' intermediates: a rank holds the tokens of its sequence shard
-    (``1/tp`` with SP) gathered over its expert-TP group (``etp``, default tp), and the
-    routed experts' columns split by etp; the shared experts run as a TP-split dense MLP.
-    Balanced routing: ep does not change the per-rank count (each rank's local experts get
-    top_k x its tokens).
-    ``linear_bytes``: bytes per element of the inputs the linear layers keep for wgrad (QKV
-    and fc1 inputs, the out-projection and fc2 inputs), less than 16 bits where Transformer
-    Engine keeps them quantized.
+    The first term excludes the s^2 part; full recompute keeps only the layer input. Attention
+    keeps Q, K, V and the output projection's input, split by TP (MLA: plus its Q and KV
+    latents, whole on every rank). A MoE layer keeps the router's fp32 scores, the ``top_k``
+    permuted copies of each token and their expert outputs, and the experts' intermediates: a
+    rank holds the tokens of its sequence shard (``1/tp`` with SP) gathered over its expert-TP
+    group (``etp``, default tp), and the routed experts' columns split by etp; the shared
+    experts run as a TP-split dense MLP. Balanced routing: ep does not change the per-rank
+    count (each rank's local experts get top_k x its tokens).
+    ``linear_bytes``: bytes per element of the inputs the linear layers keep for wgrad (QKV,
+    fc1 and expert fc1 inputs, the out-projection and fc2 inputs), less than 16 bits where
+    Transformer Engine keeps them quantized. ``discard``: the mask of the selective-recompute
+    modules (``tierwise.workload.recompute``) whose tensors are not kept; the s^2 part is
+    dropped by ``core_attn``, which the caller applies.
     """
     shape, h = _shape(m), m.hidden
     etp = tp if etp is None else etp
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
+    low = ACT_BYTES - linear_bytes  # bytes a quantized linear input saves per element
+    store = MLP_ACT_STORE[m.activation]
     kv_rank = m.hd * kv_heads_per_rank(m.kv, tp) if m.mla is None else m.kv_dim / tp
     replicated = (REPLICATED_INPUTS_PER_LAYER * ACT_BYTES + 2 * dropout * DROPOUT_MASK_BYTES) * h
     # Q, K, V and the output projection's input (context, v_dim wide)
-    attention = ACT_BYTES * ((m.q_dim + m.v_dim) / tp + kv_rank + kv_rank * m.v_dim / m.q_dim)
-    attention = attention + shape.act_attention_whole * rep
+    qkv = ACT_BYTES * (m.q_dim / tp + kv_rank + kv_rank * m.v_dim / m.q_dim)
+    attention = qkv + ACT_BYTES * m.v_dim / tp + shape.act_attention_whole * rep
     if flash_attention:
         scores = FLASH_LSE_BYTES * m.heads / tp
     else:
         scores = (SOFTMAX_STORE_BYTES + dropout * SOFTMAX_DROPOUT_BYTES) * m.heads / tp * seq
+
+    def mlp_kept(body: Array) -> Array:
+        """An MLP's kept bytes (``store`` per column) with its fc2 input quantized."""
+        return body - low * body / store
+
     if moe_layer and m.moe is not None:
         gathered = expert_token_share(tp, sp, etp)
-        mlp = shape.act_mlp_shared / tp + gathered * shape.act_mlp_routed / etp
-        replicated = replicated + shape.act_router
-        mlp = mlp + gathered * shape.act_dispatch
+        routed_body = gathered * shape.act_mlp_routed / etp
+        shared = mlp_kept(shape.act_mlp_shared / tp)
+        dispatch = gathered * shape.act_dispatch  # expert fc1 inputs (half) and outputs
+        mlp = shared + mlp_kept(routed_body) + dispatch * (1 - low / (2 * ACT_BYTES))
+        mlp = mlp + shape.act_router * rep
+        expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
+        dense_mlp = 0.0
     else:
-        mlp = shape.act_mlp_dense / tp
-    # Quantized linear inputs: QKV and fc1 (whole width), out-projection and fc2 (split by TP).
-    fc2_in = mlp / MLP_ACT_STORE[m.activation]
-    linear_inputs = LINEAR_INPUTS_REPLICATED * h * rep + m.v_dim / tp + fc2_in
-    saved = (ACT_BYTES - linear_bytes) * linear_inputs
-    return replicated * rep + attention + mlp - saved, scores, RECOMPUTE_INPUT_BYTES * h * rep
+        mlp = dense_mlp = mlp_kept(shape.act_mlp_dense / tp)
+        shared = expert_act = 0.0
+    # Quantized linear inputs besides the MLPs': QKV and fc1 (whole width), out-projection.
+    kept = (
+        replicated * rep
+        + attention
+        + mlp
+        - low * (LINEAR_INPUTS_REPLICATED * h * rep + m.v_dim / tp)
+    )
+    norms = LINEAR_INPUTS_REPLICATED * linear_bytes * h * rep
+    up_proj = qkv if m.mla is not None else 0.0
+    moe_whole = recomputes(discard, "moe") * (mlp - dense_mlp)
+    freed = (
+        recomputes(discard, "layernorm") * norms
+        + recomputes(discard, "mlp") * dense_mlp
+        + moe_whole
+        + (1 - recomputes(discard, "moe"))
+        * (
+            recomputes(discard, "moe_act") * expert_act
+            + recomputes(discard, "shared_experts") * shared
+        )
+        + recomputes(discard, "mla_up_proj") * up_proj
+    )
+    return kept - freed, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
 def memory_batch(
@@ -331,10 +376,13 @@ def memory_batch(
     seq: Array,
     sp: Array = True,
     recompute: Array = RECOMPUTE_NONE,
+    recompute_modules: Array = DEFAULT_MASK,
+    activation_offload_layers: Array = 0,
     zero: Array = 0,
     distributed_optimizer: Array = False,
     grad_reduce_bf16: Array = False,
     precision: Array = 0,
+    low_precision_params: bool = False,
     first_stage_layers: Array | None = None,
     last_stage_layers: Array | None = None,
     flash_attention: bool = True,
@@ -363,7 +411,8 @@ def memory_batch(
     # Activations per local token of an average layer (dense/MoE in the model's proportion).
     tokens = mbs * seq / cp
     full = recompute == RECOMPUTE_FULL
-    keep_scores = recompute == RECOMPUTE_NONE
+    discard = (recompute == RECOMPUTE_SELECTIVE) * recompute_modules
+    keep_scores = (1 - full) * (1 - recomputes(discard, "core_attn"))
     kinds = [(False, m.dense_layers / m.layers)]
     if moe_cfg:
         kinds.append((True, m.moe_layers / m.layers))
@@ -379,9 +428,10 @@ def memory_batch(
             flash_attention=flash_attention,
             dropout=dropout,
             linear_bytes=ELEMENT_BYTES[precision],
+            discard=discard,
         )
         working = working + share * (act + scores)
-        kept = kept + share * (full * inp + (1 - full) * (act + keep_scores * scores))
+        kept = kept + share * (full * inp + (1 - full) * act + keep_scores * scores)
     interleave = 1 + (vpp > 1) * (pp - 1) / (pp * vpp)
 
     rep = 1 / (1 + sp * (tp - 1))
@@ -411,12 +461,16 @@ def memory_batch(
             distributed_optimizer=distributed_optimizer,
             grad_reduce_bf16=grad_reduce_bf16,
             precision=precision,
+            low_precision_params=low_precision_params,
         )
         states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
             expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
-        acts = tokens * ((n * inflight + mtp) * kept + full * working)
+        # CPU offloading: `offload` of the stage's layers keep their activations in host
+        # memory between forward and backward (Transformer Engine holds at most the others).
+        resident = n - minimum(activation_offload_layers, n)
+        acts = tokens * ((resident * inflight + mtp) * kept + full * working)
         logits = last * (1 + m.mtp_layers) * LOGITS_BYTES * tokens * m.vocab / tp
         body = [*states, fsdp, acts, logits, comm]
         overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)
@@ -424,9 +478,11 @@ def memory_batch(
 
     micro = gbs / (mbs * dp)
     first = terms(n_first, 1, single, minimum(pp, micro) * interleave, 0)
+    # CPU offloading runs with one pipeline stage only (Layout checks it).
+    host = tokens * minimum(activation_offload_layers, n_first) * kept
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
-        return MemoryBreakdown(*first, stage=0)
+        return MemoryBreakdown(*first, stage=0, host_offload=host)
     # The last stage; and the second, the busiest of the middle ones: one micro-batch fewer in
     # flight than the first, but more layers when the end stages are short, or heavier ones
     # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
@@ -445,13 +501,22 @@ def memory_batch(
         else:
             chosen = [take * b + (1 - take) * a for a, b in zip(chosen, other, strict=True)]
             stage = take * index + (1 - take) * stage
-    return MemoryBreakdown(*chosen, stage=stage)
+    return MemoryBreakdown(*chosen, stage=stage, host_offload=host)
 
 
 def memory(
-    m: ModelSpec, layout: Layout, *, flash_attention: bool = True, dropout: bool = False
+    m: ModelSpec,
+    layout: Layout,
+    *,
+    flash_attention: bool = True,
+    dropout: bool = False,
+    low_precision_params: bool = False,
 ) -> MemoryBreakdown:
     """Memory per GPU of one layout (python scalars: a few microseconds)."""
     return memory_batch(
-        m, **layout_fields(layout, m), flash_attention=flash_attention, dropout=dropout
+        m,
+        **layout_fields(layout, m),
+        flash_attention=flash_attention,
+        dropout=dropout,
+        low_precision_params=low_precision_params,
     )

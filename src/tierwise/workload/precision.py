@@ -113,6 +113,8 @@ FLOAT8_FSDP = ByCode(f.name in ("fp8-delayed", "fp8-tensorwise") for f in FORMAT
 """Formats torchtitan's FSDP2 gathers in float8 (enable_fsdp_float8_all_gather: torchao's
 per-tensor float8 only)."""
 IS_LOW = ByCode(f.name != "bf16" for f in FORMATS)
+PRIMARY_LOW = ByCode(f.gather_low for f in FORMATS)
+"""Formats Megatron can hold the model's weights in (``--fp8-param-gather``: FP8, MXFP8)."""
 
 
 def gather_bytes(code: Any, low: Any) -> Any:

@@ -39,6 +39,8 @@ def estimate_command(
     seq: L.SeqOpt = 4096,
     sp: L.SpOpt = None,
     recompute: L.RecomputeOpt = None,
+    recompute_modules: L.RecomputeModulesOpt = None,
+    cpu_offloading_num_layers: L.CpuOffloadLayersOpt = None,
     zero: L.ZeroOpt = None,
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
@@ -86,6 +88,8 @@ def estimate_command(
         "seq": seq,
         "sp": sp,
         "recompute": recompute,
+        "recompute_modules": module_list(recompute_modules),
+        "activation_offload_layers": cpu_offloading_num_layers,
         "zero": zero,
         "dtype": dtype,
         "fp8_recipe": fp8_recipe,
@@ -160,6 +164,17 @@ def default_global_batch(layout: Layout) -> int:
     that is a (pp-1)/pp pipeline bubble, a run nobody launches."""
     step = layout.mbs * layout.dp
     return -(-layout.world // step) * step
+
+
+def module_list(text: str | None) -> list[str] | None:
+    """``--recompute-modules``: names separated by commas or spaces (None: Megatron's
+    default); the Layout checks each name."""
+    if text is None:
+        return None
+    names = text.replace(",", " ").split()
+    if not names:
+        raise SpecError("--recompute-modules: empty; give module names, e.g. layernorm,moe_act")
+    return names
 
 
 def parse_stage_layers(text: str | None) -> list[int] | None:

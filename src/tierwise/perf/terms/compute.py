@@ -13,7 +13,7 @@ TP each rank of the vocab-parallel table writes every token's row (masked).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tierwise.perf.efficiency import (
     CAUSAL_WORK_FRACTION,
@@ -25,17 +25,19 @@ from tierwise.perf.efficiency import (
 )
 from tierwise.perf.precision import quantize_seconds
 from tierwise.perf.terms.host import host_seconds
-from tierwise.perf.terms.stage import Stage
+from tierwise.perf.terms.stage import Stage, modules_of
 from tierwise.workload.flops import (
     ACT_BYTES,
     ELEMENTWISE_BACKWARD_FACTOR,
     PERMUTES_PER_MOE_LAYER,
     RECOMPUTE_FULL,
+    RECOMPUTE_SELECTIVE,
     Array,
     LayerFlops,
     padded_vocab,
 )
 from tierwise.workload.precision import LOW_PRECISION_SHARE
+from tierwise.workload.recompute import recomputes
 from tierwise.workload.spec import ModelSpec
 
 # Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
@@ -119,8 +121,13 @@ def permute_bytes(s: Stage) -> Array:
         return 0.0
     routed = s.tokens / (1 + f["sp"] * (f["tp"] - 1)) * m.moe.top_k
     per_layer = ACT_BYTES * routed * PERMUTES_PER_MOE_LAYER * 2 * m.hidden
-    passes = 1 + ELEMENTWISE_BACKWARD_FACTOR + (f["recompute"] == RECOMPUTE_FULL)
+    passes = 1 + ELEMENTWISE_BACKWARD_FACTOR + (s.moe_passes - 2)
     return s.layers * (m.moe_layers / m.layers) * per_layer * passes
+
+
+def recomputes_core_attention(f: dict[str, Any]) -> Array:
+    """1 where selective recompute re-runs the attention core (Megatron's ``core_attn``)."""
+    return (f["recompute"] == RECOMPUTE_SELECTIVE) * recomputes(modules_of(f), "core_attn")
 
 
 def compute(
@@ -157,7 +164,7 @@ def compute(
     )
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
-        forwards = 1 + (f["recompute"] > 0)
+        forwards = 1 + (f["recompute"] == RECOMPUTE_FULL) + recomputes_core_attention(f)
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
     embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)

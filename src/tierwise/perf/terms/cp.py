@@ -9,8 +9,8 @@ per layer and pass; nothing hides those all-to-alls.
 from __future__ import annotations
 
 from tierwise.perf import comm as C
-from tierwise.perf.terms.stage import CommTerm, Stage, pos
-from tierwise.workload.flops import Array, minimum
+from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.workload.flops import Array, minimum, pos
 
 CP_COMM_TYPES = ("p2p", "a2a")
 

@@ -38,8 +38,8 @@ from typing import NamedTuple
 
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import hbm_bytes_per_s
-from tierwise.perf.terms.stage import CommTerm, Stage, pos, select
-from tierwise.workload.flops import Array, maximum
+from tierwise.perf.terms.stage import CommTerm, Stage, select
+from tierwise.workload.flops import Array, maximum, pos
 from tierwise.workload.memory import main_grad_bytes
 from tierwise.workload.params import NORMS_PER_LAYER, ParamCounts, norm_params, param_counts
 from tierwise.workload.precision import BF16_BYTES, FLOAT8_FSDP, gather_bytes

@@ -32,8 +32,8 @@ state; the first and last micro-batch of a step stay exposed.
 from __future__ import annotations
 
 from tierwise.perf import comm as C
-from tierwise.perf.terms.stage import CommTerm, Stage, pos
-from tierwise.workload.flops import Array
+from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.workload.flops import Array, pos
 from tierwise.workload.spec import ModelSpec
 
 # Dropless routing: tokens on the busiest expert rank over the mean. Assumed, not fitted:
@@ -121,7 +121,7 @@ def ep_comm(
             + comm("tp", "all_gather", expert_tp)
             + comm("tp", "reduce_scatter", expert_tp)
         )
-    layers = s.layers * (m.moe_layers / m.layers) * s.passes
+    layers = s.layers * (m.moe_layers / m.layers) * s.moe_passes
     total = layers * per_layer
     exposed = total
     if overlap:  # steady-state micro-batches hide behind the other one's layer compute

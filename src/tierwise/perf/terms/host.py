@@ -28,4 +28,4 @@ def host_seconds(s: Stage, cuda_graphs: bool) -> Array:
         return 0.0
     local_experts = m.moe.experts / s.f["ep"]
     moe_layers = s.layers * (m.moe_layers / m.layers)
-    return moe_layers * s.passes * local_experts * MOE_HOST_PER_EXPERT_S
+    return moe_layers * s.moe_passes * local_experts * MOE_HOST_PER_EXPERT_S

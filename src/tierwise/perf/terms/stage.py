@@ -9,8 +9,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tierwise.hardware.catalog import GPU
 from tierwise.perf import comm as C
-from tierwise.workload.flops import RECOMPUTE_FULL, Array, StageFlops, flops_batch, maximum
+from tierwise.workload.flops import (
+    RECOMPUTE_FULL,
+    RECOMPUTE_SELECTIVE,
+    Array,
+    StageFlops,
+    flops_batch,
+    maximum,
+)
 from tierwise.workload.layout import middle_stage_layers
+from tierwise.workload.recompute import DEFAULT_MASK, recomputes
 from tierwise.workload.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -53,6 +61,9 @@ class Stage:
     """Bytes of one 16-bit activation tensor of `tokens` x hidden."""
     passes: Array
     """Passes over each layer per micro-batch: forward, backward, recompute forward (full)."""
+    moe_passes: Array
+    """Passes over each MoE layer's token dispatch and combine: `passes`, plus one where
+    selective recompute re-runs the whole MoE layer (the ``moe`` module)."""
     micro: Array
     """Micro-batches per step on each pipeline: gbs / (mbs * dp)."""
 
@@ -77,6 +88,7 @@ def stage_of(
         pp=f["pp"],
         sp=f["sp"],
         recompute=f["recompute"],
+        recompute_modules=modules_of(f),
         stage_layers=n,
     )
     tokens = mbs * seq / cp
@@ -92,8 +104,19 @@ def stage_of(
         tokens=tokens,
         act=C.activation_bytes(tokens, m.hidden),
         passes=2 + (f["recompute"] == RECOMPUTE_FULL),
+        moe_passes=2 + (f["recompute"] == RECOMPUTE_FULL) + selective_moe_pass(f),
         micro=f["gbs"] / (mbs * f["dp"]),
     )
+
+
+def modules_of(f: dict[str, Any]) -> Array:
+    """The layout's selective-recompute module mask (Megatron's default where unset)."""
+    return f.get("recompute_modules", DEFAULT_MASK)
+
+
+def selective_moe_pass(f: dict[str, Any]) -> Array:
+    """1 where selective recompute re-runs whole MoE layers (dispatch and combine too)."""
+    return (f["recompute"] == RECOMPUTE_SELECTIVE) * recomputes(modules_of(f), "moe")
 
 
 def select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
@@ -102,8 +125,3 @@ def select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Arr
     if isinstance(cond, bool) or (numpy is not None and isinstance(cond, numpy.bool_)):
         return if_true() if cond else if_false()
     return cond * if_true() + (1 - cond) * if_false()
-
-
-def pos(x: Array) -> Array:
-    """max(x, 0) for scalars and arrays (a float either way)."""
-    return x * (x > 0) + 0.0

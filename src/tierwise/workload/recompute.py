@@ -1,0 +1,55 @@
+"""Megatron-LM's selective-recompute modules (``--recompute-modules``) as a bit mask.
+
+With ``--recompute-granularity selective`` Megatron-core re-runs in the backward pass only
+the modules named in ``--recompute-modules`` (default ``core_attn``), each of which then keeps
+less for backward (``megatron/core/transformer/transformer_config.py``,
+``recompute_modules``; Megatron-LM ``megatron/training/arguments.py``):
+
+- ``core_attn``: the attention core; frees the ``s^2`` scores of unfused attention (a flash
+  kernel keeps none, so it frees nothing there and only costs the re-run);
+- ``layernorm``: the two pre-norms (output-discarding checkpoint): frees their 16-bit outputs,
+  the inputs of QKV and of the MLP / router;
+- ``moe_act``: the routed experts' activation function: frees its output (the expert fc2
+  input);
+- ``mlp``: the dense MLP: frees everything inside it, keeping its input;
+- ``moe``: the whole MoE layer, token dispatch and combine included;
+- ``shared_experts``: the shared experts of a MoE layer;
+- ``mla_up_proj``: MLA's up-projections and RoPE: frees the per-head Q, K and V.
+
+In low precision Megatron has the next GEMM save the original input instead of a quantized
+copy (``set_save_original_input``), so ``layernorm`` and ``moe_act`` free what that GEMM would
+have kept; they need an FP8 recipe other than delayed scaling. ``moe_act`` needs grouped
+GEMMs, ``mla_up_proj`` MLA. Megatron-LM at d98e8a64 also lists modules of models tierwise does
+not describe (gdn_norm_out, gdp_in_proj, gdp_qkv, mhc).
+The mask is an integer so the vectorised memory and FLOP functions take it per layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    from tierwise.workload.flops import Array
+
+RecomputeModule = Literal[
+    "core_attn", "layernorm", "moe_act", "mlp", "moe", "shared_experts", "mla_up_proj"
+]
+MODULES: tuple[str, ...] = get_args(RecomputeModule)
+BITS = {name: 1 << i for i, name in enumerate(MODULES)}
+DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)
+"""Megatron-core's default ``recompute_modules``."""
+MOE_MODULES = ("moe_act", "moe", "shared_experts")
+
+
+def modules_mask(modules: Iterable[str] | None) -> int:
+    """The bit mask of `modules` (None: Megatron's default, ``core_attn``)."""
+    return sum(BITS[name] for name in set(DEFAULT_MODULES if modules is None else modules))
+
+
+DEFAULT_MASK = modules_mask(None)
+
+
+def recomputes(mask: Array, module: str) -> Array:
+    """1 where the layouts' `mask` holds `module`, else 0 (python ints and numpy arrays)."""
+    return (mask // BITS[module]) % 2

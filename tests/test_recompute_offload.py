@@ -1,0 +1,177 @@
+"""Megatron's selective-recompute modules, CPU activation offloading and FP8 primary weights:
+memory and time against hand-computed values, the checks Megatron-core makes, the emitters,
+and the calibration runs that use them (golden: every published run fits)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_user_error, cli_json, run_cli
+from tierwise.errors import SpecError
+from tierwise.hardware import catalog
+from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.estimate import estimate
+from tierwise.perf.terms.dp import FORWARD_SHARE
+from tierwise.perf.terms.offload import host_GBps, offload
+from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
+from tierwise.workload.flops import RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, training_flops
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+from tierwise.workload.memory import activation_bytes_per_token, memory
+from tierwise.workload.recompute import DEFAULT_MASK, modules_mask
+
+GPT_OSS = load_model("gpt-oss-120b")  # hidden 2880, top 4 of 128 experts, expert ffn 2880
+L8 = load_model("llama3-8b")  # hidden 4096, ffn 14336, SwiGLU
+L70 = load_model("llama3-70b")
+
+
+def kept(model, mask: int, moe_layer: bool = False, linear_bytes: float = 2) -> float:
+    """Bytes one layer keeps per token (tp 1) with `mask`'s modules recomputed."""
+    return activation_bytes_per_token(
+        model, 4096, moe_layer=moe_layer, linear_bytes=linear_bytes, discard=mask
+    )[0]
+
+
+def test_layernorm_and_moe_act_free_the_norm_outputs_and_the_expert_fc2_inputs() -> None:
+    h, top_k, ffn = 2880, 4, 2880
+    base = kept(GPT_OSS, 0, moe_layer=True)
+    norms = kept(GPT_OSS, modules_mask(["layernorm"]), moe_layer=True)
+    act = kept(GPT_OSS, modules_mask(["moe_act"]), moe_layer=True)
+    both = kept(GPT_OSS, modules_mask(["layernorm", "moe_act"]), moe_layer=True)
+    assert base - norms == pytest.approx(2 * h * 2)  # QKV and MLP inputs, 16-bit
+    assert base - act == pytest.approx(top_k * ffn * 2)  # the SwiGLU outputs, 16-bit
+    assert base - both == pytest.approx(2 * h * 2 + top_k * ffn * 2)
+    # In FP8 the GEMMs keep the original inputs instead of a quantized copy: the same tensors go.
+    fp8 = kept(GPT_OSS, 0, True, 1.0) - kept(GPT_OSS, modules_mask(["moe_act"]), True, 1.0)
+    assert fp8 == pytest.approx(top_k * ffn * 1.0)
+
+
+def test_mlp_module_frees_the_dense_mlp_and_reruns_its_gemms() -> None:
+    ffn, h = 14336, 4096
+    assert kept(L8, 0) - kept(L8, modules_mask(["mlp"])) == pytest.approx(6 * ffn)
+    mask = modules_mask(["mlp"])
+    extra = training_flops(
+        L8, 4096, 1, recompute=RECOMPUTE_SELECTIVE, recompute_modules=mask
+    ) - training_flops(L8, 4096, 1, recompute=RECOMPUTE_NONE)
+    assert extra == pytest.approx(32 * 2 * 4096 * 3 * h * ffn)  # 3 matmuls, forward, 32 layers
+
+
+def test_core_attn_is_megatrons_default_and_frees_the_unfused_scores_only() -> None:
+    assert modules_mask(["core_attn"]) == DEFAULT_MASK
+    lay = Layout(seq=4096, dp=8, recompute="selective")
+    named = lay.model_copy(update={"recompute_modules": ("core_attn",)})
+    assert memory(L8, lay).activations == memory(L8, named).activations
+    keeps_scores = lay.model_copy(update={"recompute_modules": ("mlp",)})
+    unfused = {"flash_attention": False}
+    assert memory(L8, keeps_scores, **unfused).activations > memory(L8, lay, **unfused).activations
+
+
+def test_moe_module_reruns_dispatch_and_combine() -> None:
+    c = load_cluster("dgx-h100", nodes=8)
+    lay = Layout(seq=4096, gbs=64, ep=8, dp=64, recompute="selective")
+    whole = lay.model_copy(update={"recompute_modules": ("moe",)})
+    base, again = estimate(GPT_OSS, c, lay), estimate(GPT_OSS, c, whole)
+    assert again["comm_total_s"]["ep"] / base["comm_total_s"]["ep"] == pytest.approx(3 / 2)
+    assert again["memory_gib_per_gpu"] < base["memory_gib_per_gpu"]
+
+
+def test_offloaded_layers_leave_the_gpu_and_their_copies_hide_behind_compute() -> None:
+    lay = Layout(seq=8192, mbs=2, gbs=256, dp=64, zero=3, dtype="fp8", fp8_recipe="tensorwise")
+    off = lay.model_copy(update={"activation_offload_layers": 40})
+    resident, all_layers = memory(L70, off), memory(L70, lay)
+    assert resident.activations == pytest.approx(all_layers.activations / 2)
+    assert resident.host_offload == pytest.approx(all_layers.activations / 2)  # one in flight
+    gb200 = load_cluster("gb200-nvl72", nodes=16, nics_per_node=4)
+    result = estimate(L70, gb200, off)
+    assert result["breakdown"]["offload_s"] == 0.0  # NVLink-C2C keeps up
+    assert host_GBps(gb200.gpu) == pytest.approx(450 * catalog.link("c2c").efficiency)
+
+
+def test_offload_over_pcie_stalls_by_what_each_pass_cannot_hide() -> None:
+    h100 = load_cluster("dgx-h100", nodes=1).gpu
+    rate = host_GBps(h100) * 1e9
+    assert rate == pytest.approx(64e9 * catalog.link("pcie5").efficiency)
+    # 12 s of compute: 4 s forward, 8 s backward.
+    assert offload(h100, 1 * rate, 12.0).exposed_s == pytest.approx(0.0)
+    term = offload(h100, 10 * rate, 12.0)  # 10 s each way: 6 + 2 s stalled
+    assert term.exposed_s == pytest.approx(10 - 12 * FORWARD_SHARE + 10 - 12 * (1 - FORWARD_SHARE))
+    assert term.total_s == pytest.approx(20.0)
+    assert term.bytes == pytest.approx(20 * rate)
+
+
+def test_fp8_primary_weights_drop_the_bf16_copy_with_a_sharded_optimizer() -> None:
+    lay = Layout(seq=4096, dp=8, distributed_optimizer=True, dtype="fp8", fp8_recipe="tensorwise")
+    held = memory(L8, lay, low_precision_params=True).weights
+    both = memory(L8, lay).weights
+    assert both - held == pytest.approx(
+        memory(L8, lay.model_copy(update={"dtype": "bf16", "fp8_recipe": None})).weights
+    )
+    unsharded = lay.model_copy(update={"distributed_optimizer": False})
+    assert memory(L8, unsharded, low_precision_params=True).weights == memory(L8, unsharded).weights
+
+
+@pytest.mark.parametrize(
+    ("update", "needle"),
+    [
+        ({"recompute_modules": ("mlp",)}, "needs recompute selective"),
+        ({"recompute": "selective", "recompute_modules": ("moe_act",)}, "needs a MoE model"),
+        ({"recompute": "selective", "recompute_modules": ("mla_up_proj",)}, "needs MLA"),
+        (
+            {"recompute": "selective", "recompute_modules": ("layernorm",), "dtype": "fp8"},
+            "tensorwise or blockwise",
+        ),
+        ({"activation_offload_layers": 32}, "below layers"),
+        ({"activation_offload_layers": 4, "pp": 2, "dp": 4}, "needs pp 1"),
+        ({"activation_offload_layers": 4, "recompute": "full"}, "needs recompute none"),
+    ],
+)
+def test_megatron_core_checks(update: dict, needle: str) -> None:
+    with pytest.raises(SpecError, match=needle):
+        Layout(**{"seq": 4096, "dp": 8, **update}).validate_for(L8)
+
+
+def test_emitters_name_the_modules_and_the_offload_or_refuse_them() -> None:
+    lay = Layout(
+        seq=4096, ep=8, dp=8, recompute="selective", recompute_modules=("layernorm", "moe_act")
+    )
+    assert "--recompute-modules layernorm moe_act" in megatron_args(GPT_OSS, lay)
+    off = Layout(seq=4096, dp=8, distributed_optimizer=True, activation_offload_layers=8)
+    assert "--cpu-offloading-num-layers 8" in megatron_args(L8, off)
+    with pytest.raises(SpecError, match="torchtitan has no Megatron recompute modules"):
+        torchtitan_toml(lay.model_copy(update={"ep": 1}), L8)
+    with pytest.raises(SpecError, match="deepspeed has no CPU activation offloading"):
+        deepspeed_config(off.model_copy(update={"distributed_optimizer": False, "zero": 1}))
+
+
+def test_estimate_cli_takes_the_megatron_flags() -> None:
+    base = ["estimate", "--model", "gpt-oss-120b", "--cluster", "dgx-b200", "--nodes", "8",
+            "--ep", "8", "--mbs", "4", "--gbs", "1024", "--recompute", "selective"]  # fmt: skip
+    plain = cli_json(*base, "--json")
+    modules = cli_json(*base, "--recompute-modules", "layernorm,moe_act", "--json")
+    assert modules["memory_gib_per_gpu"] < plain["memory_gib_per_gpu"]
+    assert modules["step_time_s"] > plain["step_time_s"] * 0.99
+    proc = run_cli(*base, "--recompute-modules", "attention", check=False)
+    assert_user_error(proc, "recompute_modules", "attention")
+    off = cli_json("estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1",
+                   "--cpu-offloading-num-layers", "16", "--json")  # fmt: skip
+    assert off["memory"]["host_offload_gib"] > 0
+    assert "offload_s" in off["breakdown"]
+
+
+def test_every_modern_calibration_run_fits(calibration_dir: Path) -> None:
+    """Golden: each run of training_runs_modern.yaml trained as stated, so the memory model
+    must fit it in its GPU's HBM (CPU offloading, recompute modules and FP8 primary weights
+    as the runs' recipes set them)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import modern_runs
+
+    for run in modern_runs.load_runs():
+        model = modern_runs.model_of(run)
+        cluster = modern_runs.cluster_of(run)
+        result = estimate(
+            model, cluster, modern_runs.layout_of(run, model), modern_runs.flags_of(run)
+        )
+        assert result["fits"], (run["id"], result["memory_gib_per_gpu"], cluster.gpu.hbm_gib)
