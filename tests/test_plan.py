@@ -17,6 +17,7 @@ from tests.test_emit import framework_names
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.estimate import estimate, estimate_batch
+from tierwise.perf.flags import Flags
 from tierwise.plan.emit import megatron_args, torchtitan_toml
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
@@ -86,11 +87,20 @@ def test_every_plan_divides_gpus_fits_and_round_trips_megatron(
     model = load_model(name)
     cluster = load_cluster(cname, nodes=units * PROPERTY_CLUSTERS[cname])
     try:
-        result = search(model, cluster, cluster.world * per_gpu, seq, top=5, framework=framework)
+        priced = Flags(framework=None if framework == "any" else framework)  # as plan's CLI
+        result = search(
+            model, cluster, cluster.world * per_gpu, seq, top=5, flags=priced, framework=framework
+        )
     except SpecError as exc:  # a model too big for a small cluster says so
         assert "fits" in str(exc)
         return
-    check_plans(model, cluster, result, round_trip=framework == "megatron")
+    check_plans(
+        model,
+        cluster,
+        result,
+        round_trip=framework == "megatron",
+        fp8_params=framework in ("any", "megatron"),
+    )
     for plan in result.plans:  # the space and the capability table agree
         runs_in = frameworks_for(Layout(**plan["layout"]))
         assert framework in runs_in if framework != "any" else runs_in
@@ -108,9 +118,14 @@ def test_short_end_stage_plans_divide_fit_and_round_trip_megatron(pp: int) -> No
 
 
 def check_plans(
-    model: ModelSpec, cluster: ClusterSpec, result: PlanResult, round_trip: bool = True
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    result: PlanResult,
+    round_trip: bool = True,
+    fp8_params: bool = True,
 ) -> None:
-    """Every plan divides the GPUs, fits (by the memory model, computed again here), is
+    """Every plan divides the GPUs, fits (by the memory model, computed again here; FP8
+    primary weights where Megatron's --fp8-param-gather holds them, `fp8_params`), is
     ranked, and (`round_trip`) its Megatron flags give it back."""
     assert result.candidates_evaluated >= result.candidates_fitting >= len(result.plans) >= 1
     for plan in result.plans:
@@ -118,7 +133,8 @@ def check_plans(
         assert lay.tp * lay.cp * lay.pp * lay.dp == cluster.world
         assert lay.global_batch % (lay.mbs * lay.dp) == 0
         assert sum(lay.stage_layers(model)) == model.layers
-        assert memory(model, lay).total_bytes <= cluster.gpu.hbm_gib * GiB
+        held = memory(model, lay, low_precision_params=fp8_params)
+        assert held.total_bytes <= cluster.gpu.hbm_gib * GiB
         assert plan["fits"]
         if round_trip:
             back = parse_megatron(megatron_args(model, lay), model.layers)

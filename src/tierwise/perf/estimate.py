@@ -71,6 +71,8 @@ def estimate(
         max(stages[1:-1], default=0),
     )
     tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
+    if model.moe is not None:  # routed experts' grads and weights: the expert-DP group
+        tiers["edp"] = groups.top_tiers["edp"]
     per_tier: dict[str, float] = {}
     for kind, nbytes in terms["comm_bytes_per_gpu"].items():
         if tiers[kind] != "none":

@@ -222,29 +222,26 @@ def layer_flops(
         qkv = mac * latents + up_proj
     else:
         qkv, up_proj = mac * h * (q_rank + 2 * kv_rank), 0.0
-    norm_tokens = tokens / (1 + sp * (tp - 1))
-    rope_elems = (q_rank + kv_rank) * 2 * (m.position == "rope")
-    act = ACTIVATION_ELEMENTS[m.activation]
-    permute_elems = expert_act = 0.0
+    # 16-bit bytes per token of the elementwise kernels: the norms, residual adds and
+    # (MoE) permutes over the tokens a rank holds with SP, rotary over its heads.
+    per_norm_token = ACT_BYTES * h / (1 + sp * (tp - 1))
+    rope = ACT_BYTES * tokens * (q_rank + kv_rank) * 2 * (m.position == "rope")
+    act_bytes = ACT_BYTES * tokens / tp * ACTIVATION_ELEMENTS[m.activation]
+    norms = tokens * per_norm_token * NORMS_PER_LAYER * ELEMENTS_PER_NORM
+    residual = tokens * per_norm_token * RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD
     if moe_layer and m.moe is not None:
         moe = m.moe
         routed = moe.top_k * (moe.capacity_factor or 1.0)
         mlp = mac * h * moe.shared_ffn * nmat * moe.shared_experts / tp
         experts = mac * h * moe.expert_ffn_hidden * nmat * routed / tp
         router = mac * h * moe.experts / tp
-        mlp_act = act * moe.shared_experts * moe.shared_ffn
-        expert_act = act * routed * moe.expert_ffn_hidden
-        permute_elems = PERMUTES_PER_MOE_LAYER * moe.top_k * 2 * h
+        mlp_act = act_bytes * moe.shared_experts * moe.shared_ffn
+        expert_act = act_bytes * routed * moe.expert_ffn_hidden
+        permute = tokens * per_norm_token * PERMUTES_PER_MOE_LAYER * moe.top_k * 2
     else:
         mlp = mac * h * m.ffn * nmat / tp
-        experts = router = 0.0
-        mlp_act = act * m.ffn
-    norms = ACT_BYTES * norm_tokens * NORMS_PER_LAYER * ELEMENTS_PER_NORM * h
-    permute = ACT_BYTES * norm_tokens * permute_elems
-    act_bytes = ACT_BYTES * tokens / tp
-    residual = ACT_BYTES * norm_tokens * RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD * h
-    rope = ACT_BYTES * tokens * rope_elems
-    elementwise = norms + residual + permute + rope + act_bytes * (mlp_act + expert_act)
+        experts = router = expert_act = permute = 0.0
+        mlp_act = act_bytes * m.ffn
     return LayerFlops(
         qkv=qkv,
         attention=attention,
@@ -252,10 +249,10 @@ def layer_flops(
         mlp=mlp,
         router=router,
         experts=experts,
-        elementwise_bytes=elementwise,
+        elementwise_bytes=norms + residual + permute + rope + mlp_act + expert_act,
         norm_bytes=norms,
-        mlp_act_bytes=act_bytes * mlp_act,
-        expert_act_bytes=act_bytes * expert_act,
+        mlp_act_bytes=mlp_act,
+        expert_act_bytes=expert_act,
         permute_bytes=permute,
         up_proj=up_proj,
     )
@@ -311,6 +308,9 @@ class Recomputed(NamedTuple):
     attention: Array
     gemm: Array
     elementwise_bytes: Array
+
+
+NOTHING_RECOMPUTED = Recomputed(0.0, 0.0, 0.0)
 
 
 def selective_recompute(
@@ -436,7 +436,10 @@ def flops_batch(
     selective = recompute == RECOMPUTE_SELECTIVE
     logits = TRAINING_PASSES * head_flops(m, seq, mbs, dense, moe, tp, cp)
     model = n * TRAINING_PASSES * per_layer + logits
-    again = selective_recompute(dense, moe, moe_share, recompute_modules)
+    if selective is False:  # a python scalar without selective recompute: nothing re-runs
+        again = NOTHING_RECOMPUTED
+    else:
+        again = selective_recompute(dense, moe, moe_share, recompute_modules)
     hardware = model + n * (full * per_layer + selective * (again.attention + again.gemm))
     return StageFlops(
         model=model,

@@ -203,7 +203,8 @@ class Layout(BaseModel):
                 f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
                 "parallelism"
             )
-        yield from self._recompute_problems(m)
+        if self.recompute_modules is not None or self.activation_offload_layers:
+            yield from self._recompute_problems(m)
         if self.fp8_recipe is not None and self.dtype != "fp8":
             yield f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
         shard = self.dp_shard_degree

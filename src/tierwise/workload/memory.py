@@ -13,10 +13,11 @@ Model states (per parameter a rank holds; Rajbhandari et al. 2020, Megatron's
   which ep (and etp) already split.
 
 Activations per layer and micro-batch follow Korthikanti et al. 2022 (``sbh(34 + 5as/h)``,
-with TP+SP ``/t``; see README.md for the GQA/SwiGLU/MoE/flash-attention generalisation):
-the first pipeline stage holds ``min(pp, m)`` micro-batches (interleaved: times
-``1 + (pp-1)/(pp*vpp)``), the last one, which also holds the fp32 logits, one. The reported
-breakdown is that of the larger of the two.
+with TP+SP ``/t``; see README.md for the GQA/SwiGLU/MoE/flash-attention generalisation).
+Selective recompute drops what its modules hold (``recompute.py``); CPU offloading keeps
+some layers' activations in host memory. The first pipeline stage holds ``min(pp, m)``
+micro-batches (interleaved: times ``1 + (pp-1)/(pp*vpp)``), the last one, which also holds
+the fp32 logits, one. The reported breakdown is that of the larger of the two.
 
 All formulas are branchless arithmetic, so python scalars (fast) and numpy arrays both work.
 """
@@ -321,21 +322,19 @@ def activation_bytes_per_token(
     else:
         scores = (SOFTMAX_STORE_BYTES + dropout * SOFTMAX_DROPOUT_BYTES) * m.heads / tp * seq
 
-    def mlp_kept(body: Array) -> Array:
-        """An MLP's kept bytes (``store`` per column) with its fc2 input quantized."""
-        return body - low * body / store
-
+    # An MLP keeps `store` bytes per column, its fc2 input (one of them) quantized.
+    fc2_kept = 1 - low / store
     if moe_layer and m.moe is not None:
         gathered = expert_token_share(tp, sp, etp)
         routed_body = gathered * shape.act_mlp_routed / etp
-        shared = mlp_kept(shape.act_mlp_shared / tp)
+        shared = fc2_kept * shape.act_mlp_shared / tp
         dispatch = gathered * shape.act_dispatch  # expert fc1 inputs (half) and outputs
-        mlp = shared + mlp_kept(routed_body) + dispatch * (1 - low / (2 * ACT_BYTES))
+        mlp = shared + fc2_kept * routed_body + dispatch * (1 - low / (2 * ACT_BYTES))
         mlp = mlp + shape.act_router * rep
         expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
         dense_mlp = 0.0
     else:
-        mlp = dense_mlp = mlp_kept(shape.act_mlp_dense / tp)
+        mlp = dense_mlp = fc2_kept * shape.act_mlp_dense / tp
         shared = expert_act = 0.0
     # Quantized linear inputs besides the MLPs': QKV and fc1 (whole width), out-projection.
     kept = (
@@ -345,6 +344,8 @@ def activation_bytes_per_token(
         - low * (LINEAR_INPUTS_REPLICATED * h * rep + m.v_dim / tp)
     )
     norms = LINEAR_INPUTS_REPLICATED * linear_bytes * h * rep
+    if isinstance(discard, int) and discard == 0:  # one layout, nothing recomputed
+        return kept, scores, RECOMPUTE_INPUT_BYTES * h * rep
     up_proj = qkv if m.mla is not None else 0.0
     moe_whole = recomputes(discard, "moe") * (mlp - dense_mlp)
     freed = (
@@ -411,6 +412,7 @@ def memory_batch(
     # Activations per local token of an average layer (dense/MoE in the model's proportion).
     tokens = mbs * seq / cp
     full = recompute == RECOMPUTE_FULL
+    offloading = not (isinstance(activation_offload_layers, int) and activation_offload_layers == 0)
     discard = (recompute == RECOMPUTE_SELECTIVE) * recompute_modules
     keep_scores = (1 - full) * (1 - recomputes(discard, "core_attn"))
     kinds = [(False, m.dense_layers / m.layers)]
@@ -469,7 +471,7 @@ def memory_batch(
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
         # CPU offloading: `offload` of the stage's layers keep their activations in host
         # memory between forward and backward (Transformer Engine holds at most the others).
-        resident = n - minimum(activation_offload_layers, n)
+        resident = n - minimum(activation_offload_layers, n) if offloading else n
         acts = tokens * ((resident * inflight + mtp) * kept + full * working)
         logits = last * (1 + m.mtp_layers) * LOGITS_BYTES * tokens * m.vocab / tp
         body = [*states, fsdp, acts, logits, comm]
@@ -479,7 +481,7 @@ def memory_batch(
     micro = gbs / (mbs * dp)
     first = terms(n_first, 1, single, minimum(pp, micro) * interleave, 0)
     # CPU offloading runs with one pipeline stage only (Layout checks it).
-    host = tokens * minimum(activation_offload_layers, n_first) * kept
+    host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
         return MemoryBreakdown(*first, stage=0, host_offload=host)

@@ -42,12 +42,13 @@ DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)
 MOE_MODULES = ("moe_act", "moe", "shared_experts")
 
 
+DEFAULT_MASK = BITS["core_attn"]
+"""The mask of :data:`DEFAULT_MODULES`."""
+
+
 def modules_mask(modules: Iterable[str] | None) -> int:
     """The bit mask of `modules` (None: Megatron's default, ``core_attn``)."""
-    return sum(BITS[name] for name in set(DEFAULT_MODULES if modules is None else modules))
-
-
-DEFAULT_MASK = modules_mask(None)
+    return DEFAULT_MASK if modules is None else sum(BITS[name] for name in set(modules))
 
 
 def recomputes(mask: Array, module: str) -> Array:

@@ -238,6 +238,9 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
     for key, seconds in r["breakdown"].items():
         kind = key.split("_")[0]
         tier = tiers.get(kind, "-")
+        if kind == "dp" and tiers.get("edp", tier) != tier:
+            edp = tiers["edp"] if tiers["edp"] != "none" else "no DP"
+            tier = f"{tier}, experts {edp}"
         rows.append(
             (
                 key.removesuffix("_s"),

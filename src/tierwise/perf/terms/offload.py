@@ -35,6 +35,8 @@ def host_GBps(gpu: GPU) -> float:
 def offload(gpu: GPU, host_bytes: Array, compute_s: Array) -> Offload:
     """One micro-batch's offload copies; `host_bytes`: the activations it keeps in host
     memory; `compute_s`: its compute, forward and backward."""
+    if isinstance(host_bytes, float) and host_bytes == 0.0:  # one layout, nothing offloaded
+        return Offload(0.0, 0.0, 0.0)
     one_way = host_bytes / (host_GBps(gpu) * 1e9)
     forward, backward = compute_s * FORWARD_SHARE, compute_s * (1 - FORWARD_SHARE)
     exposed = pos(one_way - forward) + pos(one_way - backward)
