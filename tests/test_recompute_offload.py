@@ -14,14 +14,20 @@ from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
+from tierwise.perf.flags import Flags
 from tierwise.perf.terms.dp import FORWARD_SHARE
 from tierwise.perf.terms.offload import host_GBps, offload
 from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
-from tierwise.workload.flops import RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, training_flops
+from tierwise.workload.flops import (
+    RECOMPUTE_NONE,
+    RECOMPUTE_SELECTIVE,
+    flops_batch,
+    training_flops,
+)
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.memory import activation_bytes_per_token, memory
-from tierwise.workload.recompute import DEFAULT_MASK, modules_mask
+from tierwise.workload.recompute import DEFAULT_MASK, OP_SAC_MASK, modules_mask
 
 GPT_OSS = load_model("gpt-oss-120b")  # hidden 2880, top 4 of 128 experts, expert ffn 2880
 L8 = load_model("llama3-8b")  # hidden 4096, ffn 14336, SwiGLU
@@ -175,3 +181,22 @@ def test_every_modern_calibration_run_fits(calibration_dir: Path) -> None:
             model, cluster, modern_runs.layout_of(run, model), modern_runs.flags_of(run)
         )
         assert result["fits"], (run["id"], result["memory_gib_per_gpu"], cluster.gpu.hbm_gib)
+
+
+def test_torchtitan_selective_is_op_level_sac() -> None:
+    """torchtitan's selective AC ("op") re-runs every second matmul and every other op, not
+    the attention kernel: half the layers' weight-GEMM forward FLOPs more than none."""
+    none = flops_batch(L8, seq=4096, mbs=1, recompute=RECOMPUTE_NONE, stage_layers=32)
+    sac = flops_batch(L8, seq=4096, mbs=1, recompute=RECOMPUTE_SELECTIVE,
+                      recompute_modules=OP_SAC_MASK, stage_layers=32)  # fmt: skip
+    assert sac.hardware - none.hardware == pytest.approx(32 * 0.5 * none.dense_layer.gemm)
+    assert sac.attention == none.attention
+    assert sac.elementwise_bytes - none.elementwise_bytes == pytest.approx(
+        32 * none.dense_layer.elementwise_bytes
+    )
+    c = load_cluster("dgx-a100", nodes=8)
+    lay = Layout(seq=8192, gbs=64, dp=64, zero=3, recompute="selective")
+    titan = estimate(L8, c, lay, Flags(framework="torchtitan"))
+    megatron_like = estimate(L8, c, lay)  # Megatron's default selective: core_attn
+    assert titan["hw_tflops_per_gpu"] / titan["tflops_per_gpu"] > 1.1
+    assert titan["memory"]["activations_gib"] < megatron_like["memory"]["activations_gib"]

@@ -401,4 +401,10 @@ def frameworks_for(layout: Layout) -> list[str]:
         and (layout.pp_layers is None or caps["short_ends"])
         and (layout.pp == 1 or layout.zero <= caps["pp_zero"])
         and layout.grad_reduce_bf16 in caps["grad_reduce_bf16"]
+        and (name == "megatron" or not megatron_only(layout))
     ]
+
+
+def megatron_only(layout: Layout) -> bool:
+    """The layout names Megatron's recompute modules or CPU activation offloading."""
+    return layout.recompute_modules is not None or layout.activation_offload_layers > 0

@@ -311,6 +311,9 @@ class Recomputed(NamedTuple):
 
 
 NOTHING_RECOMPUTED = Recomputed(0.0, 0.0, 0.0)
+OP_SAC_MATMUL_SHARE = 0.5
+"""torchtitan's op-level SAC re-runs every second matmul of a layer: half of them by count,
+taken as half of the weight-GEMM FLOPs (which matmuls alternate from call to call)."""
 
 
 def selective_recompute(
@@ -324,11 +327,15 @@ def selective_recompute(
     act = maximum(whole_moe, recomputes(modules, "moe_act"))
     shared = maximum(whole_moe, recomputes(modules, "shared_experts"))
     dense_mlp, dense_share = recomputes(modules, "mlp"), 1 - moe_share
+    op_sac = recomputes(modules, "op_sac")  # torchtitan: every second matmul, every other op
     attention = core * (dense_share * dense.attention + moe_share * moe.attention)
     gemm = dense_share * (dense_mlp * dense.mlp + up * dense.up_proj) + moe_share * (
         shared * moe.mlp + whole_moe * (moe.router + moe.experts) + up * moe.up_proj
     )
-    elementwise = (
+    gemm = gemm + op_sac * OP_SAC_MATMUL_SHARE * (dense_share * dense.gemm + moe_share * moe.gemm)
+    elementwise = op_sac * (
+        dense_share * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
+    ) + (1 - op_sac) * (
         norm * (dense_share * dense.norm_bytes + moe_share * moe.norm_bytes)
         + dense_share * dense_mlp * dense.mlp_act_bytes
         + moe_share

@@ -332,10 +332,11 @@ def activation_bytes_per_token(
         mlp = shared + fc2_kept * routed_body + dispatch * (1 - low / (2 * ACT_BYTES))
         mlp = mlp + shape.act_router * rep
         expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
-        dense_mlp = 0.0
+        dense_mlp, fc2_inputs = 0.0, shape.act_mlp_shared / tp  # (shared experts')
     else:
         mlp = dense_mlp = fc2_kept * shape.act_mlp_dense / tp
         shared = expert_act = 0.0
+        fc2_inputs = shape.act_mlp_dense / tp
     # Quantized linear inputs besides the MLPs': QKV and fc1 (whole width), out-projection.
     kept = (
         replicated * rep
@@ -358,6 +359,7 @@ def activation_bytes_per_token(
             + recomputes(discard, "shared_experts") * shared
         )
         + recomputes(discard, "mla_up_proj") * up_proj
+        + recomputes(discard, "op_sac") * (norms + expert_act + linear_bytes * fc2_inputs / store)
     )
     return kept - freed, scores, RECOMPUTE_INPUT_BYTES * h * rep
 

@@ -44,6 +44,12 @@ MOE_MODULES = ("moe_act", "moe", "shared_experts")
 
 DEFAULT_MASK = BITS["core_attn"]
 """The mask of :data:`DEFAULT_MODULES`."""
+OP_SAC_MASK = 1 << len(MODULES)
+"""torchtitan's op-level selective activation checkpointing (``selective_ac_option = "op"``,
+``torchtitan/distributed/activation_checkpoint.py``): it saves the outputs of matmuls and of
+the attention kernel but recomputes every second matmul (by count) and every other op. Per
+layer that re-runs half of the weight-GEMM forward FLOPs and all the elementwise forward
+work, not the attention core, and drops the norm and activation-function outputs."""
 
 
 def modules_mask(modules: Iterable[str] | None) -> int:
@@ -52,5 +58,6 @@ def modules_mask(modules: Iterable[str] | None) -> int:
 
 
 def recomputes(mask: Array, module: str) -> Array:
-    """1 where the layouts' `mask` holds `module`, else 0 (python ints and numpy arrays)."""
-    return (mask // BITS[module]) % 2
+    """1 where the layouts' `mask` holds `module` (a Megatron name, or ``op_sac`` for
+    torchtitan's policy), else 0 (python ints and numpy arrays)."""
+    return (mask // (OP_SAC_MASK if module == "op_sac" else BITS[module])) % 2

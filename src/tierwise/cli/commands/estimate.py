@@ -145,7 +145,7 @@ def estimate_command(
 
 def check_framework(framework: str, layout: Layout) -> None:
     """A one-line error when `framework` cannot run `layout` (the planner's rules)."""
-    from tierwise.plan.space import frameworks_for
+    from tierwise.plan.space import frameworks_for, megatron_only
 
     if framework in frameworks_for(layout):
         return
@@ -154,7 +154,8 @@ def check_framework(framework: str, layout: Layout) -> None:
         f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
         f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
         f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
-        f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}); frameworks that can: {runs}"
+        f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}, Megatron recompute modules or "
+        f"CPU offloading {megatron_only(layout)}); frameworks that can: {runs}"
     )
 
 
