@@ -199,7 +199,14 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f" on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
             f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
             f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-            f"recompute={lay['recompute']} zero={lay['zero']} dtype={lay['dtype']}"
+            f"recompute={lay['recompute']}"
+            + (f" ({','.join(lay['recompute_modules'])})" if lay["recompute_modules"] else "")
+            + (
+                f" cpu-offload={lay['activation_offload_layers']} layers"
+                if lay["activation_offload_layers"]
+                else ""
+            )
+            + f" zero={lay['zero']} dtype={lay['dtype']}"
             + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
             + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
             f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}",
