@@ -99,7 +99,7 @@ def test_every_plan_divides_gpus_fits_and_round_trips_megatron(
         cluster,
         result,
         round_trip=framework == "megatron",
-        fp8_params=framework in ("any", "megatron"),
+        framework=framework,
     )
     for plan in result.plans:  # the space and the capability table agree
         runs_in = frameworks_for(Layout(**plan["layout"]))
@@ -122,18 +122,24 @@ def check_plans(
     cluster: ClusterSpec,
     result: PlanResult,
     round_trip: bool = True,
-    fp8_params: bool = True,
+    framework: str = "megatron",
 ) -> None:
-    """Every plan divides the GPUs, fits (by the memory model, computed again here; FP8
-    primary weights where Megatron's --fp8-param-gather holds them, `fp8_params`), is
-    ranked, and (`round_trip`) its Megatron flags give it back."""
+    """Every plan divides the GPUs, fits (by the memory model, computed again here as
+    `framework` runs it: FP8 primary weights where Megatron's --fp8-param-gather holds them,
+    torchtitan's selective recompute), is ranked, and (`round_trip`) its Megatron flags give
+    it back."""
     assert result.candidates_evaluated >= result.candidates_fitting >= len(result.plans) >= 1
     for plan in result.plans:
         lay = Layout(**plan["layout"])
         assert lay.tp * lay.cp * lay.pp * lay.dp == cluster.world
         assert lay.global_batch % (lay.mbs * lay.dp) == 0
         assert sum(lay.stage_layers(model)) == model.layers
-        held = memory(model, lay, low_precision_params=fp8_params)
+        held = memory(
+            model,
+            lay,
+            low_precision_params=framework in ("any", "megatron"),
+            framework=framework if framework == "torchtitan" else None,
+        )
         assert held.total_bytes <= cluster.gpu.hbm_gib * GiB
         assert plan["fits"]
         if round_trip:

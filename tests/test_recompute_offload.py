@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
+from tests.test_emit import framework_names
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.cluster import load_cluster
@@ -18,6 +19,7 @@ from tierwise.perf.flags import Flags
 from tierwise.perf.terms.dp import FORWARD_SHARE
 from tierwise.perf.terms.offload import host_GBps, offload
 from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
+from tierwise.plan.search import search
 from tierwise.workload.flops import (
     RECOMPUTE_NONE,
     RECOMPUTE_SELECTIVE,
@@ -145,7 +147,9 @@ def test_emitters_name_the_modules_and_the_offload_or_refuse_them() -> None:
     )
     assert "--recompute-modules layernorm moe_act" in megatron_args(GPT_OSS, lay)
     off = Layout(seq=4096, dp=8, distributed_optimizer=True, activation_offload_layers=8)
-    assert "--cpu-offloading-num-layers 8" in megatron_args(L8, off)
+    emitted = megatron_args(L8, off) + megatron_args(GPT_OSS, lay)
+    assert "--cpu-offloading-num-layers 8" in emitted
+    assert {arg.split(" ")[0] for arg in emitted} <= framework_names("megatron_arguments.txt")
     with pytest.raises(SpecError, match="torchtitan has no Megatron recompute modules"):
         torchtitan_toml(lay.model_copy(update={"ep": 1}), L8)
     with pytest.raises(SpecError, match="deepspeed has no CPU activation offloading"):
@@ -200,3 +204,24 @@ def test_torchtitan_selective_is_op_level_sac() -> None:
     megatron_like = estimate(L8, c, lay)  # Megatron's default selective: core_attn
     assert titan["hw_tflops_per_gpu"] / titan["tflops_per_gpu"] > 1.1
     assert titan["memory"]["activations_gib"] < megatron_like["memory"]["activations_gib"]
+
+
+def test_megatron_plans_search_the_light_recompute_modules() -> None:
+    """Megatron's space holds selective recompute of the norms and the experts' activation (MLA:
+    its up-projections too) beside the default; never with delayed FP8 scaling."""
+    cluster = load_cluster("dgx-b200", nodes=8)
+    fix = {"dtype": "bf16", "recompute": "selective", "pp": "1", "mbs": "4"}
+    plans = search(GPT_OSS, cluster, 1024, 4096, top=10, fix=fix, framework="megatron").plans
+    by_modules = {p["layout"]["recompute_modules"]: p for p in plans}
+    light = by_modules[("layernorm", "moe_act")]
+    assert light["memory_gib_per_gpu"] < by_modules[None]["memory_gib_per_gpu"]
+    assert "--recompute-modules layernorm moe_act" in megatron_args(
+        GPT_OSS, Layout(**light["layout"])
+    )
+    delayed = {**fix, "dtype": "fp8"}
+    plans = search(GPT_OSS, load_cluster("dgx-h100", nodes=8), 1024, 4096, top=10, fix=delayed,
+                   framework="megatron").plans  # fmt: skip
+    assert all(p["layout"]["recompute_modules"] is None for p in plans)
+    titan = search(L8, load_cluster("dgx-h100", nodes=1), 8, 4096, top=20,
+                   fix={"recompute": "selective"}, framework="torchtitan").plans  # fmt: skip
+    assert all(p["layout"]["recompute_modules"] is None for p in titan)

@@ -30,7 +30,7 @@ from tierwise.perf.terms.tp import tp_comm
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
-from tierwise.workload.recompute import OP_SAC_MASK
+from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
 from tierwise.workload.spec import ModelSpec
 
 __all__ = ["Flags", "step_terms"]
@@ -70,7 +70,7 @@ def step_terms(
     (default: the planner's split, the same count on every middle rank)."""
     gpu = cluster.gpu
     if flags.framework == "torchtitan":  # its selective recompute is op-level SAC
-        f = f | {"recompute_modules": OP_SAC_MASK}
+        f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
     s = stage_of(m, gpu, f, middle_layers)
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.

@@ -18,6 +18,7 @@ from tierwise.plan.space import RECOMPUTE, Space, build_space
 from tierwise.workload.layout import Layout, middle_stage_layers
 from tierwise.workload.memory import GiB
 from tierwise.workload.precision import dtype_and_recipe
+from tierwise.workload.recompute import mask_modules
 from tierwise.workload.spec import ModelSpec
 
 Objective = Literal["step_time", "tokens_per_dollar"]
@@ -55,6 +56,7 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
         gbs=int(arrays["gbs"][i]),
         seq=int(arrays["seq"][i]),
         recompute=_RECOMPUTE_NAMES[int(arrays["recompute"][i])],
+        recompute_modules=mask_modules(int(arrays["recompute_modules"][i])),
         zero=int(arrays["zero"][i]),
         sp=bool(arrays["sp"][i]),
         distributed_optimizer=bool(arrays["distributed_optimizer"][i]),

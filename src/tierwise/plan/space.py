@@ -21,6 +21,7 @@ from tierwise.workload.precision import (
     precision_code,
     supported_dtypes,
 )
+from tierwise.workload.recompute import DEFAULT_MASK, light_modules, modules_mask
 from tierwise.workload.spec import ModelSpec
 
 POWERS_OF_TWO = tuple(2**i for i in range(11))
@@ -269,11 +270,18 @@ def build_space(
         ok &= dp == _ints(fix, "dp", ())[0]
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
+    # Megatron also runs selective recompute of its light modules (the norms, the experts'
+    # activation, MLA's up-projections), which frees memory at little cost; not with delayed
+    # FP8 scaling, which Megatron refuses for them.
+    rc_opts = [(RECOMPUTE[n], DEFAULT_MASK) for n in rc_names]
+    if framework == "megatron" and "selective" in rc_names:
+        light = light_modules(model.moe is not None, model.mla is not None)
+        rc_opts.append((RECOMPUTE["selective"], modules_mask(light)))
     rest = (
         vpp_opts,
         mbs_opts,
         ep_opts,
-        [RECOMPUTE[n] for n in rc_names],
+        range(len(rc_opts)),
         range(len(shard_opts)),
         range(len(dtypes)),
         # The ends-short split only where some kept pipeline depth admits it.
@@ -296,6 +304,10 @@ def build_space(
         & ((vpp == 1) | (pp > 1))
         & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
         & ((pp == 1) | (zero <= caps["pp_zero"]))
+        & ~(
+            (np.array([m for _, m in rc_opts])[rc] != DEFAULT_MASK)
+            & (np.array(codes)[dtype] == precision_code("fp8", "delayed"))
+        )
     )
     sel = {
         k: v[ok]
@@ -331,7 +343,8 @@ def build_space(
         "gbs": np.full(n, gbs),
         "seq": np.full(n, seq),
         "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
-        "recompute": sel["rc"],
+        "recompute": np.array([c for c, _ in rc_opts])[sel["rc"]],
+        "recompute_modules": np.array([m for _, m in rc_opts])[sel["rc"]],
         "zero": zero,
         "distributed_optimizer": distopt,
         "grad_reduce_bf16": np.full(n, grad16),

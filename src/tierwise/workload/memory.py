@@ -53,7 +53,7 @@ from tierwise.workload.params import (
     shared_expert_params,
 )
 from tierwise.workload.precision import ELEMENT_BYTES, IS_LOW, PRIMARY_LOW
-from tierwise.workload.recompute import DEFAULT_MASK, recomputes
+from tierwise.workload.recompute import DEFAULT_MASK, framework_mask, recomputes
 from tierwise.workload.spec import ModelSpec
 
 GiB = 2**30
@@ -515,11 +515,15 @@ def memory(
     flash_attention: bool = True,
     dropout: bool = False,
     low_precision_params: bool = False,
+    framework: str | None = None,
 ) -> MemoryBreakdown:
-    """Memory per GPU of one layout (python scalars: a few microseconds)."""
+    """Memory per GPU of one layout (python scalars: a few microseconds); `framework`: whose
+    selective recompute runs (``recompute.framework_mask``)."""
+    fields = layout_fields(layout, m)
+    fields["recompute_modules"] = framework_mask(framework, fields["recompute_modules"])
     return memory_batch(
         m,
-        **layout_fields(layout, m),
+        **fields,
         flash_attention=flash_attention,
         dropout=dropout,
         low_precision_params=low_precision_params,

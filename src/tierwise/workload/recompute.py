@@ -57,6 +57,26 @@ def modules_mask(modules: Iterable[str] | None) -> int:
     return DEFAULT_MASK if modules is None else sum(BITS[name] for name in set(modules))
 
 
+def framework_mask(framework: str | None, mask: Array) -> Array:
+    """The module mask selective recompute runs under `framework`: torchtitan's op-level SAC,
+    Megatron's modules otherwise."""
+    return OP_SAC_MASK if framework == "torchtitan" else mask
+
+
+def mask_modules(mask: int) -> tuple[str, ...] | None:
+    """The Megatron module names of `mask` (None for Megatron's default)."""
+    if mask == DEFAULT_MASK:
+        return None
+    return tuple(name for name in MODULES if mask & BITS[name])
+
+
+def light_modules(has_moe: bool, has_mla: bool) -> tuple[str, ...]:
+    """The modules Megatron-Bridge's MoE recipes recompute to save memory at little cost
+    (output-discarding checkpoints of elementwise work): the norms, the experts' activation
+    and MLA's up-projections where the model has them."""
+    return ("layernorm",) + ("moe_act",) * has_moe + ("mla_up_proj",) * has_mla
+
+
 def recomputes(mask: Array, module: str) -> Array:
     """1 where the layouts' `mask` holds `module` (a Megatron name, or ``op_sac`` for
     torchtitan's policy), else 0 (python ints and numpy arrays)."""

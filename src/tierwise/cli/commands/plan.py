@@ -57,6 +57,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         **{k: lay[k] for k in PLAN_KEYS},
         "sharding": sharding_name(Layout(**lay)),
         "pp_layers": lay.get("pp_layers"),
+        "recompute_modules": lay.get("recompute_modules"),
         "frameworks": frameworks_for(Layout(**lay)),
         "gbs": lay["gbs"],
         "seq": lay["seq"],
@@ -246,6 +247,8 @@ def plan_command(
         r = plan_row(p, cluster_spec)
         r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
         r["runs in"] = ", ".join(r["frameworks"])
+        if r["recompute_modules"]:  # Megatron's modules instead of its default (core_attn)
+            r["recompute"] = f"{r['recompute']} ({','.join(r['recompute_modules'])})"
         if r["pp_layers"]:  # uneven split: first and last stage's layers
             r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
         cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
