@@ -99,8 +99,13 @@ def sweep(
 
 
 def layout_summary(layout: Mapping[str, Any]) -> dict[str, Any]:
-    """The degrees and per-step choices of a plan's layout, for sweep rows."""
-    return {k: layout[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero")}
+    """The degrees and per-step choices of a plan's layout, for sweep rows (Megatron's
+    recompute modules where the plan names them)."""
+    keys = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero")
+    summary = {k: layout[k] for k in keys}
+    if layout.get("recompute_modules"):
+        summary["recompute_modules"] = list(layout["recompute_modules"])
+    return summary
 
 
 def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:

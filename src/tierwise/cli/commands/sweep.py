@@ -109,7 +109,9 @@ def _cells(row: dict[str, Any]) -> tuple[str, str, str]:
     """tokens/s, MFU and layout cells of a sweep row (the reason where nothing was planned)."""
     if row.get("error"):
         return "-", "-", row["error"]
-    layout = " ".join(f"{k}={v}" for k, v in row["layout"].items())
+    layout = " ".join(
+        f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in row["layout"].items()
+    )
     return f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}", layout
 
 
