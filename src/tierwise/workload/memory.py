@@ -180,9 +180,13 @@ def model_state_bytes(
     """
     opt_sharded = (zero >= 1) | distributed_optimizer
     grad_bytes = main_grad_bytes(grad_reduce_bf16)
-    copies = IS_LOW[precision] * LOW_PRECISION_WEIGHT_COPIES * ELEMENT_BYTES[precision]
-    bf16_copy = 1 - low_precision_params * PRIMARY_LOW[precision] * opt_sharded
-    weights = params * (bf16_copy * WEIGHT_BYTES + copies) / (1 + (zero >= 3) * (shard - 1))
+    if isinstance(precision, int) and precision == 0:  # one BF16 layout: BF16 weights only
+        weight_bytes = WEIGHT_BYTES
+    else:
+        copies = IS_LOW[precision] * LOW_PRECISION_WEIGHT_COPIES * ELEMENT_BYTES[precision]
+        bf16_copy = 1 - low_precision_params * PRIMARY_LOW[precision] * opt_sharded
+        weight_bytes = bf16_copy * WEIGHT_BYTES + copies
+    weights = params * weight_bytes / (1 + (zero >= 3) * (shard - 1))
     grads = params * grad_bytes / (1 + (zero >= 2) * (shard - 1))
     optimizer = params * OPTIMIZER_BYTES / (1 + opt_sharded * (shard - 1))
     return weights, grads, optimizer

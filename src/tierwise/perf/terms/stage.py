@@ -92,6 +92,7 @@ def stage_of(
         stage_layers=n,
     )
     tokens = mbs * seq / cp
+    passes = 2 + (f["recompute"] == RECOMPUTE_FULL)
     return Stage(
         model=m,
         gpu=gpu,
@@ -103,8 +104,8 @@ def stage_of(
         flops=flops,
         tokens=tokens,
         act=C.activation_bytes(tokens, m.hidden),
-        passes=2 + (f["recompute"] == RECOMPUTE_FULL),
-        moe_passes=2 + (f["recompute"] == RECOMPUTE_FULL) + selective_moe_pass(f),
+        passes=passes,
+        moe_passes=passes + selective_moe_pass(f) if m.moe is not None else passes,
         micro=f["gbs"] / (mbs * f["dp"]),
     )
 
