@@ -17,7 +17,7 @@ from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import Flags
 from tierwise.perf.terms.dp import FORWARD_SHARE
-from tierwise.perf.terms.offload import host_GBps, offload
+from tierwise.perf.terms.offload import HOST_COPY_EFFICIENCY, host_GBps, offload
 from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
 from tierwise.plan.search import search
 from tierwise.workload.flops import (
@@ -95,7 +95,7 @@ def test_offloaded_layers_leave_the_gpu_and_their_copies_hide_behind_compute() -
     gb200 = load_cluster("gb200-nvl72", nodes=16, nics_per_node=4)
     result = estimate(L70, gb200, off)
     assert result["breakdown"]["offload_s"] == 0.0  # NVLink-C2C keeps up
-    assert host_GBps(gb200.gpu) == pytest.approx(450 * catalog.link("c2c").efficiency)
+    assert host_GBps(gb200.gpu) == pytest.approx(450 * HOST_COPY_EFFICIENCY)
 
 
 def test_offload_over_pcie_stalls_by_what_each_pass_cannot_hide() -> None:
@@ -225,3 +225,15 @@ def test_megatron_plans_search_the_light_recompute_modules() -> None:
     titan = search(L8, load_cluster("dgx-h100", nodes=1), 8, 4096, top=20,
                    fix={"recompute": "selective"}, framework="torchtitan").plans  # fmt: skip
     assert all(p["layout"]["recompute_modules"] is None for p in titan)
+
+
+def test_module_lists_are_canonical_and_host_links_are_not_gpu_links() -> None:
+    given = Layout.parse({"seq": 4096, "recompute": "selective",
+                          "recompute_modules": ["moe_act", "layernorm", "moe_act"]})  # fmt: skip
+    assert given.recompute_modules == ("layernorm", "moe_act")  # Megatron's order, no repeats
+    default = Layout.parse(
+        {"seq": 4096, "recompute": "selective", "recompute_modules": ["core_attn"]}
+    )
+    assert default.recompute_modules is None  # Megatron's default: runs in every framework
+    with pytest.raises(SpecError, match="intra"):
+        load_cluster("dgx-h100", nodes=1, intra="c2c")  # NVLink-C2C reaches host memory only

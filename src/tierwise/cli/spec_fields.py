@@ -64,8 +64,8 @@ FIELD_NOTES: dict[str, str] = {
     "GPU.hbm_tbps": "HBM bandwidth, TB/s.",
     "GPU.intra": "Catalog key of the GPU's own NVLink (or PCIe) generation.",
     "GPU.pcie": "Catalog key of its PCIe generation.",
-    "GPU.host_link": "Catalog key of the link to host memory (CPU activation offloading): "
-    "c2c on Grace hosts; default pcie.",
+    "GPU.host_GBps": "GB/s per direction to host memory (CPU activation offloading) where it "
+    "is not the GPU's PCIe link: NVLink-C2C on Grace hosts; default the pcie link's rate.",
     "GPU.gemm_efficiency": (
         "Fixed fraction of peak a GEMM reaches; none: the calibrated shape-dependent curve."
     ),

@@ -40,8 +40,9 @@ class GPU(_Frozen):
     hbm_tbps: float = Field(gt=0)
     intra: str = "pcie5"
     pcie: str = "pcie5"
-    host_link: str | None = None
-    """Catalog link between the GPU and host memory (CPU offloading); None: ``pcie``."""
+    host_GBps: float | None = Field(default=None, gt=0)
+    """GB/s per direction between the GPU and host memory (CPU offloading) where that is not
+    its own PCIe link (Grace's NVLink-C2C; a host of an older PCIe generation)."""
     gemm_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Fixed achieved share of peak for every GEMM, for a device whose peak was measured (the
     lab's CPU ranks); None: the shape-dependent curve of `tierwise.perf.efficiency`."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tierwise.errors import SpecError
 from tierwise.specio import build
@@ -22,7 +22,13 @@ from tierwise.workload.flops import (
     maximum,
 )
 from tierwise.workload.precision import precision_code
-from tierwise.workload.recompute import MODULES, MOE_MODULES, RecomputeModule, modules_mask
+from tierwise.workload.recompute import (
+    DEFAULT_MODULES,
+    MODULES,
+    MOE_MODULES,
+    RecomputeModule,
+    modules_mask,
+)
 from tierwise.workload.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -90,6 +96,17 @@ class Layout(BaseModel):
         description="torchtitan's data_parallel_shard_degree: HSDP shards each replica over "
         "this many of the dp ranks and replicates over dp / it; default all dp (FSDP)",
     )
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _canonical_modules(
+        cls, modules: tuple[RecomputeModule, ...] | None
+    ) -> tuple[RecomputeModule, ...] | None:
+        """Megatron's module order without repeats; Megatron's default (core_attn) is None."""
+        if modules is None:
+            return None
+        ordered = tuple(name for name in MODULES if name in modules)
+        return None if ordered == DEFAULT_MODULES else ordered  # type: ignore[return-value]
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], source: str = "layout") -> Layout:

@@ -14,7 +14,8 @@ less for backward (``megatron/core/transformer/transformer_config.py``,
 - ``mlp``: the dense MLP: frees everything inside it, keeping its input;
 - ``moe``: the whole MoE layer, token dispatch and combine included;
 - ``shared_experts``: the shared experts of a MoE layer;
-- ``mla_up_proj``: MLA's up-projections and RoPE: frees the per-head Q, K and V.
+- ``mla_up_proj``: MLA's up-projections and RoPE: frees the per-head Q, K and V (the
+  re-run is priced as the up-projection GEMMs; RoPE's elementwise work is left out).
 
 In low precision Megatron has the next GEMM save the original input instead of a quantized
 copy (``set_save_original_input``), so ``layernorm`` and ``moe_act`` free what that GEMM would

@@ -87,11 +87,16 @@ def sweep_command(
     console.print(_need_line(spec.name, cluster_spec.name, within, need))
 
 
+def layout_text(layout: dict[str, Any]) -> str:
+    """A sweep row's layout as ``key=value`` words (lists comma-joined)."""
+    return " ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in layout.items())
+
+
 def _need_line(model: str, cluster: str, within: float, need: dict[str, Any]) -> str:
     """The bandwidth answer in words."""
     if need["needed_Gbps_per_gpu"] is None:
         return f"no bandwidth answer on {cluster} itself: {need['error']}"
-    layout = " ".join(f"{k}={v}" for k, v in need["layout_at_needed"].items())
+    layout = layout_text(need["layout_at_needed"])
     rate = need["needed_Gbps_per_gpu"]
     amount = (
         f"at most {MIN_RATE_GBPS:g} Gb/s per GPU across nodes (nothing it runs is bound by "
@@ -109,9 +114,7 @@ def _cells(row: dict[str, Any]) -> tuple[str, str, str]:
     """tokens/s, MFU and layout cells of a sweep row (the reason where nothing was planned)."""
     if row.get("error"):
         return "-", "-", row["error"]
-    layout = " ".join(
-        f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in row["layout"].items()
-    )
+    layout = layout_text(row["layout"])
     return f"{row['tokens_per_s']:,.0f}", f"{row['mfu']:.1%}", layout
 
 

@@ -27,9 +27,16 @@ class Offload(NamedTuple):
     bytes: Array
 
 
+HOST_COPY_EFFICIENCY = 0.8
+"""Share of a host link's line rate (``GPU.host_GBps``) the offload copies reach: assumed, no
+published measurement found (PCIe links use their catalog efficiency)."""
+
+
 def host_GBps(gpu: GPU) -> float:
-    """Bytes per second, in GB/s, one GPU copies to or from host memory (one direction)."""
-    return catalog.link(gpu.host_link or gpu.pcie).effective_GBps
+    """GB/s one GPU copies to or from host memory (one direction)."""
+    if gpu.host_GBps is not None:
+        return gpu.host_GBps * HOST_COPY_EFFICIENCY
+    return catalog.link(gpu.pcie, field="gpu.pcie").effective_GBps
 
 
 def offload(gpu: GPU, host_bytes: Array, compute_s: Array) -> Offload:
