@@ -237,3 +237,13 @@ def test_module_lists_are_canonical_and_host_links_are_not_gpu_links() -> None:
     assert default.recompute_modules is None  # Megatron's default: runs in every framework
     with pytest.raises(SpecError, match="intra"):
         load_cluster("dgx-h100", nodes=1, intra="c2c")  # NVLink-C2C reaches host memory only
+
+
+def test_recomputed_tp_mlp_repeats_its_collective() -> None:
+    """With TP, re-running the dense MLP repeats its all-gather / reduce-scatter: one of the
+    layer's two collectives per pass, so TP traffic is (2 + 1/2) / 2 of the default's."""
+    c = load_cluster("dgx-h100", nodes=1)
+    lay = Layout(seq=4096, gbs=8, tp=4, dp=2, recompute="selective")
+    mlp = lay.model_copy(update={"recompute_modules": ("mlp",)})
+    base, again = estimate(L8, c, lay), estimate(L8, c, mlp)
+    assert again["comm_total_s"]["tp"] / base["comm_total_s"]["tp"] == pytest.approx(1.25)

@@ -64,6 +64,9 @@ class Stage:
     moe_passes: Array
     """Passes over each MoE layer's token dispatch and combine: `passes`, plus one where
     selective recompute re-runs the whole MoE layer (the ``moe`` module)."""
+    tp_passes: Array
+    """Passes' worth of each layer's TP collectives: `passes`, plus the MLP's half of one
+    where selective recompute re-runs a TP-split MLP (``selective_tp_share``)."""
     micro: Array
     """Micro-batches per step on each pipeline: gbs / (mbs * dp)."""
 
@@ -106,6 +109,7 @@ def stage_of(
         act=C.activation_bytes(tokens, m.hidden),
         passes=passes,
         moe_passes=passes + selective_moe_pass(f) if m.moe is not None else passes,
+        tp_passes=passes + selective_tp_share(m, f),
         micro=f["gbs"] / (mbs * f["dp"]),
     )
 
@@ -118,6 +122,19 @@ def modules_of(f: dict[str, Any]) -> Array:
 def selective_moe_pass(f: dict[str, Any]) -> Array:
     """1 where selective recompute re-runs whole MoE layers (dispatch and combine too)."""
     return (f["recompute"] == RECOMPUTE_SELECTIVE) * recomputes(modules_of(f), "moe")
+
+
+def selective_tp_share(m: ModelSpec, f: dict[str, Any]) -> Array:
+    """Passes' worth of a layer's TP collectives that selective recompute adds: the MLP's
+    collective (one of the two per pass) where its modules re-run a TP-split MLP, the dense
+    one (``mlp``) or a MoE layer's shared experts (``moe``, ``shared_experts``)."""
+    if isinstance(f["recompute"], int) and f["recompute"] != RECOMPUTE_SELECTIVE:
+        return 0.0
+    mask, moe_share = modules_of(f), m.moe_layers / m.layers
+    shared = m.moe is not None and m.moe.shared_experts > 0
+    shared_rerun = maximum(recomputes(mask, "moe"), recomputes(mask, "shared_experts"))
+    rerun = (1 - moe_share) * recomputes(mask, "mlp") + moe_share * shared * shared_rerun
+    return (f["recompute"] == RECOMPUTE_SELECTIVE) * rerun / C.TP_COLLECTIVES_PER_PASS
 
 
 def select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:

@@ -18,7 +18,7 @@ TP_OVERLAP_EXPOSED = 0.3
 def tp_comm(s: Stage, comm: C.CommFn, overlap: bool = False) -> CommTerm:
     """TP communication of one micro-batch on the stage `s` (`overlap`: --tp-comm-overlap)."""
     tp, sp, act = s.f["tp"], s.f["sp"], s.act
-    collectives = s.layers * C.TP_COLLECTIVES_PER_PASS * s.passes
+    collectives = s.layers * C.TP_COLLECTIVES_PER_PASS * s.tp_passes
     per = select(
         sp,
         lambda: comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act),
