@@ -277,6 +277,8 @@ def build_space(
     if framework == "megatron" and "selective" in rc_names:
         light = light_modules(model.moe is not None, model.mla is not None)
         rc_opts.append((RECOMPUTE["selective"], modules_mask(light)))
+    rc_codes, rc_masks = np.array(rc_opts).reshape(-1, 2).T
+    delayed_fp8 = precision_code("fp8", "delayed")
     rest = (
         vpp_opts,
         mbs_opts,
@@ -304,10 +306,7 @@ def build_space(
         & ((vpp == 1) | (pp > 1))
         & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
         & ((pp == 1) | (zero <= caps["pp_zero"]))
-        & ~(
-            (np.array([m for _, m in rc_opts])[rc] != DEFAULT_MASK)
-            & (np.array(codes)[dtype] == precision_code("fp8", "delayed"))
-        )
+        & ~((rc_masks[rc] != DEFAULT_MASK) & (np.array(codes)[dtype] == delayed_fp8))
     )
     sel = {
         k: v[ok]
@@ -343,8 +342,8 @@ def build_space(
         "gbs": np.full(n, gbs),
         "seq": np.full(n, seq),
         "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
-        "recompute": np.array([c for c, _ in rc_opts])[sel["rc"]],
-        "recompute_modules": np.array([m for _, m in rc_opts])[sel["rc"]],
+        "recompute": rc_codes[sel["rc"]],
+        "recompute_modules": rc_masks[sel["rc"]],
         "zero": zero,
         "distributed_optimizer": distopt,
         "grad_reduce_bf16": np.full(n, grad16),

@@ -38,6 +38,7 @@ RecomputeModule = Literal[
 ]
 MODULES: tuple[str, ...] = get_args(RecomputeModule)
 BITS = {name: 1 << i for i, name in enumerate(MODULES)}
+"""Each module's bit; ``op_sac`` (:data:`OP_SAC_MASK`) follows Megatron's."""
 DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)
 """Megatron-core's default ``recompute_modules``."""
 MOE_MODULES = ("moe_act", "moe", "shared_experts")
@@ -45,7 +46,7 @@ MOE_MODULES = ("moe_act", "moe", "shared_experts")
 
 DEFAULT_MASK = BITS["core_attn"]
 """The mask of :data:`DEFAULT_MODULES`."""
-OP_SAC_MASK = 1 << len(MODULES)
+OP_SAC_MASK = BITS["op_sac"] = 1 << len(MODULES)
 """torchtitan's op-level selective activation checkpointing (``selective_ac_option = "op"``,
 ``torchtitan/distributed/activation_checkpoint.py``): it saves the outputs of matmuls and of
 the attention kernel but recomputes every second matmul (by count) and every other op. Per
@@ -81,4 +82,4 @@ def light_modules(has_moe: bool, has_mla: bool) -> tuple[str, ...]:
 def recomputes(mask: Array, module: str) -> Array:
     """1 where the layouts' `mask` holds `module` (a Megatron name, or ``op_sac`` for
     torchtitan's policy), else 0 (python ints and numpy arrays)."""
-    return (mask // (OP_SAC_MASK if module == "op_sac" else BITS[module])) % 2
+    return (mask // BITS[module]) % 2

@@ -134,8 +134,8 @@ class _Scan:
         at = line.find("NCCL ")
         level = line[at + 5 : at + 10].rstrip() if at >= 0 else ""
         if level not in _LEVELS:
-            if _VERSION_LINE.search(line):
-                self.facts.add_setting(_VERSION_LINE.search(line).group(0), self.ev(lineno, line))  # type: ignore[union-attr]
+            if version := _VERSION_LINE.search(line):
+                self.facts.add_setting(version.group(0), self.ev(lineno, line))
                 return True
             return False
         self.record(lineno, line, level, line[at + 6 + len(level) :].strip(), line[:at])
