@@ -188,7 +188,7 @@ def test_deepspeed_space_pairs_pp_only_with_zero1_and_never_fp8() -> None:
     assert ((pp > 1) & (zero == 1)).any() and ((pp == 1) & (zero >= 2)).any()
     assert not arrays["precision"].any()
     assert build_space(model, cluster, 16, 64, 4096, framework="any").arrays["precision"].any()
-    with pytest.raises(SpecError, match="allowed: bf16 \\(deepspeed has no FP8\\)"):
+    with pytest.raises(SpecError, match="allowed: bf16 \\(DeepSpeed trains in bf16\\)"):
         search(model, cluster, 64, 4096, framework="deepspeed", fix={"dtype": "fp8"})
     for plan in search(
         model, cluster, 64, 4096, top=5, framework="deepspeed", fix={"pp": "2"}

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
+from tierwise.frameworks import DEEPSPEED, MEGATRON
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.flags import Flags
 from tierwise.perf.terms.dp import (
@@ -44,7 +45,7 @@ def test_megatron_buckets_pay_latency_and_expose_the_last_one() -> None:
     params = stage_params(s)  # 8.03e9 parameters: 201 buckets of max(40M, 8M)
     buckets = -(-params // 40e6)
     generic = dp_comm(s, fake_comm, compute_s=1.0)
-    megatron = dp_comm(s, fake_comm, compute_s=1.0, framework="megatron")
+    megatron = dp_comm(s, fake_comm, compute_s=1.0, runner=MEGATRON)
     rs, ag = fake_comm("", "", params * 4), fake_comm("", "", params * 2)
     assert generic.comm.total_s == pytest.approx(rs + ag)
     assert megatron.comm.total_s == pytest.approx(rs + ag + 2 * (buckets - 1) * LAT)
@@ -109,7 +110,7 @@ def test_deepspeed_zero2_gathers_the_updated_weights_after_the_step_exposed() ->
     ag, rs = fake_comm("", "", params * 2), fake_comm("", "", params * 4)
     assert ag < 100 / 3 * DP_OVERLAP_EFFICIENCY and rs < 200 / 3 * DP_OVERLAP_EFFICIENCY
     generic = dp_comm(s, fake_comm, compute_s=100.0)
-    deep = dp_comm(s, fake_comm, compute_s=100.0, framework="deepspeed")
+    deep = dp_comm(s, fake_comm, compute_s=100.0, runner=DEEPSPEED)
     assert deep.comm.total_s == pytest.approx(generic.comm.total_s) == pytest.approx(rs + ag)
     assert generic.comm.exposed_s == 0
     assert deep.comm.exposed_s == pytest.approx(ag)

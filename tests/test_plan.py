@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tests.test_emit import framework_names
 from tierwise.errors import SpecError
+from tierwise.frameworks import frameworks_for
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.flags import Flags
@@ -22,7 +23,6 @@ from tierwise.plan.emit import megatron_args, torchtitan_toml
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import PlanResult, search
-from tierwise.plan.space import frameworks_for
 from tierwise.plan.sweep import workload_needed_bandwidth
 from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model

@@ -1,5 +1,5 @@
 """Layout flags shared by `estimate` and `plan` (--tp --cp --ep --pp --vpp --dp --mbs ...), named
-as Megatron-LM names them."""
+as Megatron-LM names them. The behaviour flags are `tierwise.cli.behaviour`'s."""
 
 from __future__ import annotations
 
@@ -67,15 +67,6 @@ GradBf16Opt = Annotated[
         "DeepSpeed's default); default fp32 (Megatron, torchtitan).",
     ),
 ]
-CpCommOpt = Annotated[
-    str,
-    typer.Option(
-        "--cp-comm-type", help="Context parallel comm (Megatron's flag): p2p (ring attention), a2a."
-    ),
-]
-TpOverlapOpt = Annotated[
-    bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")
-]
 PpLayoutOpt = Annotated[
     str | None,
     typer.Option(
@@ -98,30 +89,6 @@ AccountLossOpt = Annotated[
         help="Megatron's: the loss counts as one layer in the pipeline split.",
     ),
 ]
-PipelineScheduleOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--pipeline-schedule",
-        help="torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
-        "(default 1F1B, Interleaved1F1B with --vpp > 1).",
-    ),
-]
-AttentionBackendOpt = Annotated[
-    str,
-    typer.Option(
-        "--attention-backend",
-        help="Megatron's: flash | fused (cuDNN) | unfused (softmax in HBM, 2021-22 Megatron).",
-    ),
-]
-EstimateFrameworkOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--framework",
-        help="megatron | torchtitan | deepspeed: how DP/FSDP runs (Megatron buckets, FSDP2 "
-        "per block, ZeRO-3 per module) and which layouts and schedules it can run; default: "
-        "the generic model.",
-    ),
-]
 DpShardOpt = Annotated[
     int | None,
     typer.Option(
@@ -136,71 +103,5 @@ EtpOpt = Annotated[
         "--etp",
         help="Expert tensor parallel size (Megatron's "
         "--expert-tensor-parallel-size); default --tp.",
-    ),
-]
-MoeDispatcherOpt = Annotated[
-    str,
-    typer.Option(
-        "--moe-token-dispatcher-type",
-        "--moe-dispatcher",
-        help="Megatron's: alltoall | allgather | flex (DeepEP / HybridEP).",
-    ),
-]
-MoeForceBalanceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--moe-router-force-load-balancing",
-        help="Megatron's: every expert gets the same tokens (balanced routing, as NVIDIA's "
-        "benchmarks run); default dropless with an imbalance factor.",
-    ),
-]
-MoeRoutingOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--moe-routing",
-        help="balanced (forced-balance dropless, as NVIDIA's benchmarks run) | dropless (with "
-        "the documented imbalance factor) | capacity (the capacity factor: "
-        "--moe-expert-capacity-factor or the model's). Default: the model's capacity factor "
-        "if it has one, else dropless.",
-    ),
-]
-MoeCapacityOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--moe-expert-capacity-factor",
-        help="Megatron's: capacity routing, experts padded to this factor (tokens beyond it "
-        "dropped); overrides the model's capacity_factor.",
-    ),
-]
-CudaGraphOpt = Annotated[
-    bool,
-    typer.Option(
-        "--enable-cuda-graph",
-        help="CUDA graphs over the layers (Megatron's): no host time per MoE layer and expert.",
-    ),
-]
-Fp8ParamGatherOpt = Annotated[
-    bool,
-    typer.Option(
-        "--fp8-param-gather/--no-fp8-param-gather",
-        help="Megatron's: FP8/MXFP8 layouts all-gather parameters in their format (NeMo's "
-        "recipes do).",
-    ),
-]
-Fp8AttentionOpt = Annotated[
-    bool,
-    typer.Option(
-        "--fp8-dot-product-attention",
-        help="The attention core in FP8 (Megatron-core's TransformerConfig "
-        "fp8_dot_product_attention), not BF16.",
-    ),
-]
-MoeA2aOverlapOpt = Annotated[
-    bool,
-    typer.Option(
-        "--overlap-moe-expert-parallel-comm",
-        "--moe-a2a-overlap",
-        help="Megatron's combined 1F1B: expert all-to-alls hidden behind the other "
-        "micro-batch's compute.",
     ),
 ]

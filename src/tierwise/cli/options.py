@@ -1,4 +1,5 @@
-"""Typer option types shared by commands, and `cluster_options` adding --cluster + overrides."""
+"""Typer option types shared by commands, `cluster_options` adding --cluster + overrides, and
+`with_options`, the mechanism of every shared option group (`tierwise.cli.behaviour` too)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def _load(cluster: str, overrides: dict[str, Any]) -> dict[str, Any]:
     return {"cluster_spec": load_cluster(cluster, **overrides)}
 
 
-_RESOLVED = {"cluster_spec", "cluster_name", "cluster_overrides"}
+_RESOLVED = ("cluster_spec", "cluster_name", "cluster_overrides")
 
 
 def _with_cluster(
@@ -123,12 +124,35 @@ def _with_cluster(
     options: dict[str, tuple[Any, Any]],
     resolve: Callable[[Any, dict[str, Any]], dict[str, Any]] = _load,
 ) -> F:
+    def resolve_cluster(picked: dict[str, Any]) -> dict[str, Any]:
+        cluster, positional = picked.pop("cluster"), picked.pop("cluster_arg", None)
+        if positional is not None:
+            if cluster not in (DEFAULT_CLUSTER, positional):
+                raise SpecError(
+                    f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
+                )
+            cluster = positional
+        return resolve(cluster, picked)
+
+    return with_options(func, options, resolve_cluster, _RESOLVED)
+
+
+def with_options(
+    func: F,
+    options: dict[str, tuple[Any, Any]],
+    resolve: Callable[[dict[str, Any]], dict[str, Any]],
+    resolved: tuple[str, ...],
+) -> F:
+    """`func` with the typer options `options` (name -> (Annotated type, default)) added to
+    its signature and its parameters named in `resolved` removed: a call picks the options'
+    values and passes what `resolve` makes of them (keyword arguments among `resolved`). The
+    one mechanism behind every shared option group (cluster, behaviour flags)."""
     sig = inspect.signature(func)
     hints = typing.get_type_hints(func, include_extras=True)
     kept = [
         p.replace(annotation=hints.get(p.name, p.annotation))
         for p in sig.parameters.values()
-        if p.name not in _RESOLVED
+        if p.name not in resolved
     ]
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
@@ -138,14 +162,7 @@ def _with_cluster(
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
         picked = {name: kwargs.pop(name) for name in options}
-        cluster, positional = picked.pop("cluster"), picked.pop("cluster_arg", None)
-        if positional is not None:
-            if cluster not in (DEFAULT_CLUSTER, positional):
-                raise SpecError(
-                    f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
-                )
-            cluster = positional
-        return func(**resolve(cluster, picked), **kwargs)
+        return func(**resolve(picked), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

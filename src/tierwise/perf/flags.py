@@ -1,12 +1,20 @@
-"""`Flags`: the framework behaviour a layout runs with (what the cost terms read)."""
+"""`Flags`: the framework behaviour a layout runs with (what the cost terms read).
+
+Each field's default is stated once, here; a framework that runs otherwise by default says so
+in its row of `tierwise.frameworks` (``Framework.defaults``), and `Flags.resolve` applies it.
+Adding a flag: see the `tierwise.frameworks` docstring.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.frameworks import LAUNCHED, Framework, row
 
-FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+FRAMEWORKS = LAUNCHED
 # Megatron-LM's --attention-backend names: flash (FlashAttention) and fused (cuDNN fused
 # attention through Transformer Engine) keep the scores on chip and skip the masked half;
 # unfused (Megatron's own softmax kernels, what 2021-22 runs used) writes them to HBM.
@@ -56,8 +64,23 @@ class Flags:
                 f"--moe-token-dispatcher-type: {self.moe_token_dispatcher_type!r}; allowed: "
                 f"{', '.join(MOE_DISPATCHERS)}"
             )
-        if self.framework is not None and self.framework not in FRAMEWORKS:
-            raise SpecError(f"--framework: {self.framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+        row(self.framework)  # a one-line error unless a framework of the table
+
+    @classmethod
+    def resolve(cls, framework: str | None, given: Mapping[str, Any]) -> Flags:
+        """The flags a layout runs with under `framework` (None: the generic model): each
+        field as `given` (None or absent: not given), else the framework's default
+        (`Framework.defaults`), else this class's."""
+        chosen = {k: v for k, v in given.items() if v is not None}
+        unknown = set(chosen) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"Flags has no field {', '.join(sorted(unknown))}")
+        return cls(**{**row(framework).defaults, **chosen, "framework": framework})
+
+    @property
+    def runner(self) -> Framework:
+        """The framework table's row these flags run under (`tierwise.frameworks`)."""
+        return row(self.framework)
 
     @property
     def flash_attention(self) -> bool:

@@ -23,22 +23,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tierwise.errors import SpecError
+from tierwise.frameworks import row
 from tierwise.workload.flops import Array, maximum
 
-SCHEDULES = ("1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble")
 # Virtual stages per rank each schedule runs: None = any.
 SCHEDULE_VPP: dict[str, int | None] = {
     "1F1B": 1,
     "Interleaved1F1B": None,
     "InterleavedZeroBubble": None,
     "ZBVZeroBubble": 2,
-}
-# What each framework runs: Megatron-LM 1F1B and its interleaved schedule, DeepSpeed's
-# pipeline engine 1F1B only (deepspeed/runtime/pipe/schedule.py TrainSchedule), torchtitan all.
-FRAMEWORK_SCHEDULES = {
-    "megatron": ("1F1B", "Interleaved1F1B"),
-    "deepspeed": ("1F1B",),
-    "torchtitan": SCHEDULES,
 }
 # Weight-gradient passes (in units of T_W) each schedule moves into the bubble.
 W_FILLED = {"1F1B": 0, "Interleaved1F1B": 0, "InterleavedZeroBubble": 1, "ZBVZeroBubble": 2}
@@ -49,7 +42,7 @@ def schedule_for(schedule: str | None, pp: int, vpp: int, framework: str | None 
     that cannot run `vpp` virtual stages, or that `framework` lacks, is a one-line error."""
     if schedule is None:
         schedule = "Interleaved1F1B" if vpp > 1 else "1F1B"
-    allowed = FRAMEWORK_SCHEDULES.get(framework or "torchtitan", SCHEDULES)
+    allowed = row(framework).schedules  # what the framework runs (tierwise.frameworks)
     if schedule not in allowed:
         runs = f" --framework {framework} runs" if framework else " allowed:"
         raise SpecError(f"--pipeline-schedule: {schedule!r};{runs} {', '.join(allowed)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from tierwise.frameworks import RECOMPUTE_OP_SAC
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
@@ -69,7 +70,7 @@ def step_terms(
     `middle_layers`: the most layers on a pipeline rank between the first and the last
     (default: the planner's split, the same count on every middle rank)."""
     gpu = cluster.gpu
-    if flags.framework == "torchtitan":  # its selective recompute is op-level SAC
+    if flags.runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
         f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
     s = stage_of(m, gpu, f, middle_layers)
     route, load = routing(m, flags.moe_router_force_load_balancing)
@@ -103,8 +104,7 @@ def step_terms(
         **memory_fields(f),
         flash_attention=flash,
         dropout=not flash,
-        low_precision_params=flags.fp8_param_gather
-        and flags.framework not in ("torchtitan", "deepspeed"),
+        low_precision_params=flags.fp8_param_gather and flags.runner.low_precision_param_gather,
     )
     host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
@@ -136,7 +136,7 @@ def step_terms(
         t_compute,
         flags.overlap_grad_reduce,
         flags.overlap_param_gather,
-        flags.framework,
+        flags.runner,
         flags.fp8_param_gather,
     )
 

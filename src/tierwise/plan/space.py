@@ -13,8 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.errors import SpecError
+from tierwise.frameworks import (
+    ANY,
+    FRAMEWORK_CHOICES,
+    LAUNCHED,
+    SHARDING,
+    TABLE,
+    Framework,
+    launched,
+)
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.workload.layout import Layout
 from tierwise.workload.precision import (
     DTYPES,
     FP8_RECIPES,
@@ -29,67 +37,7 @@ MBS_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 SPLITS = (0, 1)  # pipeline split: even, or first and last stage one layer short
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
-# (ZeRO stage, Megatron distributed optimizer): plain data parallelism (replicated optimizer),
-# Megatron's distributed optimizer, ZeRO-1/2 and FSDP.
-SHARDING = {
-    "ddp": (0, False),
-    "distopt": (0, True),
-    "zero1": (1, False),
-    "zero2": (2, False),
-    "fsdp": (3, False),
-}
-# What each framework can run: the sharding schemes searched by default, whether it has
-# context parallelism, an interleaved (virtual) pipeline, a config that can shorten the first
-# and last pipeline stage, FP8, the highest ZeRO stage it runs with pipelining (pp > 1), and
-# whether it reduces gradients in 16 bits: (default, other allowed). Megatron reduces fp32
-# main grads unless --grad-reduce-in-bf16; torchtitan's FSDP2 reduces in float32
-# (mixed_precision_reduce); DeepSpeed in the training dtype unless communication_data_type.
-# Plain DDP runs everywhere but is only searched when fixed (`--fix sharding=ddp`): it costs
-# the same time as a sharded optimizer and more memory.
-FRAMEWORKS = {
-    "megatron": {
-        "sharding": ("distopt",),
-        "cp": True,
-        "vpp": True,
-        "short_ends": True,
-        "fp8": True,
-        "pp_zero": 3,
-        "grad_reduce_bf16": (False, True),
-    },
-    # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
-    # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP.
-    "torchtitan": {
-        "sharding": ("fsdp", "zero2"),
-        "cp": True,
-        "vpp": True,
-        "short_ends": True,
-        "fp8": True,
-        "pp_zero": 3,
-        "grad_reduce_bf16": (False,),
-    },
-    # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does)
-    # nor FP8; its pipeline engine runs plain 1F1B and rejects ZeRO stages 2 and 3.
-    "deepspeed": {
-        "sharding": ("zero1", "zero2", "fsdp"),
-        "cp": False,
-        "vpp": False,
-        "short_ends": False,
-        "fp8": False,
-        "pp_zero": 1,
-        "grad_reduce_bf16": (True, False),
-    },
-}
-# `--framework any`: the union of what the frameworks run. Each sharding scheme is searched in
-# every framework that runs it differently (torchtitan's FSDP2 reduces in float32, DeepSpeed's
-# ZeRO in 16 bits); torchtitan's plain DDP is Megatron's. DDP only when fixed, as above.
-ANY_SCHEMES = {
-    "distopt": ("megatron",),
-    "zero1": ("deepspeed",),
-    "zero2": ("torchtitan", "deepspeed"),
-    "fsdp": ("torchtitan", "deepspeed"),
-    "ddp": ("megatron", "deepspeed"),
-}
-FRAMEWORK_NAMES = ("any", *FRAMEWORKS)
+FRAMEWORK_NAMES = FRAMEWORK_CHOICES
 FIX_HELP = (
     "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
     f"recompute={'|'.join(RECOMPUTE)}; zero=0|1|2|3 (1 includes Megatron's distributed "
@@ -186,19 +134,17 @@ def build_space(
     gbs: int,
     seq: int,
     fix: Mapping[str, str] | None = None,
-    framework: str = "any",
+    framework: str = ANY,
     shardings: tuple[str, ...] | None = None,
 ) -> Space:
     """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
     `framework` can run (`shardings`: the schemes searched instead of its default ones)."""
     fix = dict(fix or {})
-    if framework == "any":
+    fw = launched(framework)
+    if fw is None:
         return _any_space(model, cluster, gpus, gbs, seq, fix)
-    if framework not in FRAMEWORKS:
-        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORK_NAMES)}")
-    caps = FRAMEWORKS[framework]
     for key, cap in (("cp", "context parallelism"), ("vpp", "interleaved pipeline")):
-        if caps[key]:
+        if getattr(fw, key):
             continue
         if _ints(fix, key, (1,)) != (1,):
             raise SpecError(f"--fix: {key}={fix[key]}; {framework} has no {cap}: allowed: 1")
@@ -215,9 +161,9 @@ def build_space(
         if name not in RECOMPUTE:
             raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
     # A fixed ZeRO stage picks among every scheme the framework runs, plain DDP included.
-    shard_names = shardings or (("ddp", *caps["sharding"]) if "zero" in fix else caps["sharding"])
+    shard_names = shardings or (("ddp", *fw.sharding) if "zero" in fix else fw.sharding)
     if "sharding" in fix:
-        allowed = ("ddp", *caps["sharding"])
+        allowed = ("ddp", *fw.sharding)
         if fix["sharding"] not in allowed:
             raise SpecError(
                 f"--fix: sharding={fix['sharding']!r} for {framework}; "
@@ -237,21 +183,21 @@ def build_space(
     # FP8 (the default recipe) is searched where the GPU has FP8 tensor cores and the framework
     # runs it; --fix dtype= pins any format the GPU runs (MXFP8, NVFP4: Blackwell).
     gpu = cluster.gpu
-    runs_low = caps["fp8"] and bool(gpu.peak_fp8_tflops)
-    allowed_dtypes = supported_dtypes(gpu) if caps["fp8"] else ("bf16",)
+    allowed_dtypes = tuple(d for d in supported_dtypes(gpu) if fw.runs_dtype(d))
+    runs_low = "fp8" in allowed_dtypes and bool(gpu.peak_fp8_tflops)
     dtypes = (fix["dtype"],) if "dtype" in fix else ("bf16", "fp8") if runs_low else ("bf16",)
     if dtypes[0] not in allowed_dtypes:
         raise SpecError(
             f"--fix: dtype={dtypes[0]!r} on {gpu.key}; allowed: {', '.join(allowed_dtypes)}"
-            + ("" if caps["fp8"] else f" ({framework} has no FP8)")
+            + ("" if fw.runs_any_dtype else f" ({fw.title} trains in {', '.join(fw.dtypes or ())})")
         )
     recipe = fix.get("fp8_recipe")
     codes = [precision_code(d, recipe if d == "fp8" else None) for d in dtypes]
-    grad16 = _flag(fix, "grad_reduce_bf16", caps["grad_reduce_bf16"][0])
-    if grad16 not in caps["grad_reduce_bf16"]:
+    grad16 = _flag(fix, "grad_reduce_bf16", fw.grad_reduce_bf16[0])
+    if grad16 not in fw.grad_reduce_bf16:
         raise SpecError(
             f"--fix: grad_reduce_bf16={fix['grad_reduce_bf16']}; {framework} reduces gradients "
-            f"in {'16 bits' if caps['grad_reduce_bf16'][0] else 'float32'} only"
+            f"in {'16 bits' if fw.grad_reduce_bf16[0] else 'float32'} only"
         )
     # Degrees (tp, cp, pp) first: most triples do not divide the GPUs or the model's shape.
     tp, cp, pp = _product(tp_opts, cp_opts, pp_opts)
@@ -274,7 +220,7 @@ def build_space(
     # activation, MLA's up-projections), which frees memory at little cost; not with delayed
     # FP8 scaling, which Megatron refuses for them.
     rc_opts = [(RECOMPUTE[n], DEFAULT_MASK) for n in rc_names]
-    if framework == "megatron" and "selective" in rc_names:
+    if fw.recompute_modules and "selective" in rc_names:
         light = light_modules(model.moe is not None, model.mla is not None)
         rc_opts.append((RECOMPUTE["selective"], modules_mask(light)))
     rc_codes, rc_masks = np.array(rc_opts).reshape(-1, 2).T
@@ -288,7 +234,7 @@ def build_space(
         range(len(dtypes)),
         # The ends-short split only where some kept pipeline depth admits it.
         SPLITS
-        if caps["short_ends"] and any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok])
+        if fw.uneven_pp and any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok])
         else SPLITS[:1],
     )
     degree, vpp, mbs, ep, rc, shard, dtype, ends_short = _product(np.nonzero(ok)[0], *rest)
@@ -305,7 +251,7 @@ def build_space(
         & (even | short)
         & ((vpp == 1) | (pp > 1))
         & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
-        & ((pp == 1) | (zero <= caps["pp_zero"]))
+        & ((pp == 1) | (zero <= fw.pp_zero))
         & ~((rc_masks[rc] != DEFAULT_MASK) & (np.array(codes)[dtype] == delayed_fp8))
     )
     sel = {
@@ -362,21 +308,30 @@ def _any_space(
     seq: int,
     fix: Mapping[str, str],
 ) -> Space:
-    """`--framework any`: every framework's space over the sharding schemes it runs
-    (`ANY_SCHEMES`); a fix no framework can run is one error naming each one's reason."""
-    searched = tuple(s for s in ANY_SCHEMES if s != "ddp" or "zero" in fix)  # as build_space
+    """`--framework any`: every framework's space over the sharding schemes it is searched for
+    (`Framework.any_sharding`); a fix no framework can run is one error naming each one's
+    reason."""
+    schemes_any = {s for name in LAUNCHED for s in TABLE[name].any_sharding}
+    # Plain DDP last, and only when a ZeRO stage is fixed (as build_space).
+    searched = tuple(
+        sorted(
+            (s for s in SHARDING if s in schemes_any and (s != "ddp" or "zero" in fix)),
+            key=lambda s: s == "ddp",
+        )
+    )
     names = (fix["sharding"],) if "sharding" in fix else searched
-    if names[0] not in ANY_SCHEMES:
+    if names[0] not in schemes_any:
         raise SpecError(f"--fix: sharding={names[0]!r}; allowed: {', '.join(SHARDING)}")
     spaces, errors = [], {}
-    for framework in FRAMEWORKS:
-        schemes = tuple(n for n in names if framework in ANY_SCHEMES[n])
+    for name in LAUNCHED:
+        fw: Framework = TABLE[name]
+        schemes = tuple(n for n in names if n in fw.any_sharding)
         if not schemes:
             continue
         try:
-            spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, framework, schemes))
+            spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, name, schemes))
         except SpecError as exc:  # a fix this framework cannot run: the others may
-            errors[framework] = str(exc).removeprefix("--fix: ")
+            errors[name] = str(exc).removeprefix("--fix: ")
     if spaces:
         return Space.join(spaces)
     reasons = set(errors.values())
@@ -391,32 +346,3 @@ def zero_stage(zero: int, distributed_optimizer: bool) -> int:
     """The ZeRO stage a sharding matches: Megatron's distributed optimizer shards the optimizer
     states over data parallel ranks as ZeRO-1 does, so `--fix zero=1` selects it."""
     return 1 if distributed_optimizer else zero
-
-
-def sharding_name(layout: Layout) -> str:
-    """The SHARDING scheme of `layout`: "distopt" with the distributed optimizer, whatever the
-    zero field says."""
-    stage = (0, True) if layout.distributed_optimizer else (layout.zero, False)
-    return next(name for name, sharding in SHARDING.items() if sharding == stage)
-
-
-def frameworks_for(layout: Layout) -> list[str]:
-    """The frameworks whose search space holds `layout` (`FRAMEWORKS` capabilities)."""
-    scheme = sharding_name(layout)
-    return [
-        name
-        for name, caps in FRAMEWORKS.items()
-        if (scheme == "ddp" or scheme in caps["sharding"])
-        and (layout.cp == 1 or caps["cp"])
-        and (layout.vpp == 1 or caps["vpp"])
-        and (layout.dtype == "bf16" or caps["fp8"])
-        and (layout.pp_layers is None or caps["short_ends"])
-        and (layout.pp == 1 or layout.zero <= caps["pp_zero"])
-        and layout.grad_reduce_bf16 in caps["grad_reduce_bf16"]
-        and (name == "megatron" or not megatron_only(layout))
-    ]
-
-
-def megatron_only(layout: Layout) -> bool:
-    """The layout names Megatron's recompute modules or CPU activation offloading."""
-    return layout.recompute_modules is not None or layout.activation_offload_layers > 0

@@ -63,9 +63,10 @@ class ReportPlan:
         cluster: ClusterSpec,
         layout: Layout,
         order: tuple[str, ...] = DEFAULT_ORDER,
+        flags: Flags = Flags(),
     ) -> ReportPlan:
-        """Estimate `layout` placed in `order` on `cluster`."""
-        return cls(layout, order, estimate(model, cluster, layout, Flags(order=order)))
+        """Estimate `layout` placed in `order` on `cluster`, run with `flags`."""
+        return cls(layout, order, estimate(model, cluster, layout, replace(flags, order=order)))
 
     def mapping(self, cluster: ClusterSpec) -> MappingData:
         """Process groups of this layout on `cluster` (what the mapping figure draws)."""
@@ -94,17 +95,24 @@ class ReportInputs:
 
 
 def plans_from_search(
-    model: ModelSpec, cluster: ClusterSpec, gbs: int, seq: int, top: int = 5
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    gbs: int,
+    seq: int,
+    top: int = 5,
+    flags: Flags = Flags(),
+    framework: str = "any",
 ) -> tuple[ReportPlan, ...]:
-    """The planner's top layouts (`tierwise.plan.search`), best first."""
-    flags = Flags()
-    found = search(model, cluster, gbs, seq, top=top, flags=flags)
+    """The planner's top layouts (`tierwise.plan.search`) priced with `flags`, best first."""
+    found = search(model, cluster, gbs, seq, top=top, flags=flags, framework=framework)
     return tuple(ReportPlan(Layout(**est["layout"]), flags.order, est) for est in found.plans)
 
 
-def naive_of(model: ModelSpec, cluster: ClusterSpec, best: ReportPlan) -> ReportPlan:
+def naive_of(
+    model: ModelSpec, cluster: ClusterSpec, best: ReportPlan, flags: Flags = Flags()
+) -> ReportPlan:
     """The best layout with the naive rank order (`NAIVE_ORDER`)."""
-    return ReportPlan.of(model, cluster, best.layout, NAIVE_ORDER)
+    return ReportPlan.of(model, cluster, best.layout, NAIVE_ORDER, flags)
 
 
 def _with_fabric(cluster: ClusterSpec, nics: int, over: float) -> ClusterSpec:
@@ -113,15 +121,17 @@ def _with_fabric(cluster: ClusterSpec, nics: int, over: float) -> ClusterSpec:
     return cluster.model_copy(update={"inter": inter, "topology": topo})
 
 
-def fabric_sweep(model: ModelSpec, cluster: ClusterSpec, best: ReportPlan) -> SweepData:
+def fabric_sweep(
+    model: ModelSpec, cluster: ClusterSpec, best: ReportPlan, flags: Flags = Flags()
+) -> SweepData:
     """tokens/s of the best layout (kept fixed) for NICs per node x leaf oversubscription."""
     nics = [n for n in SWEEP_NICS if n <= cluster.gpus_per_node]
     series = []
     for over in SWEEP_OVERSUBSCRIPTION:
         ys = [
-            ReportPlan.of(model, _with_fabric(cluster, n, over), best.layout, best.order).estimate[
-                "tokens_per_s"
-            ]
+            ReportPlan.of(
+                model, _with_fabric(cluster, n, over), best.layout, best.order, flags
+            ).estimate["tokens_per_s"]
             for n in nics
         ]
         series.append(
@@ -225,18 +235,20 @@ def build_inputs(
     contract_path: Path | None = None,
     top: int = 5,
     doctor_logs: Sequence[Path] = (),
+    flags: Flags = Flags(),
+    framework: str = "any",
 ) -> ReportInputs:
     """Plan, naive placement, what-if sweep and busbw panels for one model on one cluster;
     with logs, `tierwise doctor`'s findings on `logs` and `doctor_logs` read as one run."""
     contract = load_contract(contract_path) if contract_path is not None else None
-    plans = plans_from_search(model, cluster, gbs, seq, top)
+    plans = plans_from_search(model, cluster, gbs, seq, top, flags, framework)
     best = plans[0]
     return ReportInputs(
         model=model,
         cluster=cluster,
         plans=plans,
-        naive=naive_of(model, cluster, best),
-        sweep=fabric_sweep(model, cluster, best),
+        naive=naive_of(model, cluster, best, flags),
+        sweep=fabric_sweep(model, cluster, best, flags),
         busbw=busbw_panels(cluster, logs, contract),
         command=command,
         contract_text=contract_path.read_text() if contract_path is not None else None,

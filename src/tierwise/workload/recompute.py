@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal, get_args
 
+from tierwise import frameworks
+
 if TYPE_CHECKING:
     from tierwise.workload.flops import Array
 
@@ -60,9 +62,10 @@ def modules_mask(modules: Iterable[str] | None) -> int:
 
 
 def framework_mask(framework: str | None, mask: Array) -> Array:
-    """The module mask selective recompute runs under `framework`: torchtitan's op-level SAC,
-    Megatron's modules otherwise."""
-    return OP_SAC_MASK if framework == "torchtitan" else mask
+    """The module mask selective recompute runs under `framework` (None: the generic model):
+    op-level SAC where its row says so (torchtitan's), Megatron's modules otherwise."""
+    op_sac = frameworks.row(framework).selective_recompute == frameworks.RECOMPUTE_OP_SAC
+    return OP_SAC_MASK if op_sac else mask
 
 
 def mask_modules(mask: int) -> tuple[str, ...] | None:

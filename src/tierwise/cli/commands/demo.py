@@ -11,6 +11,8 @@ from tierwise.cli.commands.report import make_report, print_plans, summary
 from tierwise.cli.options import JsonOpt
 from tierwise.cli.output import print_json
 from tierwise.hardware.cluster import load_cluster
+from tierwise.plan.request import Behaviour, plan_request
+from tierwise.workload.load import load_model
 
 DEMO_MODEL = "llama3-70b"
 DEMO_CLUSTER = "dgx-h100"
@@ -31,7 +33,8 @@ def demo(
         f"tierwise report --model {DEMO_MODEL} --cluster {DEMO_CLUSTER} --nodes "
         f"{DEMO_NODES} --gbs {DEMO_GBS} --seq {DEMO_SEQ} --out {out}"
     )
-    inputs = make_report(DEMO_MODEL, cluster, DEMO_GBS, DEMO_SEQ, out, [], None, command)
+    request = plan_request(load_model(DEMO_MODEL), cluster, Behaviour(), gbs=DEMO_GBS, seq=DEMO_SEQ)
+    inputs = make_report(request, out, [], None, command)
     if as_json:
         print_json(summary(inputs, out))
         return

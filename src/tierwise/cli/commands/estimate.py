@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from tierwise import frameworks
 from tierwise.cli import layout_options as L
-from tierwise.cli.moe_routing import resolve_routing
+from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
-from tierwise.perf.step import Flags
+from tierwise.plan.request import Behaviour
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
@@ -19,8 +20,10 @@ from tierwise.workload.precision import check_supported
 
 
 @cluster_options
+@behaviour_options
 def estimate_command(
     cluster_spec: ClusterSpec,
+    behaviour: Behaviour,
     model: ModelOpt = "llama3-70b",
     tp: L.TpOpt = None,
     cp: L.CpOpt = None,
@@ -46,25 +49,12 @@ def estimate_command(
     fp8_recipe: L.Fp8RecipeOpt = None,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
-    tp_comm_overlap: L.TpOverlapOpt = False,
-    cp_comm: L.CpCommOpt = "p2p",
-    pipeline_schedule: L.PipelineScheduleOpt = None,
-    framework: L.EstimateFrameworkOpt = None,
-    attention_backend: L.AttentionBackendOpt = "flash",
-    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
-    moe_routing: L.MoeRoutingOpt = None,
-    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
-    moe_expert_capacity_factor: L.MoeCapacityOpt = None,
-    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
-    enable_cuda_graph: L.CudaGraphOpt = False,
-    fp8_dot_product_attention: L.Fp8AttentionOpt = False,
-    fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
-    spec, force_balance = resolve_routing(
-        load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
-    )
+    framework = behaviour.framework
+    runner = None if framework is None else frameworks.row(framework)  # one line if unknown
+    spec, flags = behaviour.resolve(load_model(model), framework)
     if dtype is not None:  # one line naming the flag before the layout's own check
         check_supported(cluster_spec.gpu, dtype, fp8_recipe)
     fixed = (tp or 1) * (cp or 1) * (pp or 1)
@@ -113,26 +103,14 @@ def estimate_command(
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split,
     )
-    flags = Flags(
-        tp_comm_overlap=tp_comm_overlap,
-        cp_comm=cp_comm,
-        pipeline_schedule=pipeline_schedule,
-        framework=framework,
-        attention_backend=attention_backend,
-        moe_token_dispatcher_type=moe_token_dispatcher_type,
-        moe_router_force_load_balancing=force_balance,
-        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
-        cuda_graphs=enable_cuda_graph,
-        fp8_dot_product_attention=fp8_dot_product_attention,
-        fp8_param_gather=fp8_param_gather,
-    )
-    if dp_shard is not None and framework != "torchtitan":
+    if runner is None and dp_shard is not None:
+        hsdp = [n for n in frameworks.LAUNCHED if frameworks.TABLE[n].hsdp]
         raise SpecError(
-            f"--dp-shard {dp_shard}: HSDP is torchtitan's (data_parallel_shard_degree); "
-            "add --framework torchtitan"
+            f"--dp-shard {dp_shard}: HSDP is a framework's (torchtitan's "
+            f"data_parallel_shard_degree); add --framework {' or '.join(hsdp)}"
         )
-    if framework is not None:
-        check_framework(framework, layout)
+    if runner is not None:
+        frameworks.check_runs(runner, layout)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -141,22 +119,6 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
-
-
-def check_framework(framework: str, layout: Layout) -> None:
-    """A one-line error when `framework` cannot run `layout` (the planner's rules)."""
-    from tierwise.plan.space import frameworks_for, megatron_only
-
-    if framework in frameworks_for(layout):
-        return
-    runs = ", ".join(frameworks_for(layout)) or "none"
-    raise SpecError(
-        f"--framework {framework}: it cannot run this layout (zero {layout.zero}, "
-        f"distributed optimizer {layout.distributed_optimizer}, cp {layout.cp}, vpp "
-        f"{layout.vpp}, pp {layout.pp}, dtype {layout.dtype}, grads "
-        f"{'bf16' if layout.grad_reduce_bf16 else 'fp32'}, Megatron recompute modules or "
-        f"CPU offloading {megatron_only(layout)}); frameworks that can: {runs}"
-    )
 
 
 def default_global_batch(layout: Layout) -> int:
@@ -209,7 +171,7 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             + f" zero={lay['zero']} dtype={lay['dtype']}"
             + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
             + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
-            f"attention={r['attention_backend']} framework={r['framework'] or 'generic'}",
+            f"attention={r['attention_backend']} framework={frameworks.row(r['framework']).name}",
         )
     )
     for note in r.get("assumed", []):

@@ -4,123 +4,42 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from tierwise.cli import layout_options as L
-from tierwise.cli.moe_routing import resolve_routing
+from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
+from tierwise.cli.output import print_json, write_files
+from tierwise.cli.plan_output import plan_json, print_plan
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.perf.pipeline import FRAMEWORK_SCHEDULES, SCHEDULE_VPP, schedule_for
-from tierwise.perf.step import Flags
-from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
-from tierwise.plan.mapping import group_members, group_summary
-from tierwise.plan.placement import placement_ratios
-from tierwise.plan.search import search, tokens_per_dollar
-from tierwise.plan.space import (
-    FIX_HELP,
-    FRAMEWORK_NAMES,
-    frameworks_for,
-    parse_fix,
-    sharding_name,
-)
-from tierwise.plan.why import why
-from tierwise.workload.layout import Layout
+from tierwise.plan.emit import EMIT_FILES
+from tierwise.plan.outcome import run_plan
+from tierwise.plan.request import EMIT_KINDS, Behaviour, plan_request
+from tierwise.plan.space import FIX_HELP
 from tierwise.workload.load import load_model
-from tierwise.workload.precision import check_supported
 
 MAPPING_FILE = "mapping.json"
 """Written to --out: every TP/CP/EP/DP/PP group of the best plan as its GPUs."""
-PLAN_KEYS = (
-    "tp",
-    "cp",
-    "ep",
-    "pp",
-    "vpp",
-    "dp",
-    "mbs",
-    "recompute",
-    "zero",
-    "distributed_optimizer",
-    "grad_reduce_bf16",
-    "dtype",
-)
-
-
-def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
-    """A plan as the JSON row `tierwise plan --json` prints."""
-    lay = p["layout"]
-    return {
-        **{k: lay[k] for k in PLAN_KEYS},
-        "sharding": sharding_name(Layout(**lay)),
-        "pp_layers": lay.get("pp_layers"),
-        "recompute_modules": lay.get("recompute_modules"),
-        "frameworks": frameworks_for(Layout(**lay)),
-        "gbs": lay["gbs"],
-        "seq": lay["seq"],
-        "gpus": p["gpus"],
-        "step_time_s": p["step_time_s"],
-        "tokens_per_s": p["tokens_per_s"],
-        "tokens_per_dollar": tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster),
-        "tflops_per_gpu": p["tflops_per_gpu"],
-        "mfu": p["mfu"],
-        "mfu_at_dtype_peak": p["mfu_at_dtype_peak"],
-        "memory_gib_per_gpu": p["memory_gib_per_gpu"],
-        "fits": p["fits"],
-        "why": why(p),
-        "comm_tiers": p["comm_tiers"],
-        "breakdown": p["breakdown"],
-    }
-
-
-def schedule_fixes(schedule: str, framework: str, fixes: dict[str, str]) -> str:
-    """Pin the virtual stages `schedule` runs into `fixes` and return the framework to search:
-    a schedule only torchtitan runs narrows `any` to it; a clash is a one-line error."""
-    if framework == "any" and schedule not in FRAMEWORK_SCHEDULES["megatron"]:
-        framework = "torchtitan"
-    need = SCHEDULE_VPP.get(schedule)
-    schedule_for(schedule, 2, need or 2, None if framework == "any" else framework)
-    if need is not None and fixes.setdefault("vpp", str(need)) != str(need):
-        raise SpecError(
-            f"--pipeline-schedule {schedule} runs vpp {need}; --fix has vpp={fixes['vpp']}"
-        )
-    return framework
-
-
-def framework_for(framework: str, emit_kinds: list[str]) -> str:
-    """The framework to search: the one given, else the one the emitted configs are for
-    (a Slurm script alone launches Megatron); one-line error if they need several."""
-    if framework != "any":
-        return framework
-    implied = sorted({kind for kind in emit_kinds if kind != "slurm"})
-    if len(implied) > 1:
-        raise SpecError(
-            f"--emit: {', '.join(implied)} need plans of different frameworks; give one "
-            "--framework (megatron, torchtitan, deepspeed) and emit its config"
-        )
-    return implied[0] if implied else ("megatron" if emit_kinds else "any")
-
-
-def with_launched_config(framework: str, emit_kinds: list[str]) -> list[str]:
-    """The emitted kinds plus the config file a torchtitan or DeepSpeed sbatch script reads."""
-    if "slurm" in emit_kinds and framework in {"torchtitan", "deepspeed"}:
-        return list(dict.fromkeys([*emit_kinds, framework]))
-    return emit_kinds
-
-
-def write_out(out: Path, emitted: dict[str, str], members: Any) -> list[str]:
-    """Write the emitted configs and mapping.json into `out`; the paths written."""
-    files = {EMIT_FILES[kind]: text for kind, text in emitted.items()}
-    files[MAPPING_FILE] = json.dumps(members, indent=1) + "\n"
-    return write_files(out, files, "--out")
+EmitOpt = Annotated[
+    list[str] | None,
+    typer.Option("--emit", help=f"{'|'.join(EMIT_KINDS)} (repeatable)"),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", help="Write the emitted files and mapping.json (every group of 2+ GPUs)."
+    ),
+]
 
 
 @cluster_options
+@behaviour_options
 def plan_command(
     cluster_spec: ClusterSpec,
+    behaviour: Behaviour,
     model: ModelOpt = "llama3-70b",
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
@@ -129,189 +48,38 @@ def plan_command(
     objective: Annotated[
         str, typer.Option("--objective", help="step_time|tokens_per_dollar")
     ] = "step_time",
-    framework: Annotated[
-        str, typer.Option("--framework", help="any|megatron|torchtitan|deepspeed")
-    ] = "any",
-    emit_kinds: Annotated[
-        list[str] | None,
-        typer.Option("--emit", help="megatron|torchtitan|slurm|deepspeed (repeatable)"),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", help="Write the emitted files and mapping.json (every group of 2+ GPUs)."
-        ),
-    ] = None,
+    emit_kinds: EmitOpt = None,
+    out: OutOpt = None,
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
-    tp_comm_overlap: L.TpOverlapOpt = False,
-    cp_comm: L.CpCommOpt = "p2p",
-    attention_backend: L.AttentionBackendOpt = "flash",
-    pipeline_schedule: L.PipelineScheduleOpt = None,
-    moe_token_dispatcher_type: L.MoeDispatcherOpt = "alltoall",
-    moe_routing: L.MoeRoutingOpt = None,
-    moe_router_force_load_balancing: L.MoeForceBalanceOpt = False,
-    moe_expert_capacity_factor: L.MoeCapacityOpt = None,
-    overlap_moe_expert_parallel_comm: L.MoeA2aOverlapOpt = False,
-    enable_cuda_graph: L.CudaGraphOpt = False,
-    fp8_dot_product_attention: L.Fp8AttentionOpt = False,
-    fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
-    spec, force_balance = resolve_routing(
-        load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
-    )
-    if objective not in {"step_time", "tokens_per_dollar"}:
-        raise SpecError(f"--objective: {objective!r}; allowed: step_time, tokens_per_dollar")
-    if framework not in FRAMEWORK_NAMES:
-        raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORK_NAMES)}")
-    for kind in emit_kinds or []:
-        if kind not in EMITTERS:
-            raise SpecError(f"--emit: {kind!r}; allowed: {', '.join(EMITTERS)}")
-    framework = framework_for(framework, emit_kinds or [])
-    fixes = parse_fix(fix)
-    if pipeline_schedule is not None:
-        framework = schedule_fixes(pipeline_schedule, framework, fixes)
-    emit_kinds = with_launched_config(framework, emit_kinds or [])
-    # One framework: its layouts are priced as it runs them (as `estimate --framework`).
-    flags = Flags(
-        tp_comm_overlap=tp_comm_overlap,
-        cp_comm=cp_comm,
-        framework=None if framework == "any" else framework,
-        attention_backend=attention_backend,
-        pipeline_schedule=pipeline_schedule,
-        moe_token_dispatcher_type=moe_token_dispatcher_type,
-        moe_router_force_load_balancing=force_balance,
-        overlap_moe_expert_parallel_comm=overlap_moe_expert_parallel_comm,
-        cuda_graphs=enable_cuda_graph,
-        fp8_dot_product_attention=fp8_dot_product_attention,
-        fp8_param_gather=fp8_param_gather,
-    )
-    gbs = cluster_spec.world if gbs is None else gbs
-    if dtype is not None:
-        check_supported(cluster_spec.gpu, dtype, fp8_recipe)
-        fixes["dtype"] = dtype
-    if fp8_recipe is not None:
-        fixes["fp8_recipe"] = fp8_recipe
-    result = search(
-        spec,
+    request = plan_request(
+        load_model(model),
         cluster_spec,
-        gbs,
-        seq,
-        top=top,
-        fix=fixes,
+        behaviour,
+        gbs=gbs,
+        seq=seq,
+        fix=fix,
         objective=objective,
-        flags=flags,
-        framework=framework,
-    )  # type: ignore[arg-type]
-    best = result.plans[0]
-    layout = Layout(**best["layout"])
-    mapping = group_summary(cluster_spec, layout)
-    ratios = placement_ratios(spec, cluster_spec, layout, flags)
-    emitted = {
-        kind: emit(kind, spec, cluster_spec, layout, flags, framework=framework)
-        for kind in emit_kinds or []
-    }
-    written = [] if out is None else write_out(out, emitted, group_members(cluster_spec, layout))
+        top=top,
+        emit=emit_kinds or [],
+        dtype=dtype,
+        fp8_recipe=fp8_recipe,
+    )
+    outcome = run_plan(request)
+    written = []
+    if out is not None and outcome.refused is None:
+        files = {EMIT_FILES[kind]: text for kind, text in outcome.emitted.items()}
+        files[MAPPING_FILE] = json.dumps(outcome.members, indent=1) + "\n"
+        written = write_files(out, files, "--out")
     if as_json:
-        print_json(
-            {
-                "model": spec.name,
-                "cluster": cluster_spec.name,
-                "gpus": cluster_spec.world,
-                "plans": [plan_row(p, cluster_spec) for p in result.plans],
-                "candidates_evaluated": result.candidates_evaluated,
-                "candidates_fitting": result.candidates_fitting,
-                "search_time_s": result.search_time_s,
-                "mapping": mapping,
-                "placement": ratios,
-                "emitted": emitted,
-                "written": written,
-            }
-        )
-        return
-    console.print(
-        line(
-            styled(str(spec.name), "bold"),
-            f" on {cluster_spec.world} x {cluster_spec.gpu.key} "
-            f"({cluster_spec.name}), gbs {gbs}, seq {seq}: {result.candidates_evaluated:,} "
-            f"layouts evaluated, {result.candidates_fitting:,} fit, "
-            f"{result.search_time_s:.2f} s",
-        )
-    )
-    shown = (*PLAN_KEYS[:8], "sharding", "dtype", "grads", "runs in")  # + precision, frameworks
-    by_cost = objective == "tokens_per_dollar"  # the job may use fewer GPUs than the cluster
-    rows = []
-    for i, p in enumerate(result.plans, 1):
-        r = plan_row(p, cluster_spec)
-        r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
-        r["runs in"] = ", ".join(r["frameworks"])
-        if r["recompute_modules"]:  # Megatron's modules instead of its default (core_attn)
-            r["recompute"] = f"{r['recompute']} ({','.join(r['recompute_modules'])})"
-        if r["pp_layers"]:  # uneven split: first and last stage's layers
-            r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
-        cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
-        rows.append(
-            (
-                i,
-                *(r[k] for k in shown),
-                *cost,
-                r["step_time_s"],
-                f"{r['tokens_per_s']:,.0f}",
-                f"{r['mfu']:.1%}",
-                r["memory_gib_per_gpu"],
-                r["why"],
-            )
-        )
-    cost_header = ["GPUs", "tokens/$"] if by_cost else []
-    header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU (bf16 peak)", "GiB", "why"]
-    console.print(table("top plans", header, rows))
-    console.print(
-        table(
-            "mapping of plan 1 onto the cluster",
-            [
-                "group",
-                "size",
-                "groups",
-                "tier",
-                "nodes/group",
-                "leaves/group",
-                "groups per NIC",
-                "example GPUs",
-            ],
-            [
-                (
-                    m["kind"],
-                    m["size"],
-                    m["groups"],
-                    m["tier"],
-                    m["nodes_per_group"],
-                    m["leaves_per_group"],
-                    m["groups_sharing_a_nic"],
-                    " ".join(m["examples"][0][:8]) + (" ..." if m["size"] > 8 else ""),
-                )
-                for m in mapping
-            ],
-        )
-    )
-    console.print(
-        f"naive placement of the same layout: DP innermost "
-        f"{ratios['naive_dp_innermost_ratio']:.2f}x slower, nodes scattered over "
-        f"leaves {ratios['scattered_nodes_ratio']:.2f}x"
-    )
-    aware = ratios["aware_step_time_s"]
-    console.print(
-        "rank orders (step time / the planned order's): "
-        + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
-    )
-    from rich.rule import Rule
-
-    for kind, text in emitted.items():
-        console.print(Rule(kind), width=min(console.width, RULE_WIDTH))
-        typer.echo(text)
-    if written:
-        console.print(f"wrote {', '.join(written)}")
+        print_json(plan_json(outcome, written))
+    else:
+        print_plan(outcome, written)
+    if outcome.refused is not None:  # after the plan: the one line of what cannot launch
+        raise SpecError(outcome.refused)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.plan.request import Behaviour, PlanRequest, plan_request
 from tierwise.workload.load import load_model
 
 if TYPE_CHECKING:  # the report stack (matplotlib, networkx) loads only when a report is made
@@ -87,10 +89,7 @@ def print_plans(inputs: ReportInputs) -> None:
 
 
 def make_report(
-    model: str,
-    cluster: ClusterSpec,
-    gbs: int,
-    seq: int,
+    request: PlanRequest,
     out: Path,
     logs: list[Path],
     contract: Path | None,
@@ -105,22 +104,26 @@ def make_report(
         raise SpecError(f"--out: {str(out)!r} must end in .html")
     writable(out, "--out")
     inputs = build_inputs(
-        load_model(model),
-        cluster,
-        gbs=gbs,
-        seq=seq,
+        request.model,
+        request.cluster,
+        gbs=request.gbs,
+        seq=request.seq,
         command=command,
         logs=logs,
         contract_path=contract,
         doctor_logs=doctor_logs or [],
+        flags=request.flags,
+        framework=request.framework,
     )
     write_report(inputs, out)
     return inputs
 
 
 @cluster_options
+@behaviour_options
 def report(
     cluster_spec: ClusterSpec,
+    behaviour: Behaviour,
     model: ModelOpt = "llama3-70b",
     gbs: Annotated[int, typer.Option("--gbs", help="Global batch size, sequences.")] = 512,
     seq: Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")] = 4096,
@@ -137,9 +140,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML report: topology, busbw per tier, mapping, plans, what-if."""
     command = shlex.join(["tierwise", *sys.argv[1:]])
-    inputs = make_report(
-        model, cluster_spec, gbs, seq, out, logs or [], contract, command, doctor_logs
-    )
+    request = plan_request(load_model(model), cluster_spec, behaviour, gbs=gbs, seq=seq)
+    inputs = make_report(request, out, logs or [], contract, command, doctor_logs)
     if as_json:
         print_json(summary(inputs, out))
         return

@@ -8,18 +8,22 @@ from typing import Annotated, Any
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.plan.space import FIX_HELP, parse_fix
+from tierwise.plan.request import Behaviour, plan_request
+from tierwise.plan.space import FIX_HELP
 from tierwise.plan.sweep import MIN_RATE_GBPS, parse_vary, sweep, workload_needed_bandwidth
 from tierwise.workload.load import load_model
 
 
 @cluster_options
+@behaviour_options
 def sweep_command(
     cluster_spec: ClusterSpec,
+    behaviour: Behaviour,
     model: ModelOpt = "llama3-70b",
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
@@ -34,29 +38,36 @@ def sweep_command(
     within: Annotated[
         float, typer.Option("--within", help="Bandwidth needed to stay within this % of the best.")
     ] = 10.0,
-    framework: Annotated[str, typer.Option("--framework")] = "any",
     fix: Annotated[str | None, typer.Option("--fix", help=f"In every search: {FIX_HELP}")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each."""
     writable(plot, "--plot")
-    spec = load_model(model)
+    req = plan_request(load_model(model), cluster_spec, behaviour, gbs=gbs, seq=seq, fix=fix)
+    spec, gbs, pins, framework = req.model, req.gbs, req.fixes, req.framework
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
         raise SpecError("--vary: give at most two parameters")
-    gbs = cluster_spec.world if gbs is None else gbs
-    pins = parse_fix(fix)
     try:
         need: dict[str, Any] = workload_needed_bandwidth(
-            spec, cluster_spec, gbs, seq, within / 100, framework=framework, fix=pins
+            spec,
+            cluster_spec,
+            gbs,
+            seq,
+            within / 100,
+            flags=req.flags,
+            framework=framework,
+            fix=pins,
         )
     except SpecError as exc:  # nothing on the base cluster: the varied ones may still plan
         if not varies:
             raise
         need = {"needed_Gbps_per_gpu": None, "within_pct": within, "error": str(exc)}
     rows = (
-        sweep(spec, cluster_spec, gbs, seq, varies, framework=framework, fix=pins) if varies else []
+        sweep(spec, cluster_spec, gbs, seq, varies, flags=req.flags, framework=framework, fix=pins)
+        if varies
+        else []
     )
     if plot is not None and rows:
         from tierwise.report.figures import sweep_figure_file

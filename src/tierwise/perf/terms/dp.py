@@ -8,7 +8,7 @@ forward and backward and gradients reduce-scattered every micro-batch. Gradients
 behind backward, gathers behind forward (FSDP: behind the whole micro-batch), up to the
 compute time available.
 
-As frameworks run it (`Flags.framework`):
+As frameworks run it (their rows in `tierwise.frameworks`, read through `Flags.runner`):
 
 - Megatron-LM (DDP and the distributed optimizer): gradients reduced in buckets of
   max(40M, 1M x dp) parameters as backward produces them (megatron/training/training.py,
@@ -36,6 +36,7 @@ from __future__ import annotations
 from functools import cache
 from typing import NamedTuple
 
+from tierwise.frameworks import GENERIC, SHARDED_FSDP2, SHARDED_ZERO3, Framework
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import hbm_bytes_per_s
 from tierwise.perf.terms.stage import CommTerm, Stage, select
@@ -109,12 +110,12 @@ def dp_comm(
     compute_s: Array,
     overlap_grad_reduce: bool = True,
     overlap_param_gather: bool = True,
-    framework: str | None = None,
+    runner: Framework = GENERIC,
     fp8_param_gather: bool = True,
 ) -> DataParallel:
     """DP/ZeRO/FSDP communication and optimizer step of the stage `s`, per step; `compute_s`:
-    one micro-batch's compute, the window the collectives hide in; `framework`: how it runs
-    (module docstring; None: the generic model); `fp8_param_gather`: Megatron's
+    one micro-batch's compute, the window the collectives hide in; `runner`: the framework
+    table's row of how it runs (module docstring); `fp8_param_gather`: Megatron's
     --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format)."""
     f, micro = s.f, s.micro
     groups = _dp_groups(s)
@@ -125,11 +126,11 @@ def dp_comm(
     shard = (f["zero"] >= 1) | f["distributed_optimizer"]
     fsdp = f["zero"] >= 3
     bwd_window = compute_s * (1 - FORWARD_SHARE) * DP_OVERLAP_EFFICIENCY * overlap_grad_reduce
-    overlap_param_gather = overlap_param_gather and framework != "deepspeed"  # module docstring
+    overlap_param_gather = overlap_param_gather and runner.param_gather_overlap
     fwd_window = compute_s * FORWARD_SHARE * DP_OVERLAP_EFFICIENCY * overlap_param_gather
     ranks = f["dp"] * f["cp"]
     buckets = [1.0] * len(groups)
-    if framework == "megatron":  # gradients and weights move bucket by bucket
+    if runner.dp_buckets:  # gradients and weights move bucket by bucket (Megatron)
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
         buckets = [-(-n // bucket) for _, n in groups]
     rs = select(shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero)
@@ -160,8 +161,8 @@ def dp_comm(
         shard * (grads + weights) + (1 - shard) * grads
     )
     group = "dpcp"
-    if framework in SHARDED_PER_BLOCK:
-        sharded = SHARDED_PER_BLOCK[framework](s, comm, compute_s, params)
+    if runner.sharded_dp is not None:
+        sharded = SHARDED_PER_BLOCK[runner.sharded_dp](s, comm, compute_s, params)
         group = sharded.group
         keep = 1 - sharded.applies
         exposed = keep * exposed + sharded.applies * sharded.exposed_s
@@ -288,4 +289,5 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
 
 
-SHARDED_PER_BLOCK = {"torchtitan": fsdp2, "deepspeed": deepspeed_zero3}
+SHARDED_PER_BLOCK = {SHARDED_FSDP2: fsdp2, SHARDED_ZERO3: deepspeed_zero3}
+"""The per-block sharded data parallelism of each `Framework.sharded_dp`."""

@@ -1,0 +1,146 @@
+"""The behaviour options shared by `estimate`, `plan`, `sweep` and `report`: how a layout runs
+(the fields of `tierwise.perf.flags.Flags`), MoE routing and ``--framework``, so all four price
+a layout identically.
+
+Each option's default is the `Flags` field's (shown in its help), or the framework's where its
+row in `tierwise.frameworks` says otherwise: an option not given is None here and is resolved
+in `tierwise.plan.request.Behaviour.flags`. A new behaviour flag is one `Flags` field and one
+entry of `BEHAVIOUR_OPTIONS` (see the `tierwise.frameworks` docstring).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from tierwise.cli.options import with_options
+from tierwise.perf.flags import Flags
+
+BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "tp_comm_overlap": (
+        ("--tp-comm-overlap",),
+        "TP communication overlapped with GEMMs (Megatron's --tp-comm-overlap).",
+    ),
+    "cp_comm": (
+        ("--cp-comm-type",),
+        "Context parallel comm (Megatron's flag): p2p (ring attention), a2a.",
+    ),
+    "attention_backend": (
+        ("--attention-backend",),
+        "Megatron's: flash | fused (cuDNN) | unfused (softmax in HBM, 2021-22 Megatron).",
+    ),
+    "pipeline_schedule": (
+        ("--pipeline-schedule",),
+        "torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
+        "(none given: 1F1B, Interleaved1F1B with vpp > 1).",
+    ),
+    "moe_token_dispatcher_type": (
+        ("--moe-token-dispatcher-type", "--moe-dispatcher"),
+        "Megatron's: alltoall | allgather | flex (DeepEP / HybridEP).",
+    ),
+    "moe_router_force_load_balancing": (
+        ("--moe-router-force-load-balancing",),
+        "Megatron's: every expert gets the same tokens (balanced routing, as NVIDIA's "
+        "benchmarks run); otherwise dropless with an imbalance factor.",
+    ),
+    "overlap_moe_expert_parallel_comm": (
+        ("--overlap-moe-expert-parallel-comm", "--moe-a2a-overlap"),
+        "Megatron's combined 1F1B: expert all-to-alls hidden behind the other micro-batch's "
+        "compute.",
+    ),
+    "cuda_graphs": (
+        ("--enable-cuda-graph",),
+        "CUDA graphs over the layers (Megatron's): no host time per MoE layer and expert.",
+    ),
+    "fp8_dot_product_attention": (
+        ("--fp8-dot-product-attention",),
+        "The attention core in FP8 (Megatron-core's TransformerConfig "
+        "fp8_dot_product_attention), not BF16.",
+    ),
+    "fp8_param_gather": (
+        ("--fp8-param-gather",),
+        "Megatron's: FP8/MXFP8 layouts all-gather parameters in their format (NeMo's recipes do).",
+    ),
+}
+"""`Flags` field -> (option names, Megatron-LM's or torchtitan's spelling first; help)."""
+
+OTHER_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "framework": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "--framework",
+                help="megatron | torchtitan | deepspeed (| any: plan, sweep, report): what runs "
+                "the layouts and how (Megatron DDP buckets, FSDP2 per block, ZeRO-3 per module; "
+                "its schedules and defaults). Default: any for plan, sweep and report, each "
+                "layout priced by the generic model as estimate prices it without one.",
+            ),
+        ],
+        None,
+    ),
+    "moe_routing": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "--moe-routing",
+                help="balanced (forced-balance dropless, as NVIDIA's benchmarks run) | dropless "
+                "(with the documented imbalance factor) | capacity (the capacity factor: "
+                "--moe-expert-capacity-factor or the model's). Default: the model's capacity "
+                "factor if it has one, else dropless.",
+            ),
+        ],
+        None,
+    ),
+    "moe_expert_capacity_factor": (
+        Annotated[
+            float | None,
+            typer.Option(
+                "--moe-expert-capacity-factor",
+                help="Megatron's: capacity routing, experts padded to this factor (tokens "
+                "beyond it dropped); overrides the model's capacity_factor.",
+            ),
+        ],
+        None,
+    ),
+}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _flag_option(field: dataclasses.Field[Any], kind: Any) -> tuple[Any, Any]:
+    """The typer option of one `Flags` field: default None (not given), its default shown."""
+    names, text = BEHAVIOUR_OPTIONS[field.name]
+    shown = field.default if field.default is not None else "none"
+    text = f"{text} [default: {str(shown).lower() if kind is bool else shown}]"
+    if kind is bool:  # --x/--no-x, so a framework's default can be switched either way
+        names = tuple(f"{n}/--no-{n.removeprefix('--')}" for n in names)
+    option = typer.Option(*names, help=text, show_default=False)
+    return Annotated[kind | None, option], None
+
+
+def _options() -> dict[str, tuple[Any, Any]]:
+    hints = typing.get_type_hints(Flags)
+    flag_options = {}
+    for field in dataclasses.fields(Flags):
+        if field.name in BEHAVIOUR_OPTIONS:
+            kind = hints[field.name]
+            kind = next((a for a in typing.get_args(kind) if a is not type(None)), kind)
+            flag_options[field.name] = _flag_option(field, kind)
+    return {**flag_options, **OTHER_OPTIONS}
+
+
+def _as_behaviour(picked: dict[str, Any]) -> dict[str, Any]:
+    from tierwise.plan.request import Behaviour
+
+    others = {name: picked.pop(name) for name in OTHER_OPTIONS}
+    return {"behaviour": Behaviour(given=picked, **others)}
+
+
+def behaviour_options(func: F) -> F:
+    """Give a command the behaviour options; it receives `behaviour`
+    (`tierwise.plan.request.Behaviour`)."""
+    return with_options(func, _options(), _as_behaviour, ("behaviour",))

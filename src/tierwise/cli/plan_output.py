@@ -1,0 +1,117 @@
+"""How `tierwise plan` prints a `PlanOutcome`: one JSON object, or the header, the plans
+table, the mapping table, the placement lines and the emitted launches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from tierwise.cli.output import RULE_WIDTH, console, line, styled, table
+from tierwise.plan.outcome import PLAN_KEYS, PlanOutcome, plan_row
+
+MAPPING_HEADER = [
+    "group",
+    "size",
+    "groups",
+    "tier",
+    "nodes/group",
+    "leaves/group",
+    "groups per NIC",
+    "example GPUs",
+]
+
+
+def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
+    """The object `tierwise plan --json` prints."""
+    req, result = outcome.request, outcome.result
+    return {
+        "model": req.model.name,
+        "cluster": req.cluster.name,
+        "gpus": req.cluster.world,
+        "framework": req.framework,
+        "plans": [plan_row(p, req.cluster) for p in result.plans],
+        "candidates_evaluated": result.candidates_evaluated,
+        "candidates_fitting": result.candidates_fitting,
+        "search_time_s": result.search_time_s,
+        "mapping": outcome.mapping,
+        "placement": outcome.placement,
+        "emitted": outcome.emitted,
+        "emit_refused": outcome.refused,
+        "written": written,
+    }
+
+
+def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) -> tuple:
+    r = plan_row(p, outcome.request.cluster)
+    r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
+    r["runs in"] = ", ".join(r["frameworks"])
+    if r["recompute_modules"]:  # Megatron's modules instead of its default (core_attn)
+        r["recompute"] = f"{r['recompute']} ({','.join(r['recompute_modules'])})"
+    if r["pp_layers"]:  # uneven split: first and last stage's layers
+        r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
+    cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
+    return (
+        i,
+        *(r[k] for k in SHOWN),
+        *cost,
+        r["step_time_s"],
+        f"{r['tokens_per_s']:,.0f}",
+        f"{r['mfu']:.1%}",
+        r["memory_gib_per_gpu"],
+        r["why"],
+    )
+
+
+SHOWN = (*PLAN_KEYS[:8], "sharding", "dtype", "grads", "runs in")
+
+
+def print_plan(outcome: PlanOutcome, written: list[str]) -> None:
+    """The human view of a plan."""
+    req, result = outcome.request, outcome.result
+    cluster = req.cluster
+    console.print(
+        line(
+            styled(str(req.model.name), "bold"),
+            f" on {cluster.world} x {cluster.gpu.key} ({cluster.name}), gbs {req.gbs}, seq "
+            f"{req.seq}: {result.candidates_evaluated:,} layouts evaluated, "
+            f"{result.candidates_fitting:,} fit, {result.search_time_s:.2f} s",
+        )
+    )
+    by_cost = req.objective == "tokens_per_dollar"  # the job may use fewer GPUs
+    rows = [_plan_cells(i, p, outcome, by_cost) for i, p in enumerate(result.plans, 1)]
+    cost_header = ["GPUs", "tokens/$"] if by_cost else []
+    header = ["#", *SHOWN, *cost_header, "step s", "tokens/s", "MFU (bf16 peak)", "GiB", "why"]
+    console.print(table("top plans", header, rows))
+    mapping_rows = [
+        (
+            m["kind"],
+            m["size"],
+            m["groups"],
+            m["tier"],
+            m["nodes_per_group"],
+            m["leaves_per_group"],
+            m["groups_sharing_a_nic"],
+            " ".join(m["examples"][0][:8]) + (" ..." if m["size"] > 8 else ""),
+        )
+        for m in outcome.mapping
+    ]
+    console.print(table("mapping of plan 1 onto the cluster", MAPPING_HEADER, mapping_rows))
+    ratios = outcome.placement
+    console.print(
+        f"naive placement of the same layout: DP innermost "
+        f"{ratios['naive_dp_innermost_ratio']:.2f}x slower, nodes scattered over "
+        f"leaves {ratios['scattered_nodes_ratio']:.2f}x"
+    )
+    aware = ratios["aware_step_time_s"]
+    console.print(
+        "rank orders (step time / the planned order's): "
+        + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
+    )
+    from rich.rule import Rule
+
+    for kind, text in outcome.emitted.items():
+        console.print(Rule(kind), width=min(console.width, RULE_WIDTH))
+        typer.echo(text)
+    if written:
+        console.print(f"wrote {', '.join(written)}")

@@ -1,0 +1,365 @@
+"""The framework table: one row per framework tierwise plans for and prices.
+
+Each row states what the framework can run (sharding schemes, context parallelism, virtual
+pipeline stages, uneven pipeline splits, precisions, ZeRO with pipelining, gradient reduce
+precision, Megatron's recompute modules, CPU offloading, HSDP, pipeline schedules), the
+one-line reason when it cannot (:func:`refusal`), how it runs data parallelism, recompute and
+its schedules (what the cost terms read), its behaviour-flag defaults and its launcher. The
+planner's space (`tierwise.plan.space`), the estimate's checks, the cost terms
+(`tierwise.perf`) and the emitters (`tierwise.plan.emit`) read these rows; no other module
+compares a framework's name (``tests/test_frameworks.py`` greps for it).
+
+Rows: ``megatron`` (Megatron-LM / Megatron-core), ``torchtitan``, ``deepspeed`` and
+``generic`` (no framework named: the textbook DP model, which runs every layout).
+
+Adding a behaviour flag (an option that changes how a layout runs, priced by a cost term):
+
+1. a field with its default on :class:`tierwise.perf.flags.Flags` (the one default);
+2. where a framework runs it otherwise by default (or a release changed it), the value in that
+   row's ``defaults`` here (``Framework.defaults``: Flags field -> value);
+3. one entry in ``tierwise.cli.behaviour.BEHAVIOUR_OPTIONS`` (its option names, Megatron-LM's
+   or torchtitan's spelling, and help): ``estimate``, ``plan``, ``sweep`` and ``report`` all
+   take it from there, with the default shown from ``Flags``;
+4. the cost term reads ``flags.<field>``, and the emitters write it
+   (``tierwise.plan.emit.<framework>``).
+
+This module sits below every layer (it imports nothing of tierwise but errors), so workload,
+perf, plan and cli may all read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from tierwise.errors import SpecError
+
+if TYPE_CHECKING:
+    from tierwise.workload.layout import Layout
+
+SCHEDULES = ("1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble")
+"""Pipeline schedules, torchtitan's names (`pipeline_parallel_schedule`)."""
+
+SHARDING: Mapping[str, tuple[int, bool]] = MappingProxyType(
+    {
+        "ddp": (0, False),
+        "distopt": (0, True),
+        "zero1": (1, False),
+        "zero2": (2, False),
+        "fsdp": (3, False),
+    }
+)
+"""Sharding schemes as (ZeRO stage, Megatron distributed optimizer): plain data parallelism
+(replicated optimizer), Megatron's distributed optimizer, ZeRO-1/2 and FSDP (ZeRO-3)."""
+SHARDING_TEXT = {
+    "ddp": "plain DDP (zero 0)",
+    "distopt": "Megatron's distributed optimizer",
+    "zero1": "ZeRO-1",
+    "zero2": "ZeRO-2",
+    "fsdp": "FSDP / ZeRO-3",
+}
+
+# How a framework's selective recompute runs (what `workload.recompute` prices).
+RECOMPUTE_MODULES = "modules"  # Megatron's --recompute-modules (default core_attn)
+RECOMPUTE_OP_SAC = "op_sac"  # torchtitan's op-level selective activation checkpointing
+# How a framework runs sharded data parallelism per block (a `perf.terms.dp` term), if it does.
+SHARDED_FSDP2 = "fsdp2"  # torchtitan: fully_shard per transformer block
+SHARDED_ZERO3 = "zero3_per_module"  # DeepSpeed ZeRO-3: each module's parameters gathered
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework: what it runs, how, with which defaults, and how it is launched."""
+
+    name: str
+    title: str
+    """How a message names it (Megatron-LM, torchtitan, DeepSpeed)."""
+    sharding: tuple[str, ...]
+    """`SHARDING` schemes searched by default (plain DDP is searched only when fixed)."""
+    any_sharding: tuple[str, ...]
+    """Schemes it is searched for under ``--framework any``: each scheme in every framework
+    that runs it differently (torchtitan's plain DDP is Megatron's)."""
+    cp: bool
+    """Context parallelism."""
+    vpp: bool
+    """Interleaved (virtual) pipeline stages."""
+    uneven_pp: bool
+    """A config that states a per-stage layer split (Megatron's first/last-stage counts)."""
+    dtypes: tuple[str, ...] | None
+    """Training precisions it runs (None: every one the GPU runs)."""
+    fp8_recipes: tuple[str, ...] | None
+    """FP8 scaling recipes it runs, Megatron's names (None: all)."""
+    pp_zero: int
+    """The highest ZeRO stage it runs with pp > 1."""
+    grad_reduce_bf16: tuple[bool, ...]
+    """Gradient reduce in 16 bits: (its default, other allowed)."""
+    recompute_modules: bool
+    """Megatron's ``--recompute-modules`` (and its light modules searched)."""
+    cpu_offload: bool
+    """CPU offloading of whole layers' activations (Megatron's)."""
+    hsdp: bool
+    """HSDP: FSDP over part of the dp ranks, replicated over the rest."""
+    schedules: tuple[str, ...]
+    """Pipeline schedules it runs (`SCHEDULES` names)."""
+    dp_buckets: bool
+    """Gradients reduced and weights gathered bucket by bucket (Megatron DDP)."""
+    sharded_dp: str | None
+    """Its own per-block sharded data parallelism (`SHARDED_*`), or None."""
+    param_gather_overlap: bool
+    """Weight all-gathers of a sharded optimizer overlap the next forward."""
+    low_precision_param_gather: bool
+    """``--fp8-param-gather`` is honoured (FP8/MXFP8 parameters gathered in their format)."""
+    selective_recompute: str
+    """How ``recompute selective`` runs: `RECOMPUTE_MODULES` or `RECOMPUTE_OP_SAC`."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Behaviour flags (`tierwise.perf.flags.Flags` fields) it runs with unless told."""
+    emitter: str | None = None
+    """The ``--emit`` kind writing its configuration (None: nothing to launch)."""
+    launcher: str | None = None
+    """What starts it on each node: ``torchrun`` or ``deepspeed``."""
+    launch_reads_file: bool = False
+    """Its launch command reads the emitted configuration from a file (else: arguments)."""
+
+    @property
+    def runs_any_dtype(self) -> bool:
+        """Every precision the GPU runs."""
+        return self.dtypes is None
+
+    def runs_dtype(self, dtype: str) -> bool:
+        """`dtype` is one of its training precisions."""
+        return self.dtypes is None or dtype in self.dtypes
+
+
+_MEGATRON_SCHEDULES = ("1F1B", "Interleaved1F1B")
+
+MEGATRON = Framework(
+    name="megatron",
+    title="Megatron-LM",
+    sharding=("distopt",),
+    any_sharding=("distopt", "ddp"),
+    cp=True,
+    vpp=True,
+    uneven_pp=True,
+    dtypes=None,
+    fp8_recipes=None,
+    pp_zero=3,
+    # Megatron reduces fp32 main grads unless --grad-reduce-in-bf16.
+    grad_reduce_bf16=(False, True),
+    recompute_modules=True,
+    cpu_offload=True,
+    hsdp=False,
+    schedules=_MEGATRON_SCHEDULES,
+    # Megatron DDP buckets: megatron/core/distributed (bucket_size = max(40M, 1M x dp)).
+    dp_buckets=True,
+    sharded_dp=None,
+    param_gather_overlap=True,
+    low_precision_param_gather=True,
+    selective_recompute=RECOMPUTE_MODULES,
+    emitter="megatron",
+    launcher="torchrun",
+)
+# torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
+# parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP. FSDP2 reduces in float32
+# (mixed_precision_reduce). Float8 training (torchao) runs tensorwise (current) scaling;
+# MX training mxfp8 (torchtitan/components/quantization).
+TORCHTITAN = Framework(
+    name="torchtitan",
+    title="torchtitan",
+    sharding=("fsdp", "zero2"),
+    any_sharding=("zero2", "fsdp"),
+    cp=True,
+    vpp=True,
+    uneven_pp=True,
+    dtypes=("bf16", "fp8", "mxfp8"),
+    fp8_recipes=("tensorwise",),
+    pp_zero=3,
+    grad_reduce_bf16=(False,),
+    recompute_modules=False,
+    cpu_offload=False,
+    hsdp=True,
+    schedules=SCHEDULES,
+    dp_buckets=False,
+    sharded_dp=SHARDED_FSDP2,
+    param_gather_overlap=True,
+    # its float8 FSDP2 gathers per-tensor float8 whatever --fp8-param-gather says
+    # (tierwise.workload.precision.FLOAT8_FSDP).
+    low_precision_param_gather=False,
+    selective_recompute=RECOMPUTE_OP_SAC,
+    emitter="torchtitan",
+    launcher="torchrun",
+    launch_reads_file=True,
+)
+# DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does) nor
+# FP8; its pipeline engine runs plain 1F1B (deepspeed/runtime/pipe/schedule.py TrainSchedule)
+# and rejects ZeRO stages 2 and 3; the ZeRO-1/2 weight all-gather runs at the end of the
+# optimizer step, with nothing left to hide behind (tierwise.perf.terms.dp).
+DEEPSPEED = Framework(
+    name="deepspeed",
+    title="DeepSpeed",
+    sharding=("zero1", "zero2", "fsdp"),
+    any_sharding=("zero1", "zero2", "fsdp", "ddp"),
+    cp=False,
+    vpp=False,
+    uneven_pp=False,
+    dtypes=("bf16",),
+    fp8_recipes=(),
+    pp_zero=1,
+    # DeepSpeed reduces in the training dtype unless communication_data_type says otherwise.
+    grad_reduce_bf16=(True, False),
+    recompute_modules=False,
+    cpu_offload=False,
+    hsdp=False,
+    schedules=("1F1B",),
+    dp_buckets=False,
+    sharded_dp=SHARDED_ZERO3,
+    param_gather_overlap=False,
+    low_precision_param_gather=False,
+    selective_recompute=RECOMPUTE_MODULES,
+    emitter="deepspeed",
+    launcher="deepspeed",
+    launch_reads_file=True,
+)
+GENERIC = Framework(
+    name="generic",
+    title="the generic model",
+    sharding=("distopt",),
+    any_sharding=(),
+    cp=True,
+    vpp=True,
+    uneven_pp=True,
+    dtypes=None,
+    fp8_recipes=None,
+    pp_zero=3,
+    grad_reduce_bf16=(False, True),
+    recompute_modules=True,
+    cpu_offload=True,
+    hsdp=False,
+    schedules=SCHEDULES,
+    dp_buckets=False,
+    sharded_dp=None,
+    param_gather_overlap=True,
+    low_precision_param_gather=True,
+    selective_recompute=RECOMPUTE_MODULES,
+)
+
+TABLE: Mapping[str, Framework] = MappingProxyType(
+    {row.name: row for row in (MEGATRON, TORCHTITAN, DEEPSPEED, GENERIC)}
+)
+LAUNCHED = tuple(name for name, row in TABLE.items() if row.emitter is not None)
+"""The frameworks tierwise plans for and launches (``--framework``)."""
+ANY = "any"
+"""``--framework any``: the union of the launched frameworks' spaces."""
+FRAMEWORK_CHOICES = (ANY, *LAUNCHED)
+DEFAULT_LAUNCHED = MEGATRON
+"""What a Slurm script alone launches, and what ``--framework any`` emits."""
+
+
+def row(name: str | None) -> Framework:
+    """The row of `name` (None: the generic model); a one-line error naming the choices."""
+    if name is None:
+        return GENERIC
+    if name not in TABLE:
+        raise SpecError(f"--framework: {name!r}; allowed: {', '.join(LAUNCHED)}")
+    return TABLE[name]
+
+
+def launched(name: str) -> Framework | None:
+    """The row `--framework name` plans for (None for ``any``); one-line error otherwise."""
+    if name == ANY:
+        return None
+    if name not in LAUNCHED:
+        raise SpecError(f"--framework: {name!r}; allowed: {', '.join(FRAMEWORK_CHOICES)}")
+    return TABLE[name]
+
+
+def by_emitter(kind: str) -> Framework | None:
+    """The framework whose configuration the ``--emit`` kind writes (None: Slurm)."""
+    return next((r for r in TABLE.values() if r.emitter == kind), None)
+
+
+def sharding_name(layout: Layout) -> str:
+    """The `SHARDING` scheme of `layout` ("distopt" with the distributed optimizer, whatever
+    the zero field says)."""
+    stage = (0, True) if layout.distributed_optimizer else (layout.zero, False)
+    return next(name for name, sharding in SHARDING.items() if sharding == stage)
+
+
+def refusal(fw: Framework, layout: Layout) -> str | None:
+    """Why `fw` cannot run `layout`, in one line (None: it can)."""
+    scheme = sharding_name(layout)
+    if scheme != "ddp" and scheme not in fw.sharding:
+        runs = ", ".join(SHARDING_TEXT[s] for s in ("ddp", *fw.sharding))
+        return f"{fw.title} has no {SHARDING_TEXT[scheme]}; it runs {runs}"
+    checks = (
+        (layout.cp > 1 and not fw.cp, f"cp={layout.cp}: {fw.title} has no context parallelism"),
+        (
+            layout.vpp > 1 and not fw.vpp,
+            f"vpp={layout.vpp}: {fw.title} has no interleaved pipeline (it runs "
+            f"{', '.join(fw.schedules)})",
+        ),
+        (
+            not fw.runs_dtype(layout.dtype),
+            f"dtype={layout.dtype}: {fw.title} trains in {', '.join(fw.dtypes or ())}",
+        ),
+        (
+            layout.fp8_recipe is not None
+            and fw.fp8_recipes is not None
+            and layout.fp8_recipe not in fw.fp8_recipes,
+            f"fp8_recipe={layout.fp8_recipe}: {fw.title} runs "
+            f"{', '.join(fw.fp8_recipes or ('no FP8',))} scaling",
+        ),
+        (
+            layout.pp_layers is not None and layout.pp > 1 and not fw.uneven_pp,
+            f"pp_layers={','.join(map(str, layout.pp_layers or ()))}: {fw.title}'s config "
+            "cannot state a per-stage layer split",
+        ),
+        (
+            layout.pp > 1 and layout.zero > fw.pp_zero,
+            f"zero={layout.zero} with pp={layout.pp}: {fw.title} runs ZeRO stage "
+            f"<= {fw.pp_zero} with pipelining",
+        ),
+        (
+            layout.grad_reduce_bf16 not in fw.grad_reduce_bf16,
+            f"grad_reduce_bf16={layout.grad_reduce_bf16}: {fw.title} reduces gradients in "
+            f"{'16 bits' if fw.grad_reduce_bf16[0] else 'float32'} only",
+        ),
+        (
+            layout.recompute_modules is not None and not fw.recompute_modules,
+            f"recompute_modules={','.join(layout.recompute_modules or ())}: {fw.title} has "
+            "no Megatron recompute modules (recompute none, selective or full)",
+        ),
+        (
+            layout.activation_offload_layers > 0 and not fw.cpu_offload,
+            f"activation_offload_layers={layout.activation_offload_layers}: {fw.title} has "
+            "no CPU offloading of whole layers' activations (Megatron's)",
+        ),
+        (
+            layout.dp_shard_degree is not None and not fw.hsdp,
+            f"dp_shard_degree={layout.dp_shard_degree}: {fw.title} has no HSDP "
+            "(torchtitan's data_parallel_shard_degree)",
+        ),
+    )
+    return next((reason for failed, reason in checks if failed), None)
+
+
+def frameworks_for(layout: Layout) -> list[str]:
+    """The launched frameworks that can run `layout`."""
+    return [name for name in LAUNCHED if refusal(TABLE[name], layout) is None]
+
+
+def check_runs(fw: Framework, layout: Layout, option: str = "--framework") -> None:
+    """A one-line SpecError (naming `option` and the frameworks that can) when `fw` cannot
+    run `layout`."""
+    reason = refusal(fw, layout)
+    if reason is None:
+        return
+    others = ", ".join(frameworks_for(layout)) or "none"
+    raise SpecError(f"{option} {fw.name}: {reason}; frameworks that can: {others}")
+
+
+def schedule_framework(schedule: str) -> Framework | None:
+    """The only launched framework running `schedule` when one alone does (None otherwise)."""
+    runners = [TABLE[n] for n in LAUNCHED if schedule in TABLE[n].schedules]
+    return runners[0] if len(runners) == 1 else None

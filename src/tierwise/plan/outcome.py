@@ -1,0 +1,114 @@
+"""Run a `PlanRequest`: search, map the best plan onto the cluster, score the rank orders and
+emit its launch. A refused emission keeps the plan and carries the one-line reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tierwise.errors import SpecError
+from tierwise.frameworks import frameworks_for, sharding_name
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.plan.emit import emit
+from tierwise.plan.mapping import group_members, group_summary
+from tierwise.plan.placement import placement_ratios
+from tierwise.plan.request import PlanRequest
+from tierwise.plan.search import PlanResult, search, tokens_per_dollar
+from tierwise.plan.why import why
+from tierwise.workload.layout import Layout
+
+PLAN_KEYS = (
+    "tp",
+    "cp",
+    "ep",
+    "pp",
+    "vpp",
+    "dp",
+    "mbs",
+    "recompute",
+    "zero",
+    "distributed_optimizer",
+    "grad_reduce_bf16",
+    "dtype",
+)
+"""Layout fields of a plan row, in the order the table shows them."""
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """The searched plans and what was made of the best one."""
+
+    request: PlanRequest
+    result: PlanResult
+    layout: Layout
+    mapping: list[dict[str, Any]]
+    members: dict[str, list[list[str]]]
+    placement: dict[str, Any]
+    emitted: dict[str, str]
+    refused: str | None
+
+
+def run_plan(request: PlanRequest) -> PlanOutcome:
+    """Search `request`, then map, score and emit its best plan."""
+    result = search(
+        request.model,
+        request.cluster,
+        request.gbs,
+        request.seq,
+        top=request.top,
+        fix=request.fixes,
+        objective=request.objective,  # type: ignore[arg-type]
+        flags=request.flags,
+        framework=request.framework,
+    )
+    layout = Layout(**result.plans[0]["layout"])
+    emitted, refused = {}, None
+    try:
+        for kind in request.emit:
+            emitted[kind] = emit(
+                kind,
+                request.model,
+                request.cluster,
+                layout,
+                request.flags,
+                framework=request.runner.name,
+            )
+    except SpecError as exc:  # the plan stands; the launch it cannot have is said
+        refused = str(exc)
+    return PlanOutcome(
+        request=request,
+        result=result,
+        layout=layout,
+        mapping=group_summary(request.cluster, layout),
+        members=group_members(request.cluster, layout),
+        placement=placement_ratios(request.model, request.cluster, layout, request.flags),
+        emitted=emitted,
+        refused=refused,
+    )
+
+
+def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
+    """A plan as the JSON row `tierwise plan --json` prints."""
+    lay = p["layout"]
+    layout = Layout(**lay)
+    return {
+        **{k: lay[k] for k in PLAN_KEYS},
+        "sharding": sharding_name(layout),
+        "pp_layers": lay.get("pp_layers"),
+        "recompute_modules": lay.get("recompute_modules"),
+        "frameworks": frameworks_for(layout),
+        "gbs": lay["gbs"],
+        "seq": lay["seq"],
+        "gpus": p["gpus"],
+        "step_time_s": p["step_time_s"],
+        "tokens_per_s": p["tokens_per_s"],
+        "tokens_per_dollar": tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster),
+        "tflops_per_gpu": p["tflops_per_gpu"],
+        "mfu": p["mfu"],
+        "mfu_at_dtype_peak": p["mfu_at_dtype_peak"],
+        "memory_gib_per_gpu": p["memory_gib_per_gpu"],
+        "fits": p["fits"],
+        "why": why(p),
+        "comm_tiers": p["comm_tiers"],
+        "breakdown": p["breakdown"],
+    }
