@@ -15,7 +15,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $@
 
 $(DEVSTAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev,runtime]'
+	$(BIN)/pip install -q -e '.[dev,runtime,frameworks]'
 	touch $@
 
 demo: $(STAMP)

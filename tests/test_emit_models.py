@@ -4,20 +4,16 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.emit_views import torchtitan_view
 from tierwise.errors import SpecError
-from tierwise.plan.emit import (
-    hf_model_path,
-    launch_command,
-    megatron_args,
-    megatron_model_args,
-    torchtitan_toml,
-)
+from tierwise.plan.emit import launch_of, megatron_args, torchtitan_args
+from tierwise.plan.emit.common import HF_REPOS, hf_path
+from tierwise.plan.emit.megatron import model_args
 from tierwise.workload import Layout, ModelSpec, load_model, preset_names
 
 FRAMEWORK_DATA = Path(__file__).parent / "data" / "frameworks"
@@ -27,7 +23,7 @@ MEGATRON = {
     if line.startswith("--")
 }
 NORMS = {"RMSNorm": "rmsnorm", "LayerNorm": "layernorm"}
-POSITIONS = {"rope": "rope", "learned_absolute": "learned"}
+POSITIONS = {"rope": "rope", "learned_absolute": "learned", "yarn": "rope"}
 
 
 def _pattern(text: str) -> list[int]:
@@ -65,6 +61,9 @@ def parse_model_flags(args: list[str]) -> dict[str, Any]:
     }
     if "--rotary-base" in flags:
         fields["rope_theta"] = float(flags["--rotary-base"])
+    if "--norm-epsilon" in flags:
+        fields["norm_eps"] = float(flags["--norm-epsilon"])
+    fields["rope_scaling"] = _rope_scaling(flags)
     if "--kv-channels" in flags:
         fields["head_dim"] = int(flags["--kv-channels"])
     if "--multi-latent-attention" in flags:
@@ -97,17 +96,54 @@ def parse_model_flags(args: list[str]) -> dict[str, Any]:
             "every": every,
             "router": str(flags.get("--moe-router-score-function", "softmax")),
             "expert_bias": "--moe-router-enable-expert-bias" in flags,
+            "renormalize": "--moe-router-pre-softmax" not in flags,
+            "score_scale": _number(flags, "--moe-router-topk-scaling-factor"),
+            "groups": _number(flags, "--moe-router-num-groups", int),
+            "group_top_k": _number(flags, "--moe-router-group-topk", int),
         }
     return fields
 
 
-@pytest.mark.parametrize("name", ["llama3-70b", "deepseek-v3", "qwen3-235b-a22b", "gpt-oss-120b"])
+def _number(flags: dict[str, Any], name: str, kind: Any = float) -> Any:
+    return kind(flags[name]) if name in flags else None
+
+
+def _rope_scaling(flags: dict[str, Any]) -> dict[str, Any] | None:
+    """Megatron's rope scaling flags as the config.json's rope_scaling."""
+    if "--use-rope-scaling" in flags:  # Llama 3.1's, its band fixed by Megatron-core
+        factor = float(flags["--rope-scaling-factor"])
+        return {"kind": "llama3", "factor": factor, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_seq": 8192}  # fmt: skip
+    if "--rotary-scaling-factor" not in flags:
+        return None
+    return {
+        "kind": "yarn",
+        "factor": float(flags["--rotary-scaling-factor"]),
+        "original_max_seq": _number(flags, "--yarn-original-max-position-embeddings", int),
+        "beta_fast": _number(flags, "--yarn-beta-fast"),
+        "beta_slow": _number(flags, "--yarn-beta-slow"),
+        "mscale": _number(flags, "--mscale"),
+        "mscale_all_dim": _number(flags, "--mscale-all-dim"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama3-70b",
+        "llama3-405b",
+        "deepseek-v3",
+        "qwen3-235b-a22b",
+        "gpt-oss-120b",
+    ],
+)
 def test_megatron_round_trip_gives_the_same_model(name: str) -> None:
     model = load_model(name)
     args = megatron_args(model, Layout(tp=8, dp=4, seq=4096, distributed_optimizer=True))
     # the vocabulary comes from the tokenizer, not a flag
     back = ModelSpec(name=name, vocab=model.vocab, **parse_model_flags(args))
-    assert back.model_dump() == model.model_dump()
+    assert back.model_dump(exclude={"hf_path"}) == model.model_dump(exclude={"hf_path"})
+    assert f"--tokenizer-model {HF_REPOS[name]}" in args
 
 
 def test_megatron_flags_exist_for_every_preset() -> None:
@@ -115,19 +151,19 @@ def test_megatron_flags_exist_for_every_preset() -> None:
     for name in preset_names():
         model = load_model(name)
         try:
-            args = megatron_model_args(model, 4096)
+            args = model_args(model, 4096)
         except SpecError as exc:  # GeGLU (Gemma 3), chunked attention (Llama 4)
             assert name.startswith(("gemma3", "llama4")), exc
             continue
         names = {arg.split()[0] for arg in args}
         assert names <= MEGATRON, (name, names - MEGATRON)
         emitted += 1
-    assert emitted == len(preset_names()) - 3
+    assert emitted == len(preset_names()) - 3  # gemma3-27b, llama4-scout, llama4-maverick
 
 
 def test_megatron_states_what_llama3_needs() -> None:
     """Megatron's defaults are LayerNorm, learned positions, biases, tied embeddings, GELU."""
-    args = set(megatron_model_args(load_model("llama3-70b"), 8192))
+    args = set(model_args(load_model("llama3-70b"), 8192))
     assert {
         "--normalization RMSNorm",
         "--swiglu",
@@ -140,57 +176,76 @@ def test_megatron_states_what_llama3_needs() -> None:
         "--tokenizer-type HuggingFaceTokenizer",
         "--tokenizer-model meta-llama/Meta-Llama-3-70B",
     } <= args
-    qwen = megatron_model_args(load_model("qwen1.5-moe-a2.7b"), 4096)
+    qwen = model_args(load_model("qwen1.5-moe-a2.7b"), 4096)
+    assert "--moe-router-pre-softmax" in qwen  # norm_topk_prob false: no renormalisation
+    ds = model_args(load_model("deepseek-v3"), 4096)
+    assert {"--moe-router-topk-scaling-factor 2.5", "--moe-router-num-groups 8"} <= set(ds)
+    assert {"--rope-type yarn", "--rotary-scaling-factor 40", "--norm-epsilon 1e-06"} <= set(ds)
+    assert "--moe-grouped-gemm" in ds
     assert "--add-qkv-bias" in qwen and "--moe-shared-expert-intermediate-size 5632" in qwen
 
 
 def test_megatron_moe_layer_patterns() -> None:
-    ds = megatron_model_args(load_model("deepseek-v3"), 4096)
+    ds = model_args(load_model("deepseek-v3"), 4096)
     assert '--moe-layer-freq "([0]*3+[1]*58)"' in ds and "--mtp-num-layers 1" in ds
     assert _pattern("([0]*3+[1]*58)") == [0, 0, 0] + [1] * 58
     mav = load_model("llama4-maverick").model_copy(update={"local_attention": None})
-    assert '--moe-layer-freq "([0,1]*24)"' in megatron_model_args(mav, 4096)
+    assert '--moe-layer-freq "([0,1]*24)"' in model_args(mav, 4096)
 
 
 def test_megatron_rejects_what_its_arguments_cannot_say() -> None:
     with pytest.raises(SpecError, match="no GeGLU"):
-        megatron_model_args(load_model("gemma3-27b"), 4096)
+        model_args(load_model("gemma3-27b"), 4096)
     with pytest.raises(SpecError, match="no chunked attention"):
-        megatron_model_args(load_model("llama4-scout"), 4096)
+        model_args(load_model("llama4-scout"), 4096)
 
 
 @pytest.mark.parametrize(
-    ("name", "tt_name", "flavor"),
+    ("name", "module", "config", "dtype"),
     [
-        ("llama3-70b", "llama3", "70B"),
-        ("deepseek-v3", "deepseek_v3", "671B"),
-        ("qwen3-30b-a3b", "qwen3", "30B-A3B"),
-        ("llama4-maverick", "llama4", "17bx128e"),
+        ("llama3-70b", "llama3", "llama3_70b", "bf16"),
+        ("llama3-405b", "llama3", "llama3_405b", "fp8"),
+        ("deepseek-v3", "deepseek_v3", "deepseek_v3_671b_float8", "fp8"),
+        ("qwen3-30b-a3b", "qwen3", "qwen3_30b_a3b", "bf16"),
+        ("gpt-oss-120b", "gpt_oss", "gpt_oss_120b", "bf16"),
     ],
 )
-def test_torchtitan_model_and_flavor(name: str, tt_name: str, flavor: str) -> None:
-    toml = tomllib.loads(torchtitan_toml(Layout(dp=8, seq=4096, zero=3), load_model(name)))
-    assert (toml["model"]["name"], toml["model"]["flavor"]) == (tt_name, flavor)
+def test_torchtitan_module_and_registered_config(
+    name: str, module: str, config: str, dtype: str
+) -> None:
+    lay = Layout(dp=8, seq=4096, zero=3, dtype=dtype)
+    view = torchtitan_view(torchtitan_args(load_model(name), lay))
+    assert (view["module"], view["config"]) == (module, config)
 
 
-def test_torchtitan_model_from_a_config_file_and_fp8() -> None:
-    hf = load_model(str(Path(__file__).parent / "data" / "hf" / "qwen3-8b.json"))
-    lay = Layout(dp=8, seq=4096, zero=3, dtype="fp8")
-    model = tomllib.loads(torchtitan_toml(lay, hf))["model"]
-    assert model == {"name": "qwen3", "flavor": "8B", "converters": ["float8"]}
+def test_torchtitan_model_from_a_config_file_of_a_registered_shape() -> None:
+    hf = load_model(str(Path(__file__).parent / "data" / "hf" / "qwen3-32b.json"))
+    view = torchtitan_view(torchtitan_args(hf, Layout(dp=8, seq=4096, zero=3)))
+    assert (view["module"], view["config"]) == ("qwen3", "qwen3_32b")
 
 
-def test_torchtitan_names_models_it_lacks() -> None:
-    with pytest.raises(SpecError, match="torchtitan has no gpt-oss-120b"):
-        torchtitan_toml(Layout(dp=8, seq=4096, zero=3), load_model("gpt-oss-120b"))
+def test_torchtitan_names_models_and_precisions_it_lacks() -> None:
+    with pytest.raises(SpecError, match=r"torchtitan 0\.3\.0 registers no config for it"):
+        torchtitan_args(load_model("qwen3-8b"), Layout(dp=8, seq=4096, zero=3))
+    with pytest.raises(SpecError, match="registers llama3-405b as llama3_405b \\(fp8\\)"):
+        torchtitan_args(load_model("llama3-405b"), Layout(dp=8, seq=4096, zero=3))
 
 
-def test_deepspeed_loads_the_hugging_face_model() -> None:
+def test_deepspeed_runs_the_users_script_with_its_config_arguments_only() -> None:
     lay = Layout(dp=8, seq=4096, zero=3)
-    cmd = launch_command("deepspeed", load_model("gpt-oss-120b"), lay)
-    assert "--model_name_or_path openai/gpt-oss-120b" in cmd
-    hf = load_model(str(Path(__file__).parent / "data" / "hf" / "deepseek-v3.json"))
-    assert hf_model_path(hf) == "deepseek-ai/DeepSeek-V3"
+    launch = launch_of("deepspeed", load_model("gpt-oss-120b"), lay)
+    assert launch.program[1:] == ["--deepspeed", "--deepspeed_config deepspeed.json"]
+    assert launch.launcher == "deepspeed"
+
+
+def test_the_tokenizer_is_the_config_directory_or_the_hub_repository() -> None:
+    path = Path(__file__).parent / "data" / "hf" / "deepseek-v3.json"
+    hf = load_model(str(path))
+    assert hf_path(hf, "megatron") == str(path.resolve().parent)
+    assert hf_path(load_model("deepseek-v3"), "megatron") == "deepseek-ai/DeepSeek-V3"
+    odd = load_model("llama3-8b").model_copy(update={"name": "mine", "hidden": 4160})
+    with pytest.raises(SpecError, match="no Hugging Face repository or directory known"):
+        hf_path(odd, "megatron")
 
 
 def test_megatron_expert_tensor_parallel_size() -> None:

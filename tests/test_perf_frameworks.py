@@ -4,11 +4,10 @@ and `estimate --framework` end to end."""
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
+from tests.emit_views import torchtitan_view
 from tierwise.errors import SpecError
 from tierwise.frameworks import DEEPSPEED, MEGATRON
 from tierwise.hardware.cluster import load_cluster
@@ -22,7 +21,7 @@ from tierwise.perf.terms.dp import (
     stage_params,
 )
 from tierwise.perf.terms.stage import Stage, stage_of
-from tierwise.plan.emit import torchtitan_toml
+from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
 
@@ -169,13 +168,10 @@ def test_hsdp_shards_inside_the_node_and_replicates_across() -> None:
     assert_user_error(
         run_cli(*base, "--dp-shard", "3", check=False), "dp_shard_degree 3 must divide dp"
     )
-    toml = tomllib.loads(
-        torchtitan_toml(
-            Layout(dp=128, seq=4096, zero=3, dp_shard_degree=8), load_model("llama3-8b")
-        )
-    )
-    assert toml["parallelism"]["data_parallel_shard_degree"] == 8
-    assert toml["parallelism"]["data_parallel_replicate_degree"] == 16
+    lay = Layout(dp=128, seq=4096, zero=3, dp_shard_degree=8)
+    view = torchtitan_view(torchtitan_args(load_model("llama3-8b"), lay))
+    assert view["parallelism"]["data_parallel_shard_degree"] == 8
+    assert view["parallelism"]["data_parallel_replicate_degree"] == 16
 
 
 def test_plan_for_one_framework_prices_as_estimate_does() -> None:

@@ -4,16 +4,18 @@ weights of the embedding and the loss, Megatron's layout strings, and the estima
 from __future__ import annotations
 
 import re
-import tomllib
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import assert_user_error, cli_json, run_cli
+from tests.emit_views import torchtitan_view
 from tierwise.errors import SpecError
+from tierwise.perf.flags import Flags
 from tierwise.perf.pipeline import bubble_seconds, bubble_share, ranks, schedule_for
-from tierwise.plan.emit import megatron_args, torchtitan_toml
+from tierwise.plan.emit.megatron import megatron_args
+from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import (
@@ -175,13 +177,17 @@ def test_emitters_state_uneven_chunks() -> None:
     assert '--pipeline-model-parallel-layout "Et|(tt|)*62tL"' in args
     assert not any(a.startswith("--num-layers-per-virtual") for a in args)
     # torchtitan: 64 virtual stages, rank 0's first and rank 7's last hold one layer.
-    toml = tomllib.loads(torchtitan_toml(nvidia.model_copy(update={"zero": 3}), model))
-    points = toml["parallelism"]["pipeline_parallel_split_points"]
-    assert len(points) == 63 and points[:2] == ["layers.1", "layers.3"]
-    assert points[-1] == "layers.125"
-    zbv = nvidia.model_copy(update={"zero": 3, "vpp": 2, "pp_layers": None, "pp": 9, "dp": 14})
-    toml = tomllib.loads(torchtitan_toml(zbv, model, "ZBVZeroBubble"))
-    assert toml["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
+    fsdp = nvidia.model_copy(update={"zero": 3, "dtype": "fp8", "fp8_recipe": "tensorwise"})
+    parts = torchtitan_view(torchtitan_args(model, fsdp))["parallelism"][
+        "module_fqns_per_model_part"
+    ]
+    parts = [part.split(",") for part in parts.split()]
+    assert len(parts) == 64 and parts[0] == ["tok_embeddings", "layers.0"]
+    assert parts[1] == ["layers.1", "layers.2"] and parts[-1] == ["layers.125", "norm", "lm_head"]
+    zbv = fsdp.model_copy(update={"vpp": 2, "pp_layers": None, "pp": 9, "dp": 14})
+    flags = Flags(pipeline_schedule="ZBVZeroBubble")
+    view = torchtitan_view(torchtitan_args(model, zbv, flags))
+    assert view["parallelism"]["pipeline_parallel_schedule"] == "ZBVZeroBubble"
 
 
 def test_plan_with_a_pipeline_schedule() -> None:

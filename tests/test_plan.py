@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import assert_user_error, cli_json, run_cli
+from tests.emit_views import torchtitan_view
 from tests.test_emit import framework_names
 from tierwise.errors import SpecError
 from tierwise.frameworks import frameworks_for
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.flags import Flags
-from tierwise.plan.emit import megatron_args, torchtitan_toml
+from tierwise.plan.emit.megatron import megatron_args
+from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import PlanResult, search
@@ -306,10 +307,11 @@ def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
         args = megatron_args(model, lay)
         assert "--decoder-first-pipeline-num-layers 7" in args
         assert parse_megatron(args, model.layers)["pp_layers"] == plan["layout"]["pp_layers"]
-        fsdp = lay.model_copy(update={"zero": 3, "distributed_optimizer": False})
-        toml = tomllib.loads(torchtitan_toml(fsdp, model))
-        points = toml["parallelism"]["pipeline_parallel_split_points"]
-        assert points[:2] == ["layers.7", "layers.15"] and len(points) == 15
+        fsdp = lay.model_copy(update={"zero": 3, "distributed_optimizer": False, "dtype": "fp8"})
+        view = torchtitan_view(torchtitan_args(model, fsdp))["parallelism"]
+        parts = view["module_fqns_per_model_part"].split()
+        assert len(parts) == 16 and parts[1].split(",")[0] == "layers.7"
+        assert parts[0].split(",")[-1] == "layers.6" and parts[2].startswith("layers.15,")
         # Memory peaks on the second stage: 8 layers x 15 micro-batches in flight > 7 x 16.
         assert plan["memory"]["stage"] == 1
         # The search's batch model finds the busiest stage (a middle one, 8 layers) as the

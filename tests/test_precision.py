@@ -23,7 +23,8 @@ from tierwise.perf.efficiency import (
 from tierwise.perf.estimate import estimate
 from tierwise.perf.precision import quantize_bytes, quantize_seconds
 from tierwise.perf.step import Flags
-from tierwise.plan.emit import megatron_args, torchtitan_toml
+from tierwise.plan.emit.megatron import megatron_args
+from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.search import search
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -195,9 +196,10 @@ def test_emitters_write_each_format() -> None:
     assert "--fp4-format e2m1 --fp4-recipe nvfp4" in args
     lay = Layout(dp=8, seq=4096, dtype="fp8", fp8_recipe="tensorwise")
     assert "--fp8-recipe tensorwise" in " ".join(megatron_args(L8, lay))
-    assert 'converters = ["mx"]' in torchtitan_toml(Layout(dp=8, seq=4096, dtype="mxfp8"))
+    mx = torchtitan_args(L8, Layout(dp=8, seq=4096, dtype="mxfp8", zero=3))
+    assert "--config llama3_8b_mxfp8" in mx
     with pytest.raises(SpecError, match="torchtitan trains in bf16, fp8, mxfp8"):
-        torchtitan_toml(Layout(dp=8, seq=4096, dtype="nvfp4"))
+        torchtitan_args(L8, Layout(dp=8, seq=4096, dtype="nvfp4", zero=3))
 
 
 def test_plan_searches_a_pinned_format() -> None:

@@ -18,7 +18,9 @@ from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import Flags
 from tierwise.perf.terms.dp import FORWARD_SHARE
 from tierwise.perf.terms.offload import HOST_COPY_EFFICIENCY, host_GBps, offload
-from tierwise.plan.emit import deepspeed_config, megatron_args, torchtitan_toml
+from tierwise.plan.emit.deepspeed import deepspeed_config
+from tierwise.plan.emit.megatron import megatron_args
+from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.search import search
 from tierwise.workload.flops import (
     RECOMPUTE_NONE,
@@ -151,8 +153,8 @@ def test_emitters_name_the_modules_and_the_offload_or_refuse_them() -> None:
     assert "--cpu-offloading-num-layers 8" in emitted
     assert {arg.split(" ")[0] for arg in emitted} <= framework_names("megatron_arguments.txt")
     with pytest.raises(SpecError, match="torchtitan has no Megatron recompute modules"):
-        torchtitan_toml(lay.model_copy(update={"ep": 1}), L8)
-    with pytest.raises(SpecError, match="deepspeed has no CPU activation offloading"):
+        torchtitan_args(L8, lay.model_copy(update={"ep": 1}))
+    with pytest.raises(SpecError, match="DeepSpeed has no CPU offloading"):
         deepspeed_config(off.model_copy(update={"distributed_optimizer": False, "zero": 1}))
 
 

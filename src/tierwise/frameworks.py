@@ -67,6 +67,9 @@ RECOMPUTE_OP_SAC = "op_sac"  # torchtitan's op-level selective activation checkp
 # How a framework runs sharded data parallelism per block (a `perf.terms.dp` term), if it does.
 SHARDED_FSDP2 = "fsdp2"  # torchtitan: fully_shard per transformer block
 SHARDED_ZERO3 = "zero3_per_module"  # DeepSpeed ZeRO-3: each module's parameters gathered
+# What starts a framework's processes (`Framework.launcher`).
+TORCHRUN = "torchrun"  # one torchrun per node, started by srun
+DEEPSPEED_RUNNER = "deepspeed"  # DeepSpeed's launcher, which runs srun itself (--launcher slurm)
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,9 @@ class Framework:
     """``--fp8-param-gather`` is honoured (FP8/MXFP8 parameters gathered in their format)."""
     selective_recompute: str
     """How ``recompute selective`` runs: `RECOMPUTE_MODULES` or `RECOMPUTE_OP_SAC`."""
+    rank_orders: tuple[tuple[str, ...], ...] = (("tp", "cp", "dp", "pp"),)
+    """Rank orders (innermost first, `tierwise.perf.groups.ORDERS` values) its launch can
+    ask for; the first is its default."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Behaviour flags (`tierwise.perf.flags.Flags` fields) it runs with unless told."""
     emitter: str | None = None
@@ -157,8 +163,11 @@ MEGATRON = Framework(
     param_gather_overlap=True,
     low_precision_param_gather=True,
     selective_recompute=RECOMPUTE_MODULES,
+    # Megatron-core's default order tp-cp-ep-dp-pp, or tp-cp-ep-pp-dp with
+    # --use-tp-pp-dp-mapping (megatron/core/parallel_state.py initialize_model_parallel).
+    rank_orders=(("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp")),
     emitter="megatron",
-    launcher="torchrun",
+    launcher=TORCHRUN,
 )
 # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
 # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP. FSDP2 reduces in float32
@@ -188,8 +197,7 @@ TORCHTITAN = Framework(
     low_precision_param_gather=False,
     selective_recompute=RECOMPUTE_OP_SAC,
     emitter="torchtitan",
-    launcher="torchrun",
-    launch_reads_file=True,
+    launcher=TORCHRUN,
 )
 # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does) nor
 # FP8; its pipeline engine runs plain 1F1B (deepspeed/runtime/pipe/schedule.py TrainSchedule)
@@ -218,7 +226,7 @@ DEEPSPEED = Framework(
     low_precision_param_gather=False,
     selective_recompute=RECOMPUTE_MODULES,
     emitter="deepspeed",
-    launcher="deepspeed",
+    launcher=DEEPSPEED_RUNNER,
     launch_reads_file=True,
 )
 GENERIC = Framework(

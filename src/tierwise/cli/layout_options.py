@@ -42,7 +42,11 @@ CpuOffloadLayersOpt = Annotated[
 ZeroOpt = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP).")]
 DtypeOpt = Annotated[
     str | None,
-    typer.Option("--dtype", help="bf16|fp8|mxfp8|nvfp4: precision of the layers' GEMMs."),
+    typer.Option(
+        "--dtype",
+        help="bf16|fp8|mxfp8|nvfp4: precision of the layers' GEMMs (plan: any searches every "
+        "one the GPU and framework run; default bf16).",
+    ),
 ]
 Fp8RecipeOpt = Annotated[
     str | None,
@@ -103,5 +107,13 @@ EtpOpt = Annotated[
         "--etp",
         help="Expert tensor parallel size (Megatron's "
         "--expert-tensor-parallel-size); default --tp.",
+    ),
+]
+MemHeadroomOpt = Annotated[
+    str,
+    typer.Option(
+        "--mem-headroom",
+        help="HBM a plan leaves free: GiB (e.g. 4) or a share of HBM (e.g. 5%): allocator "
+        "fragmentation, NCCL buffers, CUDA graphs.",
     ),
 ]

@@ -111,9 +111,12 @@ def _as_choice(cluster: str | None, overrides: dict[str, Any]) -> dict[str, Any]
 
 
 def _load(cluster: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    from tierwise.hardware.cluster import load_cluster  # pydantic, numpy: only to run
+    from tierwise.hardware.cluster import idle_overrides, load_cluster  # only to run
 
-    return {"cluster_spec": load_cluster(cluster, **overrides)}
+    spec = load_cluster(cluster, **overrides)
+    for note in idle_overrides(spec, overrides):
+        typer.echo(f"note: {note}", err=True)
+    return {"cluster_spec": spec}
 
 
 _RESOLVED = ("cluster_spec", "cluster_name", "cluster_overrides")

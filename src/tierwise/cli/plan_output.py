@@ -8,7 +8,14 @@ from typing import Any
 import typer
 
 from tierwise.cli.output import RULE_WIDTH, console, line, styled, table
+from tierwise.perf.groups import ORDERS
 from tierwise.plan.outcome import PLAN_KEYS, PlanOutcome, plan_row
+
+
+def order_name(order: tuple[str, ...]) -> list[str]:
+    """The ORDERS name of a rank order, as its parts."""
+    return next(name for name, o in ORDERS.items() if o == order).split("-")
+
 
 MAPPING_HEADER = [
     "group",
@@ -34,8 +41,10 @@ def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
         "candidates_evaluated": result.candidates_evaluated,
         "candidates_fitting": result.candidates_fitting,
         "search_time_s": result.search_time_s,
+        "precisions_searched": list(result.precisions),
         "mapping": outcome.mapping,
         "placement": outcome.placement,
+        "rank_order": "-".join(order_name(outcome.order)),
         "emitted": outcome.emitted,
         "emit_refused": outcome.refused,
         "written": written,
@@ -75,7 +84,8 @@ def print_plan(outcome: PlanOutcome, written: list[str]) -> None:
             styled(str(req.model.name), "bold"),
             f" on {cluster.world} x {cluster.gpu.key} ({cluster.name}), gbs {req.gbs}, seq "
             f"{req.seq}: {result.candidates_evaluated:,} layouts evaluated, "
-            f"{result.candidates_fitting:,} fit, {result.search_time_s:.2f} s",
+            f"{result.candidates_fitting:,} fit, {result.search_time_s:.2f} s; precisions "
+            f"searched: {', '.join(result.precisions)}",
         )
     )
     by_cost = req.objective == "tokens_per_dollar"  # the job may use fewer GPUs
@@ -104,8 +114,10 @@ def print_plan(outcome: PlanOutcome, written: list[str]) -> None:
         f"leaves {ratios['scattered_nodes_ratio']:.2f}x"
     )
     aware = ratios["aware_step_time_s"]
+    chosen = "-".join(order_name(outcome.order))
     console.print(
-        "rank orders (step time / the planned order's): "
+        f"rank order of plan 1: {chosen} (the fastest its launcher can ask for); "
+        "others (step time / tp-cp-ep-dp-pp's): "
         + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
     )
     from rich.rule import Rule

@@ -363,3 +363,23 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
 def dump_cluster(spec: ClusterSpec) -> dict[str, Any]:
     """The spec as plain data (catalog objects expanded), for YAML/JSON output."""
     return spec.model_dump(mode="json")
+
+
+def idle_overrides(cluster: ClusterSpec, overrides: dict[str, Any]) -> list[str]:
+    """The shape overrides given (not None) that change nothing on `cluster`, each as a
+    sentence saying why (a user is told rather than left to think it mattered)."""
+    given = {k for k, v in overrides.items() if v is not None}
+    notes = []
+    if "oversubscription" in given and cluster.leaves == 1:
+        notes.append(
+            f"--oversubscription {overrides['oversubscription']:g} changes nothing: all "
+            f"{cluster.nodes} node(s) of {cluster.name} sit under one leaf switch, so no "
+            "traffic crosses a leaf uplink"
+        )
+    for name in ("nic", "nics_per_node"):
+        if name in given and cluster.world <= cluster.domain_gpus:
+            notes.append(
+                f"--{name.replace('_', '-')} {overrides[name]} changes nothing: all "
+                f"{cluster.world} GPUs share one NVLink domain, so no traffic uses a NIC"
+            )
+    return notes

@@ -3,12 +3,16 @@ emit its launch. A refused emission keeps the plan and carries the one-line reas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from tierwise import frameworks
 from tierwise.errors import SpecError
 from tierwise.frameworks import frameworks_for, sharding_name
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.estimate import estimate
+from tierwise.perf.flags import Flags
+from tierwise.perf.groups import ORDERS
 from tierwise.plan.emit import emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
@@ -46,6 +50,8 @@ class PlanOutcome:
     placement: dict[str, Any]
     emitted: dict[str, str]
     refused: str | None
+    order: tuple[str, ...] = ORDERS["tp-cp-ep-dp-pp"]
+    """The rank order the best plan runs (and is emitted) in."""
 
 
 def run_plan(request: PlanRequest) -> PlanOutcome:
@@ -60,18 +66,18 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         objective=request.objective,  # type: ignore[arg-type]
         flags=request.flags,
         framework=request.framework,
+        headroom_gib=request.headroom_gib,
     )
     layout = Layout(**result.plans[0]["layout"])
+    placement = placement_ratios(request.model, request.cluster, layout, request.flags)
+    flags = fastest_order(request, layout, placement)
+    if flags != request.flags:  # the best plan as it launches, in its fastest rank order
+        result.plans[0] = estimate(request.model, request.cluster, layout, flags)
     emitted, refused = {}, None
     try:
         for kind in request.emit:
             emitted[kind] = emit(
-                kind,
-                request.model,
-                request.cluster,
-                layout,
-                request.flags,
-                framework=request.runner.name,
+                kind, request.model, request.cluster, layout, flags, framework=request.runner.name
             )
     except SpecError as exc:  # the plan stands; the launch it cannot have is said
         refused = str(exc)
@@ -79,12 +85,27 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         request=request,
         result=result,
         layout=layout,
-        mapping=group_summary(request.cluster, layout),
-        members=group_members(request.cluster, layout),
-        placement=placement_ratios(request.model, request.cluster, layout, request.flags),
+        mapping=group_summary(request.cluster, layout, flags.order),
+        members=group_members(request.cluster, layout, flags.order),
+        placement=placement,
         emitted=emitted,
         refused=refused,
+        order=flags.order,
     )
+
+
+def fastest_order(request: PlanRequest, layout: Layout, placement: dict[str, Any]) -> Flags:
+    """The request's flags in the fastest rank order the launching framework can ask for
+    (`Framework.rank_orders`; its default where it cannot run the layout)."""
+    runner = request.runner
+    if frameworks.refusal(runner, layout) is not None:
+        return request.flags
+    times = {ORDERS[name]: t for name, t in placement["orders_step_time_s"].items()}
+    allowed = [o for o in runner.rank_orders if o in times]
+    best = min(allowed, key=lambda o: times[o], default=request.flags.order)
+    if best == request.flags.order or times[best] >= times.get(request.flags.order, float("inf")):
+        return request.flags
+    return replace(request.flags, order=best)
 
 
 def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:

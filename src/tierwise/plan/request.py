@@ -23,6 +23,28 @@ from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
 OBJECTIVES = ("step_time", "tokens_per_dollar")
+DEFAULT_HEADROOM = "5%"
+"""HBM a plan leaves free by default (allocator fragmentation, NCCL buffers, CUDA graphs)."""
+
+
+def headroom_gib(text: str, hbm_gib: float) -> float:
+    """``--mem-headroom``: GiB (``4``, ``4GiB``) or a share of HBM (``5%``); one-line error
+    otherwise."""
+    value = text.strip().removesuffix("GiB").strip()
+    share = value.endswith("%")
+    try:
+        number = float(value.removesuffix("%"))
+    except ValueError:
+        number = -1.0
+    gib = hbm_gib * number / 100 if share else number
+    if not 0 <= gib < hbm_gib:
+        raise SpecError(
+            f"--mem-headroom: {text!r}; allowed: GiB (e.g. 4) or a share of HBM (e.g. 5%) "
+            f"below the GPU's {hbm_gib:g} GiB"
+        )
+    return gib
+
+
 SLURM = "slurm"
 """The ``--emit`` kind of the sbatch script (it launches the plan's framework)."""
 EMIT_KINDS = (*(frameworks.TABLE[n].emitter for n in frameworks.LAUNCHED), SLURM)
@@ -66,6 +88,8 @@ class PlanRequest:
     objective: str = "step_time"
     top: int = 5
     emit: tuple[str, ...] = ()
+    headroom_gib: float = 0.0
+    """HBM each plan leaves free (``--mem-headroom``)."""
 
     @property
     def runner(self) -> frameworks.Framework:
@@ -86,6 +110,7 @@ def plan_request(
     emit: list[str] | tuple[str, ...] = (),
     dtype: str | None = None,
     fp8_recipe: str | None = None,
+    mem_headroom: str = DEFAULT_HEADROOM,
 ) -> PlanRequest:
     """Check and normalise a plan request; one-line SpecErrors naming the option."""
     if objective not in OBJECTIVES:
@@ -103,7 +128,8 @@ def plan_request(
     fw = frameworks.launched(framework)
     spec, flags = behaviour.resolve(model, None if fw is None else fw.name)
     if dtype is not None:
-        check_supported(cluster.gpu, dtype, fp8_recipe)
+        if dtype != frameworks.ANY:
+            check_supported(cluster.gpu, dtype, fp8_recipe)
         fixes["dtype"] = dtype
     if fp8_recipe is not None:
         fixes["fp8_recipe"] = fp8_recipe
@@ -121,6 +147,7 @@ def plan_request(
         objective=objective,
         top=top,
         emit=kinds,
+        headroom_gib=headroom_gib(mem_headroom, cluster.gpu.hbm_gib),
     )
 
 

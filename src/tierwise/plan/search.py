@@ -35,6 +35,8 @@ class PlanResult:
     candidates_evaluated: int
     candidates_fitting: int
     search_time_s: float
+    precisions: tuple[str, ...] = ()
+    """The precisions searched (format names: bf16, fp8 with its recipe, ...)."""
 
 
 def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
@@ -106,9 +108,11 @@ def search(
     flags: Flags = Flags(),
     gpus: int | None = None,
     framework: str = "any",
+    headroom_gib: float = 0.0,
 ) -> PlanResult:
     """Best `top` layouts of `model` on `gpus` (default: all) GPUs of `cluster` (or, for
-    tokens per dollar, on `gpus` or a power-of-two number of nodes fewer: `job_sizes`)."""
+    tokens per dollar, on `gpus` or a power-of-two number of nodes fewer: `job_sizes`); a
+    layout fits when it leaves `headroom_gib` of HBM free."""
     started = time.perf_counter()
     gpus = gpus or cluster.world
     for name, value in (("gbs", gbs), ("seq", seq), ("top", top)):
@@ -123,9 +127,10 @@ def search(
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
     terms = estimate_batch(model, cluster, space.arrays, flags)
-    fits = np.asarray(terms["fits"], dtype=bool)
+    usable = (cluster.gpu.hbm_gib - headroom_gib) * GiB
+    fits = np.asarray(terms["memory"].total_bytes <= usable, dtype=bool)
     if not fits.any():
-        raise SpecError(_nothing_fits_message(model, cluster, space, terms))
+        raise SpecError(_nothing_fits_message(model, cluster, space, terms, headroom_gib))
     score = np.where(fits, _score(terms, space.arrays, objective, cluster), np.inf)
     headroom = cluster.gpu.hbm_gib * GiB - terms["memory"].total_bytes
     best_score = abs(score[fits].min())  # the best plan's: step time or tokens per dollar
@@ -135,17 +140,29 @@ def search(
     for i in best:
         layout = layout_at(space.arrays, i, model.layers)
         plans.append(estimate(model, cluster, layout, flags))
-    return PlanResult(plans, space.size, int(fits.sum()), time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    return PlanResult(plans, space.size, int(fits.sum()), elapsed, precisions_of(space))
+
+
+def precisions_of(space: Space) -> tuple[str, ...]:
+    """The precisions a space holds, by name (``fp8`` with a recipe other than the default
+    as ``fp8/tensorwise``)."""
+    named = []
+    for code in sorted({int(c) for c in np.unique(space.arrays["precision"])}):
+        dtype, recipe = dtype_and_recipe(code)
+        named.append(dtype if recipe is None else f"{dtype}/{recipe}")
+    return tuple(named)
 
 
 def _nothing_fits_message(
-    model: ModelSpec, cluster: ClusterSpec, space: Space, terms: dict[str, Any]
+    model: ModelSpec, cluster: ClusterSpec, space: Space, terms: dict[str, Any], headroom: float
 ) -> str:
     mem = terms["memory"].total_bytes / GiB
     i = int(np.argmin(mem))
     layout = layout_at(space.arrays, i, model.layers)
     return (
-        f"no layout of {model.name} fits {cluster.gpu.hbm_gib:g} GiB per GPU on "
+        f"no layout of {model.name} fits {cluster.gpu.hbm_gib:g} GiB per GPU less "
+        f"{headroom:.1f} GiB headroom on "
         f"{cluster.world} x {cluster.gpu.key}; closest: tp={layout.tp} cp={layout.cp} "
         f"pp={layout.pp} dp={layout.dp} mbs={layout.mbs} recompute={layout.recompute} "
         f"zero={layout.zero} needs {mem[i]:.1f} GiB per GPU; add nodes or GPUs with more HBM"

@@ -35,13 +35,13 @@ from tierwise.workload.spec import ModelSpec
 POWERS_OF_TWO = tuple(2**i for i in range(11))
 MBS_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
-SPLITS = (0, 1)  # pipeline split: even, or first and last stage one layer short
+SPLITS = (0, 1)  # pipeline split: even, or uneven (`uneven_split`) where layers % pp != 0
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 FRAMEWORK_NAMES = FRAMEWORK_CHOICES
 FIX_HELP = (
     "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
     f"recompute={'|'.join(RECOMPUTE)}; zero=0|1|2|3 (1 includes Megatron's distributed "
-    f"optimizer); sharding={'|'.join(SHARDING)}; dtype={'|'.join(DTYPES)}; "
+    f"optimizer); sharding={'|'.join(SHARDING)}; dtype={'|'.join(DTYPES)}|any (default bf16); "
     f"fp8_recipe={'|'.join(FP8_RECIPES)}; sp, grad_reduce_bf16=true|false. "
     "E.g. tp=8,pp=4."
 )
@@ -184,8 +184,7 @@ def build_space(
     # runs it; --fix dtype= pins any format the GPU runs (MXFP8, NVFP4: Blackwell).
     gpu = cluster.gpu
     allowed_dtypes = tuple(d for d in supported_dtypes(gpu) if fw.runs_dtype(d))
-    runs_low = "fp8" in allowed_dtypes and bool(gpu.peak_fp8_tflops)
-    dtypes = (fix["dtype"],) if "dtype" in fix else ("bf16", "fp8") if runs_low else ("bf16",)
+    dtypes = searched_dtypes(fix, allowed_dtypes)
     if dtypes[0] not in allowed_dtypes:
         raise SpecError(
             f"--fix: dtype={dtypes[0]!r} on {gpu.key}; allowed: {', '.join(allowed_dtypes)}"
@@ -232,10 +231,8 @@ def build_space(
         range(len(rc_opts)),
         range(len(shard_opts)),
         range(len(dtypes)),
-        # The ends-short split only where some kept pipeline depth admits it.
-        SPLITS
-        if fw.uneven_pp and any(p >= 3 and (model.layers + 2) % p == 0 for p in pp[ok])
-        else SPLITS[:1],
+        # The uneven split only where some kept pipeline depth does not divide the layers.
+        SPLITS if fw.uneven_pp and any(model.layers % p for p in pp[ok]) else SPLITS[:1],
     )
     degree, vpp, mbs, ep, rc, shard, dtype, ends_short = _product(np.nonzero(ok)[0], *rest)
     tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
@@ -243,9 +240,8 @@ def build_space(
     product = len(ok) * math.prod(len(a) for a in rest)
     layers = model.layers
     even = (ends_short == 0) & (layers % (pp * vpp) == 0)
-    # Megatron's --decoder-first/last-pipeline-num-layers: the embedding and logits stages
-    # one layer short of the rest (how Llama 3 405B splits 126 layers over 16 stages).
-    short = (ends_short == 1) & (pp >= 3) & (vpp == 1) & ((layers + 2) % pp == 0)
+    first_u, last_u = uneven_split(layers, pp)
+    short = (ends_short == 1) & (pp >= 2) & (vpp == 1) & (layers % pp != 0) & (first_u >= 1)
     ok = (
         (gbs % (mbs * np.maximum(dp, 1)) == 0)
         & (even | short)
@@ -273,9 +269,9 @@ def build_space(
     zero = zero[ok]
     distopt = np.array([s[1] for s in shard_opts])[sel["shard"]]
     n = len(sel["tp"])
-    end_layers = np.where(
-        sel["ends_short"] == 1, (model.layers + 2) // sel["pp"] - 1, model.layers // sel["pp"]
-    )
+    first_u, last_u = uneven_split(model.layers, sel["pp"])
+    uneven = sel["ends_short"] == 1
+    even_layers = model.layers // sel["pp"]
     arrays = {
         "tp": sel["tp"],
         "cp": sel["cp"],
@@ -294,10 +290,30 @@ def build_space(
         "distributed_optimizer": distopt,
         "grad_reduce_bf16": np.full(n, grad16),
         "precision": np.array(codes)[sel["dtype"]],
-        "first_stage_layers": end_layers,
-        "last_stage_layers": end_layers,
+        "first_stage_layers": np.where(uneven, first_u, even_layers),
+        "last_stage_layers": np.where(uneven, last_u, even_layers),
     }
     return Space(arrays, product)
+
+
+def uneven_split(layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last) stage layers of the uneven split where `pp` does not divide `layers`:
+    every middle stage holds ceil(layers / pp) and the first and last (the embedding's and the
+    loss's) share the rest, the first one fewer when it is odd: 80 layers over 3 stages
+    26/27/27, Llama 3 405B's 126 over 16 7/8.../7, DeepSeek-V3's 61 over 8 6/8.../7 (what
+    Megatron's --decoder-first/last-pipeline-num-layers state)."""
+    middle = -(-layers // pp)
+    rest = layers - np.maximum(pp - 2, 0) * middle
+    first = rest // 2
+    return first, rest - first
+
+
+def searched_dtypes(fix: Mapping[str, str], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The precisions a search covers: the one fixed, every one `allowed` (the GPU and the
+    framework run) for ``dtype=any``, else bf16 (low precision only when asked for)."""
+    if fix.get("dtype") == ANY:
+        return allowed
+    return (fix["dtype"],) if "dtype" in fix else ("bf16",)
 
 
 def _any_space(

@@ -68,6 +68,7 @@ def sweep(
     flags: Flags = Flags(),
     framework: str = "any",
     fix: Mapping[str, str] | None = None,
+    headroom_gib: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Best plan per combination of the varied parameters, each row with the nodes, GPUs,
     gbs and seq it ran; a combination that is no valid cluster, or where nothing divides or
@@ -81,7 +82,15 @@ def sweep(
             c = with_params(cluster, params)
             row |= {"nodes": c.nodes, "gpus": c.world}
             best = search(
-                model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
+                model,
+                c,
+                gbs,
+                seq,
+                top=1,
+                fix=fix,
+                flags=flags,
+                framework=framework,
+                headroom_gib=headroom_gib,
             ).plans[0]
         except SpecError as exc:
             rows.append({**row, "tokens_per_s": None, "mfu": None, "error": str(exc)})
@@ -101,7 +110,7 @@ def sweep(
 def layout_summary(layout: Mapping[str, Any]) -> dict[str, Any]:
     """The degrees and per-step choices of a plan's layout, for sweep rows (Megatron's
     recompute modules where the plan names them)."""
-    keys = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero")
+    keys = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero", "dtype")
     summary = {k: layout[k] for k in keys}
     if layout.get("recompute_modules"):
         summary["recompute_modules"] = list(layout["recompute_modules"])
@@ -157,6 +166,7 @@ def workload_needed_bandwidth(
     flags: Flags = Flags(),
     framework: str = "any",
     fix: Mapping[str, str] | None = None,
+    headroom_gib: float = 0.0,
 ) -> dict[str, Any]:
     """Smallest inter-node line rate per GPU at which the best plan (re-planned at each rate,
     among layouts `fix` allows) stays within `within` of the best plan on a very fast
@@ -167,7 +177,15 @@ def workload_needed_bandwidth(
     def step(rate: float) -> float:
         c = _with_nic_rate(cluster, rate)
         plans[rate] = search(
-            model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
+            model,
+            c,
+            gbs,
+            seq,
+            top=1,
+            fix=fix,
+            flags=flags,
+            framework=framework,
+            headroom_gib=headroom_gib,
         ).plans[0]
         return plans[rate]["step_time_s"]
 

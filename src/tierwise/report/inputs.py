@@ -102,9 +102,19 @@ def plans_from_search(
     top: int = 5,
     flags: Flags = Flags(),
     framework: str = "any",
+    headroom_gib: float = 0.0,
 ) -> tuple[ReportPlan, ...]:
     """The planner's top layouts (`tierwise.plan.search`) priced with `flags`, best first."""
-    found = search(model, cluster, gbs, seq, top=top, flags=flags, framework=framework)
+    found = search(
+        model,
+        cluster,
+        gbs,
+        seq,
+        top=top,
+        flags=flags,
+        framework=framework,
+        headroom_gib=headroom_gib,
+    )
     return tuple(ReportPlan(Layout(**est["layout"]), flags.order, est) for est in found.plans)
 
 
@@ -237,11 +247,12 @@ def build_inputs(
     doctor_logs: Sequence[Path] = (),
     flags: Flags = Flags(),
     framework: str = "any",
+    headroom_gib: float = 0.0,
 ) -> ReportInputs:
     """Plan, naive placement, what-if sweep and busbw panels for one model on one cluster;
     with logs, `tierwise doctor`'s findings on `logs` and `doctor_logs` read as one run."""
     contract = load_contract(contract_path) if contract_path is not None else None
-    plans = plans_from_search(model, cluster, gbs, seq, top, flags, framework)
+    plans = plans_from_search(model, cluster, gbs, seq, top, flags, framework, headroom_gib)
     best = plans[0]
     return ReportInputs(
         model=model,

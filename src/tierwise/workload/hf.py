@@ -336,10 +336,61 @@ def supported_model_types() -> tuple[str, ...]:
     return tuple(_MAPPERS)
 
 
+NORM_EPS_KEYS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")
+ROPE_KINDS = {"llama3": "llama3", "yarn": "yarn", "linear": "linear"}
+"""config.json ``rope_scaling`` types tierwise reads (others, e.g. default, mean none)."""
+ROPE_KEYS = {
+    "factor": "factor",
+    "original_max_position_embeddings": "original_max_seq",
+    "low_freq_factor": "low_freq_factor",
+    "high_freq_factor": "high_freq_factor",
+    "beta_fast": "beta_fast",
+    "beta_slow": "beta_slow",
+    "mscale": "mscale",
+    "mscale_all_dim": "mscale_all_dim",
+}
+ROUTER_KEYS = {
+    "norm_topk_prob": "renormalize",
+    "routed_scaling_factor": "score_scale",
+    "n_group": "groups",
+    "topk_group": "group_top_k",
+}
+
+
+def _numerics(cfg: Mapping[str, Any], fields: Fields) -> Fields:
+    """The norms' epsilon, the rope scaling and the router's settings (what a launch must
+    state as the config.json does), added to the architecture's `fields`."""
+    eps = next((cfg[k] for k in NORM_EPS_KEYS if isinstance(cfg.get(k), int | float)), None)
+    out = {**fields, "norm_eps": eps}
+    scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if isinstance(scaling, Mapping):
+        kind = ROPE_KINDS.get(str(scaling.get("rope_type") or scaling.get("type")))
+        if kind is not None and scaling.get("factor"):
+            values = {
+                ours: scaling[theirs] for theirs, ours in ROPE_KEYS.items() if theirs in scaling
+            }
+            out["rope_scaling"] = {"kind": kind, **values}
+    moe = out.get("moe")
+    if isinstance(moe, Mapping):
+        router = {
+            ours: cfg[theirs] for theirs, ours in ROUTER_KEYS.items() if cfg.get(theirs) is not None
+        }
+        if router.get("groups") == 1:  # one group: plain top-k
+            router.pop("groups"), router.pop("group_top_k", None)
+        if router.get("score_scale") == 1:
+            router.pop("score_scale")
+        out["moe"] = {**moe, **router}
+    return out
+
+
 def from_hf_config(
-    cfg: Mapping[str, Any], default_name: str, source: str = "config.json"
+    cfg: Mapping[str, Any],
+    default_name: str,
+    source: str = "config.json",
+    hf_path: str | None = None,
 ) -> ModelSpec:
-    """Map a ``transformers`` config mapping onto a :class:`ModelSpec`."""
+    """Map a ``transformers`` config mapping onto a :class:`ModelSpec`; `hf_path`: the
+    directory the config.json was read from (where its tokenizer is)."""
     kind = cfg.get("model_type")
     if not isinstance(kind, str) or kind not in _MAPPERS:
         raise SpecError(
@@ -352,6 +403,6 @@ def from_hf_config(
             f"{source}: a {kind} field has the wrong type ({str(exc)[:80]}); sizes and counts "
             "are numbers, layer lists are lists of integers"
         ) from None
-    fields = {k: v for k, v in mapped.items() if v is not None}
+    fields = {k: v for k, v in _numerics(cfg, mapped).items() if v is not None}
     name = str(cfg.get("_name_or_path") or default_name).rstrip("/").split("/")[-1]
-    return ModelSpec.parse({"name": name, **fields}, source=source)
+    return ModelSpec.parse({"name": name, **fields, "hf_path": hf_path}, source=source)

@@ -47,7 +47,8 @@ def load_model(arg: str) -> ModelSpec:
     if not isinstance(data, dict):
         raise SpecError(f"model file {arg!r}: expected a mapping of fields")
     if is_hf_config(data):
-        return from_hf_config(data, default_name=_name_from_path(path), source=arg)
+        directory = str(path.resolve().parent)  # its tokenizer sits beside it
+        return from_hf_config(data, _name_from_path(path), source=arg, hf_path=directory)
     return ModelSpec.parse(data, source=f"model file {arg!r}")
 
 

@@ -353,8 +353,12 @@ def activation_bytes_per_token(
         return kept, scores, RECOMPUTE_INPUT_BYTES * h * rep
     up_proj = qkv if m.mla is not None else 0.0
     moe_whole = recomputes(discard, "moe") * (mlp - dense_mlp)
+    # Transformer Engine fuses a norm into the linear layer after it (QKV, fc1), leaving no
+    # norm module to recompute, except MLA's input norm and a MoE layer's pre-MLP norm
+    # (megatron/core/models/gpt/gpt_layer_specs.py, get_gpt_layer_with_transformer_engine_spec).
+    norm_modules = (m.mla is not None) + (moe_layer and m.moe is not None)
     freed = (
-        recomputes(discard, "layernorm") * norms
+        recomputes(discard, "layernorm") * norms * norm_modules / LINEAR_INPUTS_REPLICATED
         + recomputes(discard, "mlp") * dense_mlp
         + moe_whole
         + (1 - recomputes(discard, "moe"))

@@ -34,6 +34,7 @@ from tierwise import frameworks
 
 if TYPE_CHECKING:
     from tierwise.workload.flops import Array
+    from tierwise.workload.spec import ModelSpec
 
 RecomputeModule = Literal[
     "core_attn", "layernorm", "moe_act", "mlp", "moe", "shared_experts", "mla_up_proj"
@@ -77,9 +78,31 @@ def mask_modules(mask: int) -> tuple[str, ...] | None:
 
 def light_modules(has_moe: bool, has_mla: bool) -> tuple[str, ...]:
     """The modules Megatron-Bridge's MoE recipes recompute to save memory at little cost
-    (output-discarding checkpoints of elementwise work): the norms, the experts' activation
-    and MLA's up-projections where the model has them."""
-    return ("layernorm",) + ("moe_act",) * has_moe + ("mla_up_proj",) * has_mla
+    (output-discarding checkpoints of elementwise work): the norms Transformer Engine keeps
+    as modules (MLA's input norm, a MoE layer's pre-MLP norm; it fuses the others into the
+    next linear layer), the experts' activation and MLA's up-projections where the model
+    has them."""
+    norms = ("layernorm",) * (has_moe or has_mla)
+    return norms + ("moe_act",) * has_moe + ("mla_up_proj",) * has_mla
+
+
+def spec_modules(model: ModelSpec) -> tuple[str, ...]:
+    """The ``--recompute-modules`` that exist in Megatron-core's Transformer Engine layer
+    spec for `model` (megatron/core/models/gpt/gpt_layer_specs.py): the attention core and
+    the dense MLP always, the norms only where they are modules (MLA, MoE), the expert
+    modules in MoE models, the up-projections with MLA."""
+    moe, mla = model.moe is not None, model.mla is not None
+    shared = moe and bool(model.moe and model.moe.shared_experts)
+    names = {
+        "core_attn": True,
+        "layernorm": moe or mla,
+        "mlp": True,
+        "moe_act": moe,
+        "moe": moe,
+        "shared_experts": shared,
+        "mla_up_proj": mla,
+    }
+    return tuple(name for name in MODULES if names[name])
 
 
 def recomputes(mask: Array, module: str) -> Array:

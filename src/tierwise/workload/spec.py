@@ -51,6 +51,20 @@ class MoESpec(_Frozen):
     capacity_factor: float | None = Field(
         None, gt=0, description="expert capacity / (tokens*top_k/experts); None = dropless"
     )
+    renormalize: bool = Field(
+        True,
+        description="top-k routing weights renormalised to sum to 1 (config.json "
+        "norm_topk_prob; false: softmax over all experts, DeepSeek-MoE, Qwen1.5-MoE)",
+    )
+    score_scale: float | None = Field(
+        None, gt=0, description="routing weights scaled by this (routed_scaling_factor)"
+    )
+    groups: int | None = Field(
+        None, ge=1, description="expert groups of group-limited routing (n_group)"
+    )
+    group_top_k: int | None = Field(
+        None, ge=1, description="groups a token may route to (topk_group)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
@@ -117,6 +131,27 @@ class LocalAttention(_Frozen):
         return self.global_every is not None and (index + 1) % self.global_every == 0
 
 
+RopeKind = Literal["llama3", "yarn", "linear"]
+
+
+class RopeScaling(_Frozen):
+    """Rotary context extension as the config.json's ``rope_scaling`` states it: Llama 3.1's
+    frequency-band scaling (``llama3``), YaRN (DeepSeek-V3, GPT-OSS, Kimi K2) or linear
+    position interpolation (Gemma 3)."""
+
+    kind: RopeKind = Field(description="llama3 | yarn | linear (rope_type / type)")
+    factor: float = Field(gt=0, description="context extension factor")
+    original_max_seq: int | None = Field(
+        None, ge=1, description="context the model was pre-trained at"
+    )
+    low_freq_factor: float | None = Field(None, gt=0, description="llama3 only")
+    high_freq_factor: float | None = Field(None, gt=0, description="llama3 only")
+    beta_fast: float | None = Field(None, gt=0, description="yarn only")
+    beta_slow: float | None = Field(None, gt=0, description="yarn only")
+    mscale: float | None = Field(None, ge=0, description="yarn only")
+    mscale_all_dim: float | None = Field(None, ge=0, description="yarn only")
+
+
 class ModelSpec(_Frozen):
     """A decoder-only transformer; sizes are element counts, not bytes."""
 
@@ -136,6 +171,15 @@ class ModelSpec(_Frozen):
     bias: Bias = Field("none", description="linear biases: none, q/k/v only, or all + norms")
     position: Position = Field("rope", description="learned adds a max_seq x hidden table")
     rope_theta: float | None = Field(None, gt=0, description="rotary base")
+    rope_scaling: RopeScaling | None = None
+    norm_eps: float | None = Field(
+        None, gt=0, description="epsilon of the norms (rms_norm_eps / layer_norm_eps)"
+    )
+    hf_path: str | None = Field(
+        None,
+        description="Hugging Face Hub repository or directory holding the config.json and "
+        "tokenizer (what a launch loads); a config.json sets its own directory",
+    )
     qk_norm: bool = Field(False, description="RMSNorm over each query and key head (Qwen3)")
     attention_sinks: bool = Field(False, description="a learned sink logit per head (GPT-OSS)")
     mla: MLASpec | None = None

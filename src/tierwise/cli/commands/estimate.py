@@ -12,7 +12,7 @@ from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
-from tierwise.plan.request import Behaviour
+from tierwise.plan.request import DEFAULT_HEADROOM, Behaviour, headroom_gib
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
@@ -47,6 +47,7 @@ def estimate_command(
     zero: L.ZeroOpt = None,
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
+    mem_headroom: L.MemHeadroomOpt = DEFAULT_HEADROOM,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
     as_json: JsonOpt = False,
@@ -115,6 +116,9 @@ def estimate_command(
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
     result["assumed"] = assumed
+    headroom = headroom_gib(mem_headroom, cluster_spec.gpu.hbm_gib)
+    result["mem_headroom_gib"] = headroom
+    result["fits_with_headroom"] = result["memory_gib_per_gpu"] <= result["hbm_gib"] - headroom
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
@@ -190,6 +194,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f"{pipe['schedule']}, bubble {pipe['bubble_fraction']:.1%} of the step"
         )
     fits = "fits" if r["fits"] else styled("does NOT fit", "red")
+    if r["fits"] and not r["fits_with_headroom"]:
+        fits = styled(f"fits, inside the {r['mem_headroom_gib']:.1f} GiB headroom", "yellow")
     console.print(
         line(
             f"step {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "

@@ -17,7 +17,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.plan.emit import EMIT_FILES
 from tierwise.plan.outcome import run_plan
-from tierwise.plan.request import EMIT_KINDS, Behaviour, plan_request
+from tierwise.plan.request import DEFAULT_HEADROOM, EMIT_KINDS, Behaviour, plan_request
 from tierwise.plan.space import FIX_HELP
 from tierwise.workload.load import load_model
 
@@ -52,6 +52,7 @@ def plan_command(
     out: OutOpt = None,
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
+    mem_headroom: L.MemHeadroomOpt = DEFAULT_HEADROOM,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
@@ -67,6 +68,7 @@ def plan_command(
         emit=emit_kinds or [],
         dtype=dtype,
         fp8_recipe=fp8_recipe,
+        mem_headroom=mem_headroom,
     )
     outcome = run_plan(request)
     written = []

@@ -114,6 +114,7 @@ def make_report(
         doctor_logs=doctor_logs or [],
         flags=request.flags,
         framework=request.framework,
+        headroom_gib=request.headroom_gib,
     )
     write_report(inputs, out)
     return inputs

@@ -59,16 +59,19 @@ def sweep_command(
             flags=req.flags,
             framework=framework,
             fix=pins,
+            headroom_gib=req.headroom_gib,
         )
     except SpecError as exc:  # nothing on the base cluster: the varied ones may still plan
         if not varies:
             raise
         need = {"needed_Gbps_per_gpu": None, "within_pct": within, "error": str(exc)}
-    rows = (
-        sweep(spec, cluster_spec, gbs, seq, varies, flags=req.flags, framework=framework, fix=pins)
-        if varies
-        else []
-    )
+    same = {
+        "flags": req.flags,
+        "framework": framework,
+        "fix": pins,
+        "headroom_gib": req.headroom_gib,
+    }
+    rows = sweep(spec, cluster_spec, gbs, seq, varies, **same) if varies else []
     if plot is not None and rows:
         from tierwise.report.figures import sweep_figure_file
 

@@ -1,0 +1,66 @@
+"""DeepSpeed for a plan: a JSON config of keys DeepSpeed knows, and one launcher convention,
+the ``deepspeed`` launcher running the user's training script with ``--deepspeed
+--deepspeed_config`` (``deepspeed.add_config_arguments``).
+
+DeepSpeed has no trainer of its own: the script builds the model and its TP/PP groups (the
+Slurm script states the degrees and the model's Hugging Face path in a comment); the JSON
+holds batch sizes, ZeRO, precision and activation checkpointing. DeepSpeedConfig checks
+``train_batch_size = micro batch x accumulation x dp`` with dp = world / (tp x pp).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tierwise import frameworks
+from tierwise.perf.flags import Flags
+from tierwise.plan.emit.common import Launch, check_runs
+from tierwise.workload.layout import Layout
+from tierwise.workload.spec import ModelSpec
+
+FW = frameworks.DEEPSPEED
+KIND = str(FW.emitter)
+FILE = "deepspeed.json"
+SCRIPT = '"${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}"'
+
+
+def zero_stage(layout: Layout) -> int:
+    """DeepSpeed's ZeRO stage for the layout (Megatron's distributed optimizer is ZeRO-1)."""
+    return max(layout.zero, 1 if layout.distributed_optimizer else 0)
+
+
+def deepspeed_config(layout: Layout) -> dict[str, Any]:
+    """A DeepSpeed JSON config: batch sizes, ZeRO stage, bf16, activation checkpointing,
+    pipeline stages (and an fp32 gradient reduce where the layout has fp32 grads)."""
+    check_runs(FW, layout)
+    reduce = {} if layout.grad_reduce_bf16 else {"communication_data_type": "fp32"}
+    return {
+        **reduce,
+        "train_batch_size": layout.global_batch,
+        "train_micro_batch_size_per_gpu": layout.mbs,
+        "gradient_accumulation_steps": layout.num_microbatches,
+        "bf16": {"enabled": True},
+        "zero_optimization": {
+            "stage": zero_stage(layout),
+            "overlap_comm": True,
+            "contiguous_gradients": True,
+        },
+        "activation_checkpointing": {
+            "partition_activations": layout.recompute != "none",
+            "contiguous_memory_optimization": layout.recompute == "full",
+        },
+        "pipeline": {"stages": layout.pp},
+    }
+
+
+def config_text(model: ModelSpec, layout: Layout, flags: Flags) -> str:
+    """The JSON (what ``--emit deepspeed`` prints and writes)."""
+    return json.dumps(deepspeed_config(layout), indent=2) + "\n"
+
+
+def launch(model: ModelSpec, layout: Layout, flags: Flags) -> Launch:
+    """The user's script with DeepSpeed's config arguments, started by the deepspeed
+    launcher (which runs srun itself: `tierwise.plan.emit.slurm`)."""
+    check_runs(FW, layout)
+    return Launch({}, [SCRIPT, "--deepspeed", f"--deepspeed_config {FILE}"], str(FW.launcher), FILE)
