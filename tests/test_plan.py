@@ -325,9 +325,12 @@ def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
 
 def test_fp8_is_searched_where_the_gpu_has_it() -> None:
     model = load_model("llama3-8b")
-    h100 = search(model, load_cluster("dgx-h100", nodes=1), 64, 4096, top=50).plans
-    a100 = search(model, load_cluster("dgx-a100", nodes=1), 64, 4096, top=50).plans
+    every = {"dtype": "any"}  # low precision only when asked for
+    h100 = search(model, load_cluster("dgx-h100", nodes=1), 64, 4096, top=50, fix=every).plans
+    a100 = search(model, load_cluster("dgx-a100", nodes=1), 64, 4096, top=50, fix=every).plans
     assert h100[0]["layout"]["dtype"] == "fp8"  # Transformer Engine FP8 GEMMs are faster
+    default = search(model, load_cluster("dgx-h100", nodes=1), 64, 4096, top=50).plans
+    assert {p["layout"]["dtype"] for p in default} == {"bf16"}
     assert {p["layout"]["dtype"] for p in a100} == {"bf16"}
     pinned = search(model, load_cluster("dgx-h100", nodes=1), 64, 4096, fix={"dtype": "bf16"})
     assert {p["layout"]["dtype"] for p in pinned.plans} == {"bf16"}
@@ -371,7 +374,18 @@ def test_fix_sharding_or_zero_outside_the_framework_is_an_error(
 def test_nothing_divides_or_fits_says_why() -> None:
     assert_user_error(
         run_cli(
-            "plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "3", "--gbs", "7", check=False
+            "plan",
+            "-m",
+            "llama3-8b",
+            "-c",
+            "dgx-h100",
+            "--nodes",
+            "3",
+            "--gbs",
+            "7",
+            "--fix",
+            "pp=1",
+            check=False,
         ),
         "no layout",
         "gbs",

@@ -26,8 +26,9 @@ def test_job_sizes_for_tokens_per_dollar_are_whole_power_of_two_node_counts() ->
 
 def test_tokens_per_dollar_ranks_by_cost_and_may_use_fewer_gpus() -> None:
     model, cluster = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=16)
-    fast = search(model, cluster, 512, 4096, top=1).plans[0]
-    cheap = search(model, cluster, 512, 4096, top=5, objective="tokens_per_dollar").plans
+    every = {"dtype": "any"}
+    fast = search(model, cluster, 512, 4096, top=1, fix=every).plans[0]
+    cheap = search(model, cluster, 512, 4096, top=5, objective="tokens_per_dollar", fix=every).plans
     per_dollar = [tokens_per_dollar(p["tokens_per_s"], p["gpus"], cluster) for p in cheap]
     tie = 1 - 2e-3  # near-equal plans are ranked by memory headroom
     assert all(a >= b * tie for a, b in itertools.pairwise(per_dollar))
@@ -60,7 +61,7 @@ def test_plan_json_rows_carry_gpus_and_tokens_per_dollar() -> None:
         (("--fix", "vpp=x"), ("vpp", "integer")),
         (("--fix", "tp=3"), ("tp=3", "values with layouts: 1, 2, 4, 8")),
         (("--fix", "tp=8,pp=8"), ("tp=8", "other --fix values", "values with layouts: 1, 2")),
-        (("--gbs", "7", "--nodes", "3"), ("gbs 7", "closest gbs: 6")),
+        (("--gbs", "7", "--nodes", "3", "--fix", "pp=1"), ("gbs 7", "pp=1 rules out")),
     ],
 )
 def test_bad_plan_requests_are_one_line_errors(args: tuple[str, ...], words: tuple) -> None:
@@ -71,7 +72,7 @@ def test_bad_plan_requests_are_one_line_errors(args: tuple[str, ...], words: tup
 def test_sweep_reports_rows_without_layouts_and_keeps_going() -> None:
     out = cli_json(
         "sweep", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--gbs", "64",
-        "--vary", "nodes=2,3",
+        "--vary", "nodes=2,3", "--fix", "pp=1",
     )  # fmt: skip
     ok, gap = out["rows"]
     assert ok["tokens_per_s"] > 0 and "error" not in ok
@@ -79,7 +80,7 @@ def test_sweep_reports_rows_without_layouts_and_keeps_going() -> None:
     # The base cluster itself may have no layout; the varied ones still plan.
     base_gap = cli_json(
         "sweep", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "3", "--gbs", "64",
-        "--vary", "nodes=2,4",
+        "--vary", "nodes=2,4", "--fix", "pp=1",
     )  # fmt: skip
     assert base_gap["needed_Gbps_per_gpu"] is None and "no layout" in base_gap["error"]
     assert all(r["tokens_per_s"] > 0 for r in base_gap["rows"])

@@ -51,9 +51,12 @@ def test_layernorm_and_moe_act_free_the_norm_outputs_and_the_expert_fc2_inputs()
     norms = kept(GPT_OSS, modules_mask(["layernorm"]), moe_layer=True)
     act = kept(GPT_OSS, modules_mask(["moe_act"]), moe_layer=True)
     both = kept(GPT_OSS, modules_mask(["layernorm", "moe_act"]), moe_layer=True)
-    assert base - norms == pytest.approx(2 * h * 2)  # QKV and MLP inputs, 16-bit
+    # Transformer Engine fuses the input norm into QKV: only the pre-MLP norm is a module.
+    assert base - norms == pytest.approx(h * 2)  # the MoE MLP's input, 16-bit
     assert base - act == pytest.approx(top_k * ffn * 2)  # the SwiGLU outputs, 16-bit
-    assert base - both == pytest.approx(2 * h * 2 + top_k * ffn * 2)
+    assert base - both == pytest.approx(h * 2 + top_k * ffn * 2)
+    dense = load_model("llama3-8b")  # both norms fused: nothing to recompute, nothing freed
+    assert kept(dense, modules_mask(["layernorm"]), moe_layer=False) == kept(dense, 0, False)
     # In FP8 the GEMMs keep the original inputs instead of a quantized copy: the same tensors go.
     fp8 = kept(GPT_OSS, 0, True, 1.0) - kept(GPT_OSS, modules_mask(["moe_act"]), True, 1.0)
     assert fp8 == pytest.approx(top_k * ffn * 1.0)

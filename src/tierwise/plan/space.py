@@ -221,7 +221,8 @@ def build_space(
     rc_opts = [(RECOMPUTE[n], DEFAULT_MASK) for n in rc_names]
     if fw.recompute_modules and "selective" in rc_names:
         light = light_modules(model.moe is not None, model.mla is not None)
-        rc_opts.append((RECOMPUTE["selective"], modules_mask(light)))
+        if light:  # a dense model's norms are fused into its linear layers: nothing light
+            rc_opts.append((RECOMPUTE["selective"], modules_mask(light)))
     rc_codes, rc_masks = np.array(rc_opts).reshape(-1, 2).T
     delayed_fp8 = precision_code("fp8", "delayed")
     rest = (
