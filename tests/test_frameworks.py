@@ -188,3 +188,36 @@ def test_plan_sweep_and_report_commands_agree(tmp_path: Path) -> None:
     report = cli_json("report", *common, *flags, "--out", str(tmp_path / "r.html"))["plans"][0]
     assert row["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-9)
     assert report["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-9)
+
+
+def test_planning_code_stays_small() -> None:
+    """`cli/commands/plan.py` parses and prints (< 120 lines); no function in plan/ or cli/
+    over 100 lines."""
+    import ast
+
+    assert len((SRC / "cli" / "commands" / "plan.py").read_text().splitlines()) < 120
+    long = []
+    for folder in ("plan", "cli"):
+        for path in sorted((SRC / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                    if lines > 100:
+                        long.append(f"{path.relative_to(SRC)}:{node.name} {lines}")
+    assert not long, long
+
+
+@pytest.mark.parametrize("framework", [*frameworks.LAUNCHED])
+def test_every_candidate_of_the_space_is_a_valid_layout(framework: str) -> None:
+    """The space's vectorised rules against `Layout.validate_for`, over the whole space of a
+    MoE model (uneven splits, ep, cp and every sharding scheme included)."""
+    from tierwise.plan.search import layout_at
+    from tierwise.plan.space import build_space
+
+    model, cluster = load_model("mixtral-8x7b"), load_cluster("dgx-h100", nodes=3)
+    space = build_space(model, cluster, 24, 48, 4096, {"dtype": "any"}, framework)
+    assert space.size > 100
+    for i in range(space.size):
+        layout = layout_at(space.arrays, i, model.layers)
+        layout.validate_for(model, cluster.world)  # raises on any rule the space broke
+        assert framework in frameworks.frameworks_for(layout), (framework, layout)

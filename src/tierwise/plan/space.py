@@ -143,55 +143,10 @@ def build_space(
     fw = launched(framework)
     if fw is None:
         return _any_space(model, cluster, gpus, gbs, seq, fix)
-    for key, cap in (("cp", "context parallelism"), ("vpp", "interleaved pipeline")):
-        if getattr(fw, key):
-            continue
-        if _ints(fix, key, (1,)) != (1,):
-            raise SpecError(f"--fix: {key}={fix[key]}; {framework} has no {cap}: allowed: 1")
-        fix[key] = "1"
-    tp_opts = _ints(fix, "tp", tuple(t for t in POWERS_OF_TWO if t <= min(gpus, model.heads)))
-    cp_opts = _ints(fix, "cp", tuple(c for c in POWERS_OF_TWO[:6] if c <= gpus))
-    pp_opts = _ints(fix, "pp", tuple(p for p in range(1, model.layers + 1) if gpus % p == 0))
-    vpp_opts = _ints(fix, "vpp", VPP_OPTIONS)
-    mbs_opts = _ints(fix, "mbs", MBS_OPTIONS)
-    experts = model.moe.experts if model.moe else 1
-    ep_opts = _ints(fix, "ep", tuple(e for e in POWERS_OF_TWO if e <= experts and experts % e == 0))
-    rc_names = (fix["recompute"],) if "recompute" in fix else tuple(RECOMPUTE)
-    for name in rc_names:
-        if name not in RECOMPUTE:
-            raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
-    # A fixed ZeRO stage picks among every scheme the framework runs, plain DDP included.
-    shard_names = shardings or (("ddp", *fw.sharding) if "zero" in fix else fw.sharding)
-    if "sharding" in fix:
-        allowed = ("ddp", *fw.sharding)
-        if fix["sharding"] not in allowed:
-            raise SpecError(
-                f"--fix: sharding={fix['sharding']!r} for {framework}; "
-                f"allowed: {', '.join(allowed)}"
-            )
-        shard_names = (fix["sharding"],)
-    shard_opts = tuple(SHARDING[name] for name in shard_names)
-    if "zero" in fix:
-        stage = _ints(fix, "zero", ())[0]
-        shard_opts = tuple(s for s in shard_opts if zero_stage(*s) == stage)
-        if not shard_opts:
-            stages = sorted({f"{zero_stage(*SHARDING[name])} ({name})" for name in shard_names})
-            raise SpecError(
-                f"--fix: zero={stage} with {'/'.join(shard_names)} ({framework}); "
-                f"allowed: {', '.join(stages)}"
-            )
-    # FP8 (the default recipe) is searched where the GPU has FP8 tensor cores and the framework
-    # runs it; --fix dtype= pins any format the GPU runs (MXFP8, NVFP4: Blackwell).
-    gpu = cluster.gpu
-    allowed_dtypes = tuple(d for d in supported_dtypes(gpu) if fw.runs_dtype(d))
-    dtypes = searched_dtypes(fix, allowed_dtypes)
-    if dtypes[0] not in allowed_dtypes:
-        raise SpecError(
-            f"--fix: dtype={dtypes[0]!r} on {gpu.key}; allowed: {', '.join(allowed_dtypes)}"
-            + ("" if fw.runs_any_dtype else f" ({fw.title} trains in {', '.join(fw.dtypes or ())})")
-        )
-    recipe = fix.get("fp8_recipe")
-    codes = [precision_code(d, recipe if d == "fp8" else None) for d in dtypes]
+    tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts = _degree_options(model, gpus, fix, fw)
+    rc_codes, rc_masks = _recompute_options(model, fix, fw)
+    shard_opts = _shard_options(fix, fw, shardings)
+    codes = _precision_codes(cluster, fix, fw)
     grad16 = _flag(fix, "grad_reduce_bf16", fw.grad_reduce_bf16[0])
     if grad16 not in fw.grad_reduce_bf16:
         raise SpecError(
@@ -215,23 +170,14 @@ def build_space(
         ok &= dp == _ints(fix, "dp", ())[0]
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
-    # Megatron also runs selective recompute of its light modules (the norms, the experts'
-    # activation, MLA's up-projections), which frees memory at little cost; not with delayed
-    # FP8 scaling, which Megatron refuses for them.
-    rc_opts = [(RECOMPUTE[n], DEFAULT_MASK) for n in rc_names]
-    if fw.recompute_modules and "selective" in rc_names:
-        light = light_modules(model.moe is not None, model.mla is not None)
-        if light:  # a dense model's norms are fused into its linear layers: nothing light
-            rc_opts.append((RECOMPUTE["selective"], modules_mask(light)))
-    rc_codes, rc_masks = np.array(rc_opts).reshape(-1, 2).T
     delayed_fp8 = precision_code("fp8", "delayed")
     rest = (
         vpp_opts,
         mbs_opts,
         ep_opts,
-        range(len(rc_opts)),
+        range(len(rc_codes)),
         range(len(shard_opts)),
-        range(len(dtypes)),
+        range(len(codes)),
         # The uneven split only where some kept pipeline depth does not divide the layers.
         SPLITS if fw.uneven_pp and any(model.layers % p for p in pp[ok]) else SPLITS[:1],
     )
@@ -251,50 +197,111 @@ def build_space(
         & ((pp == 1) | (zero <= fw.pp_zero))
         & ~((rc_masks[rc] != DEFAULT_MASK) & (np.array(codes)[dtype] == delayed_fp8))
     )
-    sel = {
-        k: v[ok]
-        for k, v in dict(
-            tp=tp,
-            cp=cp,
-            pp=pp,
-            vpp=vpp,
-            mbs=mbs,
-            ep=ep,
-            rc=rc,
-            shard=shard,
-            dp=dp,
-            dtype=dtype,
-            ends_short=ends_short,
-        ).items()
-    }
-    zero = zero[ok]
-    distopt = np.array([s[1] for s in shard_opts])[sel["shard"]]
+    picked = dict(tp=tp, cp=cp, pp=pp, vpp=vpp, mbs=mbs, ep=ep, dp=dp, ends_short=ends_short)
+    sel = {k: v[ok] for k, v in picked.items()}
     n = len(sel["tp"])
     first_u, last_u = uneven_split(model.layers, sel["pp"])
     uneven = sel["ends_short"] == 1
     even_layers = model.layers // sel["pp"]
     arrays = {
-        "tp": sel["tp"],
-        "cp": sel["cp"],
-        "ep": sel["ep"],
+        **{k: sel[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs")},
         "etp": sel["tp"],
-        "pp": sel["pp"],
-        "vpp": sel["vpp"],
-        "dp": sel["dp"],
-        "mbs": sel["mbs"],
         "gbs": np.full(n, gbs),
         "seq": np.full(n, seq),
         "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
-        "recompute": rc_codes[sel["rc"]],
-        "recompute_modules": rc_masks[sel["rc"]],
-        "zero": zero,
-        "distributed_optimizer": distopt,
+        "recompute": rc_codes[rc[ok]],
+        "recompute_modules": rc_masks[rc[ok]],
+        "zero": zero[ok],
+        "distributed_optimizer": np.array([s[1] for s in shard_opts])[shard[ok]],
         "grad_reduce_bf16": np.full(n, grad16),
-        "precision": np.array(codes)[sel["dtype"]],
+        "precision": np.array(codes)[dtype[ok]],
         "first_stage_layers": np.where(uneven, first_u, even_layers),
         "last_stage_layers": np.where(uneven, last_u, even_layers),
     }
     return Space(arrays, product)
+
+
+def _degree_options(
+    model: ModelSpec, gpus: int, fix: dict[str, str], fw: Framework
+) -> tuple[tuple[int, ...], ...]:
+    """(tp, cp, pp, vpp, mbs, ep) values searched: the fixed ones, else every one the model
+    and the GPUs admit; cp and vpp stay 1 where the framework has none (a fix otherwise is
+    a one-line error); `fix` gets those 1s."""
+    for key, cap in (("cp", "context parallelism"), ("vpp", "interleaved pipeline")):
+        if getattr(fw, key):
+            continue
+        if _ints(fix, key, (1,)) != (1,):
+            raise SpecError(f"--fix: {key}={fix[key]}; {fw.name} has no {cap}: allowed: 1")
+        fix[key] = "1"
+    tp_opts = _ints(fix, "tp", tuple(t for t in POWERS_OF_TWO if t <= min(gpus, model.heads)))
+    cp_opts = _ints(fix, "cp", tuple(c for c in POWERS_OF_TWO[:6] if c <= gpus))
+    pp_opts = _ints(fix, "pp", tuple(p for p in range(1, model.layers + 1) if gpus % p == 0))
+    vpp_opts = _ints(fix, "vpp", VPP_OPTIONS)
+    mbs_opts = _ints(fix, "mbs", MBS_OPTIONS)
+    experts = model.moe.experts if model.moe else 1
+    ep_opts = _ints(fix, "ep", tuple(e for e in POWERS_OF_TWO if e <= experts and experts % e == 0))
+    return tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts
+
+
+def _recompute_options(
+    model: ModelSpec, fix: Mapping[str, str], fw: Framework
+) -> tuple[np.ndarray, np.ndarray]:
+    """(recompute codes, module masks) searched: the fixed kind or all three; and where the
+    framework has Megatron's modules, selective over its light modules (the norms TE keeps as
+    modules, the experts' activation, MLA's up-projections), which frees memory at little
+    cost (not with delayed FP8 scaling, which Megatron refuses for them: `build_space`)."""
+    names = (fix["recompute"],) if "recompute" in fix else tuple(RECOMPUTE)
+    for name in names:
+        if name not in RECOMPUTE:
+            raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
+    options = [(RECOMPUTE[n], DEFAULT_MASK) for n in names]
+    if fw.recompute_modules and "selective" in names:
+        light = light_modules(model.moe is not None, model.mla is not None)
+        if light:  # a dense model's norms are fused into its linear layers: nothing light
+            options.append((RECOMPUTE["selective"], modules_mask(light)))
+    codes, masks = np.array(options).reshape(-1, 2).T
+    return codes, masks
+
+
+def _shard_options(
+    fix: Mapping[str, str], fw: Framework, shardings: tuple[str, ...] | None
+) -> tuple[tuple[int, bool], ...]:
+    """The (ZeRO stage, distributed optimizer) schemes searched: `shardings`, the fixed one,
+    or the framework's; a fixed ZeRO stage picks among every scheme it runs, DDP included."""
+    names = shardings or (("ddp", *fw.sharding) if "zero" in fix else fw.sharding)
+    if "sharding" in fix:
+        allowed = ("ddp", *fw.sharding)
+        if fix["sharding"] not in allowed:
+            raise SpecError(
+                f"--fix: sharding={fix['sharding']!r} for {fw.name}; allowed: {', '.join(allowed)}"
+            )
+        names = (fix["sharding"],)
+    options = tuple(SHARDING[name] for name in names)
+    if "zero" not in fix:
+        return options
+    stage = _ints(fix, "zero", ())[0]
+    options = tuple(s for s in options if zero_stage(*s) == stage)
+    if not options:
+        stages = sorted({f"{zero_stage(*SHARDING[name])} ({name})" for name in names})
+        raise SpecError(
+            f"--fix: zero={stage} with {'/'.join(names)} ({fw.name}); allowed: {', '.join(stages)}"
+        )
+    return options
+
+
+def _precision_codes(cluster: ClusterSpec, fix: Mapping[str, str], fw: Framework) -> list[int]:
+    """Precision codes searched (`searched_dtypes`): a fixed one must be one the GPU and the
+    framework run (MXFP8 and NVFP4 only on Blackwell)."""
+    gpu = cluster.gpu
+    allowed = tuple(d for d in supported_dtypes(gpu) if fw.runs_dtype(d))
+    dtypes = searched_dtypes(fix, allowed)
+    if dtypes[0] not in allowed:
+        raise SpecError(
+            f"--fix: dtype={dtypes[0]!r} on {gpu.key}; allowed: {', '.join(allowed)}"
+            + ("" if fw.runs_any_dtype else f" ({fw.title} trains in {', '.join(fw.dtypes or ())})")
+        )
+    recipe = fix.get("fp8_recipe")
+    return [precision_code(d, recipe if d == "fp8" else None) for d in dtypes]
 
 
 def uneven_split(layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

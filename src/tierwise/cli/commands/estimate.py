@@ -58,14 +58,7 @@ def estimate_command(
     spec, flags = behaviour.resolve(load_model(model), framework)
     if dtype is not None:  # one line naming the flag before the layout's own check
         check_supported(cluster_spec.gpu, dtype, fp8_recipe)
-    fixed = (tp or 1) * (cp or 1) * (pp or 1)
-    if dp is None:
-        if cluster_spec.world % fixed:
-            raise SpecError(
-                f"--tp*--cp*--pp = {fixed} does not divide the cluster's "
-                f"{cluster_spec.world} GPUs; give --dp or change --nodes"
-            )
-        dp = cluster_spec.world // fixed
+    dp = dp if dp is not None else default_dp(cluster_spec.world, tp, cp, pp)
     fields = {
         "tp": tp,
         "cp": cp,
@@ -123,6 +116,18 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def default_dp(world: int, tp: int | None, cp: int | None, pp: int | None) -> int:
+    """The data-parallel size that fills the cluster; one-line error where tp*cp*pp does not
+    divide it."""
+    fixed = (tp or 1) * (cp or 1) * (pp or 1)
+    if world % fixed:
+        raise SpecError(
+            f"--tp*--cp*--pp = {fixed} does not divide the cluster's {world} GPUs; give --dp "
+            "or change --nodes"
+        )
+    return world // fixed
 
 
 def default_global_batch(layout: Layout) -> int:
