@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
@@ -59,6 +59,33 @@ def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
     return build(ClusterSpec, {**data, "name": f"{cluster.name}[{label}]"}, f"sweep {label}")
 
 
+class SearchArgs(NamedTuple):
+    """What every search of a sweep shares but the cluster."""
+
+    model: ModelSpec
+    gbs: int
+    seq: int
+    fix: Mapping[str, str] | None
+    flags: Flags
+    framework: str
+    headroom_gib: float
+
+
+def plan_on(cluster: ClusterSpec, a: SearchArgs) -> dict[str, Any]:
+    """The best plan of the sweep's request on `cluster`."""
+    return search(
+        a.model,
+        cluster,
+        a.gbs,
+        a.seq,
+        top=1,
+        fix=a.fix,
+        flags=a.flags,
+        framework=a.framework,
+        headroom_gib=a.headroom_gib,
+    ).plans[0]
+
+
 def sweep(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -74,6 +101,7 @@ def sweep(
     gbs and seq it ran; a combination that is no valid cluster, or where nothing divides or
     fits, is a row with ``error`` (and no numbers)."""
     keys = [k for k, _ in varies]
+    search_args = SearchArgs(model, gbs, seq, fix, flags, framework, headroom_gib)
     rows = []
     for values in itertools.product(*(v for _, v in varies)):
         params = dict(zip(keys, values, strict=True))
@@ -81,17 +109,7 @@ def sweep(
         try:
             c = with_params(cluster, params)
             row |= {"nodes": c.nodes, "gpus": c.world}
-            best = search(
-                model,
-                c,
-                gbs,
-                seq,
-                top=1,
-                fix=fix,
-                flags=flags,
-                framework=framework,
-                headroom_gib=headroom_gib,
-            ).plans[0]
+            best = plan_on(c, search_args)
         except SpecError as exc:
             rows.append({**row, "tokens_per_s": None, "mfu": None, "error": str(exc)})
             continue
@@ -172,21 +190,12 @@ def workload_needed_bandwidth(
     among layouts `fix` allows) stays within `within` of the best plan on a very fast
     network, Gb/s per GPU; with the layout chosen at that rate."""
     _check_within(within)
+    search_args = SearchArgs(model, gbs, seq, fix, flags, framework, headroom_gib)
     plans: dict[float, dict[str, Any]] = {}
 
     def step(rate: float) -> float:
         c = _with_nic_rate(cluster, rate)
-        plans[rate] = search(
-            model,
-            c,
-            gbs,
-            seq,
-            top=1,
-            fix=fix,
-            flags=flags,
-            framework=framework,
-            headroom_gib=headroom_gib,
-        ).plans[0]
+        plans[rate] = plan_on(c, search_args)
         return plans[rate]["step_time_s"]
 
     out = _needed_rate(step, within)
