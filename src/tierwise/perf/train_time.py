@@ -1,0 +1,277 @@
+"""Time to train: wall-clock days, GPU-hours, cost and energy of a whole run, with failures.
+
+A synchronous job on N nodes is interrupted at rate ``lam = N r`` (r: node failures per
+node-second, plus rack failures of the racks it spans); the mean time to failure is
+``MTTF = 1 / lam``. It checkpoints every ``dt`` seconds of training, stalling ``w`` each time;
+each failure costs a restart ``u0`` (detection, relaunch, NCCL initialisation growing with the
+job, checkpoint load) and the work since the last durable checkpoint, ``dt/2`` on average (plus
+the background write's lag when checkpoints are written asynchronously). The effective
+training time ratio (Kokolis et al., HPCA'25, arXiv 2410.21680) is then, to first order,
+
+    ETTR = (1 - lam (u0 + lag + dt/2)) / (1 + w/dt)
+
+maximised near Young's interval ``dt = sqrt(2 w MTTF)`` (Young 1974; Daly 2006), and the run
+takes ``tokens / (tokens_per_s x ETTR)``. Failures during a restart, correlated rack failures
+and waiting for spare nodes are left out here; `tierwise.perf.train_sim` simulates them.
+
+The arithmetic is branchless, so python scalars and numpy arrays (the planner's candidates)
+both work. Seconds throughout unless a name says otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.reliability import NODE_DAYS
+from tierwise.perf.terms.offload import host_GBps
+from tierwise.workload.flops import Array, maximum, pos
+
+DAY_S = 86_400.0
+HOUR_S = 3_600.0
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One run's failure and checkpoint timeline (what the closed form and the simulation
+    share). Rates are events per second of the whole job."""
+
+    work_s: float
+    """Failure-free training time: tokens / tokens per second."""
+    interval_s: float
+    """Training seconds between checkpoints."""
+    write_s: float
+    """Stall of the step per checkpoint."""
+    lag_s: float
+    """Seconds after the stall until a checkpoint is durable (asynchronous writes)."""
+    restart_s: float
+    """Detection + relaunch + NCCL initialisation + checkpoint load."""
+    node_rate: float
+    """Single-node failures of the job per second."""
+    rack_rate: float = 0.0
+    """Whole-rack failures of the job's racks per second."""
+    rack_nodes: int = 1
+    spares: int | None = None
+    """Spare nodes; None: a healthy one is always at hand."""
+    repair_s: float = DAY_S
+
+    @property
+    def rate(self) -> float:
+        """Interruptions per second."""
+        return self.node_rate + self.rack_rate
+
+    @property
+    def ettr(self) -> float:
+        """Closed-form expected effective training time ratio."""
+        return float(ettr(self.rate, self.restart_s, self.interval_s, self.write_s, self.lag_s))
+
+
+def job_nodes(gpus: Array, gpus_per_node: int) -> Array:
+    """Nodes a job of `gpus` GPUs occupies (a partly used node still fails)."""
+    return -(-gpus // gpus_per_node)
+
+
+def node_rate_per_s(cluster: ClusterSpec, nodes: Array) -> Array:
+    """Single-node failures per second of a job on `nodes` nodes."""
+    return nodes * cluster.reliability.node_failures_per_1000_node_days / NODE_DAYS / DAY_S
+
+
+def rack_rate_per_s(cluster: ClusterSpec, nodes: Array) -> Array:
+    """Whole-rack failures per second of the racks a job on `nodes` nodes spans."""
+    rel = cluster.reliability
+    racks = -(-nodes // rel.rack_nodes(cluster.nodes_per_domain))
+    return racks * rel.rack_failures_per_1000_rack_days / NODE_DAYS / DAY_S
+
+
+def mttf_s(rate_per_s: Array) -> Array:
+    """Mean time to failure of a job interrupted `rate_per_s` times a second."""
+    return 1.0 / rate_per_s
+
+
+def young_daly_interval_s(write_s: Array, mttf: Array) -> Array:
+    """Young's optimal checkpoint interval sqrt(2 w MTTF), seconds of training."""
+    return (2.0 * write_s * mttf) ** 0.5
+
+
+def ettr(rate: Array, restart_s: Array, interval_s: Array, write_s: Array, lag_s: Array) -> Array:
+    """Expected effective training time ratio, clipped at 0 (a run that never finishes)."""
+    useful = pos(1.0 - rate * (restart_s + lag_s + interval_s / 2.0))
+    return useful / (1.0 + write_s / interval_s)
+
+
+def storage_io_s(cluster: ClusterSpec, bytes_per_gpu: Array, gpus: Array) -> Array:
+    """Seconds to move one checkpoint between the job and storage: the slower of each node's
+    storage link and the storage system's aggregate bandwidth."""
+    rel = cluster.reliability
+    per_node = bytes_per_gpu * cluster.gpus_per_node / (rel.node_storage_GBps * 1e9)
+    aggregate = bytes_per_gpu * gpus / (rel.storage_GBps * 1e9)
+    return maximum(per_node, aggregate)
+
+
+def snapshot_s(cluster: ClusterSpec, bytes_per_gpu: Array) -> Array:
+    """Seconds to copy one GPU's checkpoint share to host memory over its host link."""
+    return bytes_per_gpu / (host_GBps(cluster.gpu) * 1e9)
+
+
+def nccl_init_s(cluster: ClusterSpec, gpus: Array) -> Array:
+    """Communicator initialisation of a job of `gpus` GPUs."""
+    rel = cluster.reliability
+    return rel.nccl_init_s + rel.nccl_init_s_per_1000_gpus * gpus / 1000.0
+
+
+def checkpoint_terms(
+    cluster: ClusterSpec,
+    bytes_per_gpu: Array,
+    gpus: Array,
+    interval_min: float | None = None,
+) -> dict[str, Array]:
+    """Checkpoint and restart seconds of a job: write stall, lag, restart and its parts, the
+    interval (Young's optimum when `interval_min` is None; an asynchronous write cannot start
+    before the last one is on storage, so the interval is at least its lag)."""
+    rel = cluster.reliability
+    io = storage_io_s(cluster, bytes_per_gpu, gpus)
+    if rel.async_checkpoint:
+        write, lag = snapshot_s(cluster, bytes_per_gpu), io
+    else:
+        write, lag = io, 0.0
+    nodes = job_nodes(gpus, cluster.gpus_per_node)
+    rate = node_rate_per_s(cluster, nodes) + rack_rate_per_s(cluster, nodes)
+    init = nccl_init_s(cluster, gpus)
+    restart = rel.detection_s + rel.relaunch_s + init + io
+    if interval_min is None:
+        interval = young_daly_interval_s(write, mttf_s(rate))
+    else:
+        interval = interval_min * 60.0
+    return {
+        "rate": rate,
+        "write_s": write,
+        "lag_s": lag,
+        "load_s": io,
+        "nccl_init_s": init,
+        "restart_s": restart,
+        "interval_s": maximum(interval, lag),
+    }
+
+
+def gpu_watts(cluster: ClusterSpec) -> float | None:
+    """Watts per GPU: the cluster's power.gpu_w, else the catalog GPU's board power."""
+    return cluster.power.gpu_w or cluster.gpu.board_power_w
+
+
+def spare_shortfall_probability(cluster: ClusterSpec, node_rate: float) -> float | None:
+    """Chance that more nodes are in repair than spares at a given moment (nodes out form a
+    Poisson count of mean failures x repair time, an M/G/inf queue); None: unlimited spares."""
+    rel = cluster.reliability
+    if rel.spare_nodes is None:
+        return None
+    mean = node_rate * rel.repair_h * HOUR_S
+    if mean == 0:
+        return 0.0
+    log_term, cdf = -mean, 0.0
+    for k in range(rel.spare_nodes + 1):
+        cdf += math.exp(log_term)
+        log_term += math.log(mean) - math.log(k + 1)
+    return max(0.0, 1.0 - cdf)
+
+
+def timeline(
+    cluster: ClusterSpec,
+    tokens: float,
+    tokens_per_s: float,
+    gpus: int,
+    bytes_per_gpu: float,
+    interval_min: float | None = None,
+) -> Timeline:
+    """The run's timeline: `tokens` at `tokens_per_s` on `gpus` GPUs, each writing
+    `bytes_per_gpu` per checkpoint."""
+    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min)
+    nodes = job_nodes(gpus, cluster.gpus_per_node)
+    rel = cluster.reliability
+    return Timeline(
+        work_s=tokens / tokens_per_s,
+        interval_s=float(terms["interval_s"]),
+        write_s=float(terms["write_s"]),
+        lag_s=float(terms["lag_s"]),
+        restart_s=float(terms["restart_s"]),
+        node_rate=float(node_rate_per_s(cluster, nodes)),
+        rack_rate=float(rack_rate_per_s(cluster, nodes)),
+        rack_nodes=rel.rack_nodes(cluster.nodes_per_domain),
+        spares=rel.spare_nodes,
+        repair_s=rel.repair_h * HOUR_S,
+    )
+
+
+def train_time(
+    cluster: ClusterSpec,
+    tokens: float,
+    tokens_per_s: float,
+    gpus: int,
+    bytes_per_gpu: float,
+    interval_min: float | None = None,
+) -> dict[str, Any]:
+    """JSON-ready expected time, GPU-hours, cost, energy, interruptions and checkpoint plan of
+    training `tokens` (see the module docstring); `time_to_train_notes` says what could not
+    be priced."""
+    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min)
+    rate, interval = float(terms["rate"]), float(terms["interval_s"])
+    nodes = int(job_nodes(gpus, cluster.gpus_per_node))
+    share = float(ettr(rate, terms["restart_s"], interval, terms["write_s"], terms["lag_s"]))
+    notes = []
+    if interval_min is not None and interval > interval_min * 60.0:
+        notes.append(
+            f"--checkpoint-interval {interval_min:g} min is shorter than one asynchronous write "
+            f"to storage ({interval / 60:.1f} min): checkpoints start when the last one is done"
+        )
+    days = gpu_hours = cost = energy = interruptions = None
+    if share > 0:
+        wall_s = tokens / (tokens_per_s * share)
+        days, gpu_hours = wall_s / DAY_S, gpus * wall_s / HOUR_S
+        cost = gpu_hours * cluster.price_per_gpu_hour
+        interruptions = rate * wall_s
+        watts = gpu_watts(cluster)
+        if watts is not None:
+            node_w = cluster.power.node_w(watts, cluster.gpus_per_node)
+            energy = nodes * node_w * cluster.power.pue * wall_s / HOUR_S / 1e6
+        else:
+            notes.append(
+                f"no energy: the catalog has no board power for {cluster.gpu.key}; set the "
+                "cluster's power.gpu_w"
+            )
+    else:
+        notes.append(
+            f"the run never finishes: an interruption every {1 / rate / 60:.1f} min against "
+            f"{float(terms['restart_s']) / 60:.1f} min restarts plus the work lost since the "
+            "last checkpoint; use fewer GPUs, faster restarts or a lower failure rate"
+        )
+    rel = cluster.reliability
+    return {
+        "train_tokens": tokens,
+        "time_to_train_days": days,
+        "gpu_hours": gpu_hours,
+        "cost_usd": cost,
+        "energy_MWh": energy,
+        "interruptions": interruptions,
+        "mttf_h": 1 / rate / HOUR_S if rate > 0 else None,
+        "checkpoint_interval_min": interval / 60.0,
+        "checkpoint_interval": "given" if interval_min is not None else "young-daly",
+        "checkpoint_write_s": float(terms["write_s"]),
+        "checkpoint_persist_s": float(terms["lag_s"]),
+        "checkpoint_gb_per_gpu": bytes_per_gpu / 1e9,
+        "restart_s": float(terms["restart_s"]),
+        "restart": {
+            "detection_s": rel.detection_s,
+            "relaunch_s": rel.relaunch_s,
+            "nccl_init_s": float(terms["nccl_init_s"]),
+            "checkpoint_load_s": float(terms["load_s"]),
+        },
+        "ettr": share,
+        "job_nodes": nodes,
+        "node_failures_per_1000_node_days": rel.node_failures_per_1000_node_days,
+        "price_per_gpu_hour": cluster.price_per_gpu_hour,
+        "spare_shortfall_probability": spare_shortfall_probability(
+            cluster, float(node_rate_per_s(cluster, nodes))
+        ),
+        "time_to_train_notes": notes,
+    }
