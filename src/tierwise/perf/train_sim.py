@@ -104,7 +104,8 @@ def _chunk(tl: Timeline, rng: np.random.Generator, trials: int, events: int) -> 
     wall = start + need[rows, pick]
     earlier = np.arange(events)[None, :] < k[:, None]
     failed = (earlier & (gaps[:, 1:] < restart[:, 1:])).sum(axis=1)
-    waited = np.where(earlier, wait, 0.0).sum(axis=1)
+    # Time spent waiting: a failure during the wait cuts it short (the next restart waits anew).
+    waited = np.where(earlier, np.minimum(wait, gaps[:, 1:]), 0.0).sum(axis=1)
     nan = np.where(ok, 1.0, np.nan)
     return _Chunk(wall * nan, k * nan, failed * nan, waited * nan)
 
