@@ -235,9 +235,9 @@ def test_reliability_spec_validation() -> None:
     for bad in ("meta-rsc9", -1.0, "-2"):
         with pytest.raises(SpecError, match="node_failures_per_1000_node_days"):
             cluster(node_failures_per_1000_node_days=bad)
-    with pytest.raises(SpecError, match="reliability.storage_GBps"):
+    with pytest.raises(SpecError, match=r"reliability\.storage_GBps"):
         cluster(storage_GBps=0)
-    with pytest.raises(SpecError, match="reliability.spare"):
+    with pytest.raises(SpecError, match=r"reliability\.spare"):
         cluster(spare=3)
     assert cluster(18, "gb200-nvl72").reliability.rack_nodes(18) == 18
     assert cluster(nodes_per_rack=2).reliability.rack_nodes(1) == 2
