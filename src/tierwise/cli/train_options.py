@@ -176,21 +176,20 @@ def train_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def train_result(
-    cluster: ClusterSpec,
-    request: TrainRequest,
-    tokens: float,
-    tokens_per_s: float,
-    gpus: int,
-    bytes_per_gpu: float,
+    cluster: ClusterSpec, request: TrainRequest, est: dict[str, Any]
 ) -> dict[str, Any]:
-    """The closed-form time to train `tokens`, with the simulation under ``simulation`` when
-    the request asks for it."""
-    from tierwise.perf.train_time import timeline, train_time
+    """The closed-form time to train of an `estimate` result, with the simulation under
+    ``simulation`` when the request asks for it (the request must carry tokens)."""
+    from tierwise.perf import train_time as T
 
-    args = (cluster, tokens, tokens_per_s, gpus, bytes_per_gpu, request.interval_min)
-    result = train_time(*args)
+    tokens = request.tokens or 0.0
+    result = T.estimate_train_time(cluster, est, tokens, request.interval_min)
     if request.simulate:
         from tierwise.perf.train_sim import simulate
 
-        result["simulation"] = simulate(timeline(*args), request.trials, request.seed)
+        saved = T.estimate_bytes_per_gpu(est)
+        tl = T.timeline(
+            cluster, tokens, est["tokens_per_s"], est["gpus"], saved, request.interval_min
+        )
+        result["simulation"] = simulate(tl, request.trials, request.seed)
     return result

@@ -8,11 +8,20 @@ job, checkpoint load) and the work since the last durable checkpoint, ``dt/2`` o
 the background write's lag when checkpoints are written asynchronously). The effective
 training time ratio (Kokolis et al., HPCA'25, arXiv 2410.21680) is then, to first order,
 
-    ETTR = (1 - lam (u0 + lag + dt/2)) / (1 + w/dt)
+    ETTR1 = (1 - lam (u0 + lag + dt/2)) / (1 + w/dt)
 
-maximised near Young's interval ``dt = sqrt(2 w MTTF)`` (Young 1974; Daly 2006), and the run
-takes ``tokens / (tokens_per_s x ETTR)``. Failures during a restart, correlated rack failures
-and waiting for spare nodes are left out here; `tierwise.perf.train_sim` simulates them.
+maximised near Young's interval ``dt = sqrt(2 w MTTF)`` (Young 1974; Daly 2006). ETTR1 reaches
+0 once ``lam (u0 + dt/2) >= 1`` (131,072 GPUs at Meta's RSC-1 rate), although such a run still
+progresses: a failure during a restart costs less than a restart and no work. With failures a
+Poisson process in wall-clock time (restarts fail too), a cycle of ``tau = dt + w`` takes
+``E[T] = exp(lam (u0 + lag)) (exp(lam tau) - 1) / lam`` on average (the classic result for
+exponential failures with restart; Daly 2006, eq. 11 form), so
+
+    ETTR = lam dt exp(-lam (u0 + lag)) / (exp(lam tau) - 1)
+
+which equals ETTR1 to first order in ``lam``; the run takes ``tokens / (tokens_per_s x
+ETTR)``. Correlated rack failures take spares in bulk and waits for repaired nodes are left
+out here; `tierwise.perf.train_sim` simulates them (and checks both forms).
 
 The arithmetic is branchless, so python scalars and numpy arrays (the planner's candidates)
 both work. Seconds throughout unless a name says otherwise.
@@ -24,12 +33,21 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.reliability import NODE_DAYS
 from tierwise.perf.terms.offload import host_GBps
-from tierwise.workload.flops import Array, maximum, pos
+from tierwise.workload.checkpoint import layout_checkpoint_bytes
+from tierwise.workload.flops import Array, maximum, minimum, pos
+from tierwise.workload.layout import Layout
+from tierwise.workload.memory import GiB
 
 DAY_S = 86_400.0
+FIRST_ORDER_GAP = 0.95
+"""Say so when the first-order ETTR is this far below the renewal model's."""
+MIN_ETTR = 1e-6
+"""Below this share of wall-clock time training, a run counts as never finishing."""
 HOUR_S = 3_600.0
 
 
@@ -95,10 +113,26 @@ def young_daly_interval_s(write_s: Array, mttf: Array) -> Array:
     return (2.0 * write_s * mttf) ** 0.5
 
 
-def ettr(rate: Array, restart_s: Array, interval_s: Array, write_s: Array, lag_s: Array) -> Array:
-    """Expected effective training time ratio, clipped at 0 (a run that never finishes)."""
+def ettr_first_order(
+    rate: Array, restart_s: Array, interval_s: Array, write_s: Array, lag_s: Array
+) -> Array:
+    """Kokolis et al.'s first-order expected ETTR, clipped at 0."""
     useful = pos(1.0 - rate * (restart_s + lag_s + interval_s / 2.0))
     return useful / (1.0 + write_s / interval_s)
+
+
+def ettr(rate: Array, restart_s: Array, interval_s: Array, write_s: Array, lag_s: Array) -> Array:
+    """Expected effective training time ratio of exponential failures with restarts that may
+    fail too (the module docstring); ``interval / (interval + write)`` without failures."""
+    rate = maximum(rate, MIN_RATE)
+    cycle = minimum(rate * (interval_s + write_s), MAX_EXPONENT)
+    return rate * interval_s * np.exp(-rate * (restart_s + lag_s)) / np.expm1(cycle)
+
+
+MIN_RATE = 1e-300
+"""Failures per second standing in for none (the limit without failures stays finite)."""
+MAX_EXPONENT = 700.0
+"""Largest ``lam tau`` evaluated (exp overflows float64 near 709); the ETTR there is ~0."""
 
 
 def storage_io_s(cluster: ClusterSpec, bytes_per_gpu: Array, gpus: Array) -> Array:
@@ -217,7 +251,8 @@ def train_time(
     terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min)
     rate, interval = float(terms["rate"]), float(terms["interval_s"])
     nodes = int(job_nodes(gpus, cluster.gpus_per_node))
-    share = float(ettr(rate, terms["restart_s"], interval, terms["write_s"], terms["lag_s"]))
+    costs = (rate, terms["restart_s"], interval, terms["write_s"], terms["lag_s"])
+    share, first_order = float(ettr(*costs)), float(ettr_first_order(*costs))
     notes = []
     if interval_min is not None and interval > interval_min * 60.0:
         notes.append(
@@ -225,7 +260,14 @@ def train_time(
             f"to storage ({interval / 60:.1f} min): checkpoints start when the last one is done"
         )
     days = gpu_hours = cost = energy = interruptions = None
-    if share > 0:
+    if first_order < FIRST_ORDER_GAP * share:
+        notes.append(
+            f"an interruption every {1 / rate / 60:.1f} min against "
+            f"{float(terms['restart_s']) / 60:.1f}-min restarts: many strike a restart, and "
+            f"the first-order ETTR (Kokolis et al.) falls to {first_order:.1%} against "
+            f"{share:.1%} here; --simulate checks it"
+        )
+    if share > MIN_ETTR:
         wall_s = tokens / (tokens_per_s * share)
         days, gpu_hours = wall_s / DAY_S, gpus * wall_s / HOUR_S
         cost = gpu_hours * cluster.price_per_gpu_hour
@@ -267,6 +309,7 @@ def train_time(
             "checkpoint_load_s": float(terms["load_s"]),
         },
         "ettr": share,
+        "ettr_first_order": first_order,
         "job_nodes": nodes,
         "node_failures_per_1000_node_days": rel.node_failures_per_1000_node_days,
         "price_per_gpu_hour": cluster.price_per_gpu_hour,
@@ -275,3 +318,17 @@ def train_time(
         ),
         "time_to_train_notes": notes,
     }
+
+
+def estimate_bytes_per_gpu(est: dict[str, Any]) -> float:
+    """Checkpoint bytes one GPU writes for an `estimate` result (its layout and memory)."""
+    layout = Layout(**est["layout"])
+    return layout_checkpoint_bytes(layout, est["memory"]["optimizer_gib"] * GiB)
+
+
+def estimate_train_time(
+    cluster: ClusterSpec, est: dict[str, Any], tokens: float, interval_min: float | None = None
+) -> dict[str, Any]:
+    """`train_time` of an `estimate` result (its tokens/s, GPUs and checkpoint share)."""
+    saved = estimate_bytes_per_gpu(est)
+    return train_time(cluster, tokens, est["tokens_per_s"], est["gpus"], saved, interval_min)

@@ -13,10 +13,8 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.step import Flags
-from tierwise.workload.checkpoint import layout_checkpoint_bytes
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
-from tierwise.workload.memory import GiB
 from tierwise.workload.pipeline import split_text, with_split
 from tierwise.workload.precision import check_supported
 
@@ -157,10 +155,7 @@ def estimate_command(
     result = estimate(spec, cluster_spec, layout, flags, rule)
     result["assumed"] = assumed
     if train.tokens is not None:
-        saved = layout_checkpoint_bytes(layout, result["memory"]["optimizer_gib"] * GiB)
-        result |= T.train_result(
-            cluster_spec, train, train.tokens, result["tokens_per_s"], layout.world, saved
-        )
+        result |= T.train_result(cluster_spec, train, result)
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
