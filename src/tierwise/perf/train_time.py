@@ -39,7 +39,7 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.reliability import NODE_DAYS
 from tierwise.perf.terms.offload import host_GBps
 from tierwise.workload.checkpoint import layout_checkpoint_bytes
-from tierwise.workload.flops import Array, maximum, minimum, pos
+from tierwise.workload.flops import Array, pos
 from tierwise.workload.layout import Layout
 from tierwise.workload.memory import GiB
 
@@ -104,8 +104,9 @@ def rack_rate_per_s(cluster: ClusterSpec, nodes: Array) -> Array:
 
 
 def mttf_s(rate_per_s: Array) -> Array:
-    """Mean time to failure of a job interrupted `rate_per_s` times a second."""
-    return 1.0 / rate_per_s
+    """Mean time to failure of a job interrupted `rate_per_s` times a second (finite, if
+    astronomically long, without failures)."""
+    return 1.0 / np.maximum(rate_per_s, MIN_RATE)
 
 
 def young_daly_interval_s(write_s: Array, mttf: Array) -> Array:
@@ -124,8 +125,8 @@ def ettr_first_order(
 def ettr(rate: Array, restart_s: Array, interval_s: Array, write_s: Array, lag_s: Array) -> Array:
     """Expected effective training time ratio of exponential failures with restarts that may
     fail too (the module docstring); ``interval / (interval + write)`` without failures."""
-    rate = maximum(rate, MIN_RATE)
-    cycle = minimum(rate * (interval_s + write_s), MAX_EXPONENT)
+    rate = np.maximum(rate, MIN_RATE)
+    cycle = np.minimum(rate * (interval_s + write_s), MAX_EXPONENT)
     return rate * interval_s * np.exp(-rate * (restart_s + lag_s)) / np.expm1(cycle)
 
 
@@ -141,7 +142,7 @@ def storage_io_s(cluster: ClusterSpec, bytes_per_gpu: Array, gpus: Array) -> Arr
     rel = cluster.reliability
     per_node = bytes_per_gpu * cluster.gpus_per_node / (rel.node_storage_GBps * 1e9)
     aggregate = bytes_per_gpu * gpus / (rel.storage_GBps * 1e9)
-    return maximum(per_node, aggregate)
+    return np.maximum(per_node, aggregate)
 
 
 def snapshot_s(cluster: ClusterSpec, bytes_per_gpu: Array) -> Array:
@@ -160,10 +161,12 @@ def checkpoint_terms(
     bytes_per_gpu: Array,
     gpus: Array,
     interval_min: float | None = None,
+    work_s: Array | None = None,
 ) -> dict[str, Array]:
     """Checkpoint and restart seconds of a job: write stall, lag, restart and its parts, the
-    interval (Young's optimum when `interval_min` is None; an asynchronous write cannot start
-    before the last one is on storage, so the interval is at least its lag)."""
+    interval (Young's optimum when `interval_min` is None, at most the run's `work_s`; an
+    asynchronous write cannot start before the last one is on storage, so the interval is at
+    least its lag)."""
     rel = cluster.reliability
     io = storage_io_s(cluster, bytes_per_gpu, gpus)
     if rel.async_checkpoint:
@@ -176,6 +179,8 @@ def checkpoint_terms(
     restart = rel.detection_s + rel.relaunch_s + init + io
     if interval_min is None:
         interval = young_daly_interval_s(write, mttf_s(rate))
+        if work_s is not None:
+            interval = np.minimum(interval, work_s)
     else:
         interval = interval_min * 60.0
     return {
@@ -185,7 +190,7 @@ def checkpoint_terms(
         "load_s": io,
         "nccl_init_s": init,
         "restart_s": restart,
-        "interval_s": maximum(interval, lag),
+        "interval_s": np.maximum(interval, lag),
     }
 
 
@@ -220,11 +225,12 @@ def timeline(
 ) -> Timeline:
     """The run's timeline: `tokens` at `tokens_per_s` on `gpus` GPUs, each writing
     `bytes_per_gpu` per checkpoint."""
-    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min)
+    work = tokens / tokens_per_s
+    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min, work)
     nodes = job_nodes(gpus, cluster.gpus_per_node)
     rel = cluster.reliability
     return Timeline(
-        work_s=tokens / tokens_per_s,
+        work_s=work,
         interval_s=float(terms["interval_s"]),
         write_s=float(terms["write_s"]),
         lag_s=float(terms["lag_s"]),
@@ -248,7 +254,7 @@ def train_time(
     """JSON-ready expected time, GPU-hours, cost, energy, interruptions and checkpoint plan of
     training `tokens` (see the module docstring); `time_to_train_notes` says what could not
     be priced."""
-    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min)
+    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min, tokens / tokens_per_s)
     rate, interval = float(terms["rate"]), float(terms["interval_s"])
     nodes = int(job_nodes(gpus, cluster.gpus_per_node))
     costs = (rate, terms["restart_s"], interval, terms["write_s"], terms["lag_s"])
