@@ -368,3 +368,21 @@ def test_sweep_nodes_shows_where_more_gpus_stop_helping() -> None:
     fastest = fastest_run(rows)
     assert fastest is not None and fastest["gpus"] < 512 and fastest["more_gpus_slower"]
     assert fastest_run([{"gpus": 8, "tokens_per_s": 1.0}]) is None
+
+
+def test_estimate_train_tokens_imports_no_numpy() -> None:
+    # The closed form is plain python on one layout: --train-tokens keeps a small estimate's
+    # start-up (it loads no numpy; tests/test_placement_paths.py).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tierwise.cli.main import main\n"
+        f"sys.argv = ['tierwise', *{ESTIMATE[:]!r}, '--train-tokens', '1T', '--json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('numpy' in sys.modules, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert '"time_to_train_days"' in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "False"

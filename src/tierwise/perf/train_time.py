@@ -33,8 +33,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.reliability import NODE_DAYS
 from tierwise.perf.terms.offload import host_GBps
@@ -86,6 +84,37 @@ class Timeline:
         return float(ettr(self.rate, self.restart_s, self.interval_s, self.write_s, self.lag_s))
 
 
+def _scalar(*values: Any) -> bool:
+    return all(isinstance(v, int | float) for v in values)
+
+
+def _maximum(a: Array, b: Array) -> Array:
+    """Elementwise maximum; python floats stay python floats (an estimate loads no numpy)."""
+    if _scalar(a, b):
+        return max(a, b)
+    import numpy as np
+
+    return np.maximum(a, b)
+
+
+def _minimum(a: Array, b: Array) -> Array:
+    """Elementwise minimum, as `_maximum`."""
+    if _scalar(a, b):
+        return min(a, b)
+    import numpy as np
+
+    return np.minimum(a, b)
+
+
+def _call(name: str, x: Array) -> Array:
+    """math.`name`(x) for a python float, numpy's for arrays."""
+    if _scalar(x):
+        return getattr(math, name)(x)
+    import numpy as np
+
+    return getattr(np, name)(x)
+
+
 def job_nodes(gpus: Array, gpus_per_node: int) -> Array:
     """Nodes a job of `gpus` GPUs occupies (a partly used node still fails)."""
     return -(-gpus // gpus_per_node)
@@ -106,7 +135,7 @@ def rack_rate_per_s(cluster: ClusterSpec, nodes: Array) -> Array:
 def mttf_s(rate_per_s: Array) -> Array:
     """Mean time to failure of a job interrupted `rate_per_s` times a second (finite, if
     astronomically long, without failures)."""
-    return 1.0 / np.maximum(rate_per_s, MIN_RATE)
+    return 1.0 / _maximum(rate_per_s, MIN_RATE)
 
 
 def young_daly_interval_s(write_s: Array, mttf: Array) -> Array:
@@ -125,9 +154,9 @@ def ettr_first_order(
 def ettr(rate: Array, restart_s: Array, interval_s: Array, write_s: Array, lag_s: Array) -> Array:
     """Expected effective training time ratio of exponential failures with restarts that may
     fail too (the module docstring); ``interval / (interval + write)`` without failures."""
-    rate = np.maximum(rate, MIN_RATE)
-    cycle = np.minimum(rate * (interval_s + write_s), MAX_EXPONENT)
-    return rate * interval_s * np.exp(-rate * (restart_s + lag_s)) / np.expm1(cycle)
+    rate = _maximum(rate, MIN_RATE)
+    cycle = _minimum(rate * (interval_s + write_s), MAX_EXPONENT)
+    return rate * interval_s * _call("exp", -rate * (restart_s + lag_s)) / _call("expm1", cycle)
 
 
 MIN_RATE = 1e-300
@@ -142,7 +171,7 @@ def storage_io_s(cluster: ClusterSpec, bytes_per_gpu: Array, gpus: Array) -> Arr
     rel = cluster.reliability
     per_node = bytes_per_gpu * cluster.gpus_per_node / (rel.node_storage_GBps * 1e9)
     aggregate = bytes_per_gpu * gpus / (rel.storage_GBps * 1e9)
-    return np.maximum(per_node, aggregate)
+    return _maximum(per_node, aggregate)
 
 
 def snapshot_s(cluster: ClusterSpec, bytes_per_gpu: Array) -> Array:
@@ -180,7 +209,7 @@ def checkpoint_terms(
     if interval_min is None:
         interval = young_daly_interval_s(write, mttf_s(rate))
         if work_s is not None:
-            interval = np.minimum(interval, work_s)
+            interval = _minimum(interval, work_s)
     else:
         interval = interval_min * 60.0
     return {
@@ -190,7 +219,7 @@ def checkpoint_terms(
         "load_s": io,
         "nccl_init_s": init,
         "restart_s": restart,
-        "interval_s": np.maximum(interval, lag),
+        "interval_s": _maximum(interval, lag),
     }
 
 
