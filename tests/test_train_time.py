@@ -386,3 +386,14 @@ def test_estimate_train_tokens_imports_no_numpy() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert '"time_to_train_days"' in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_assumed_defaults_are_said() -> None:
+    from tierwise.cli.train_options import with_failure_rate
+
+    preset = load_cluster("dgx-h100")
+    note = T.assumed_fields(preset)[0]
+    assert "reliability.node_failures_per_1000_node_days" in note and "price_per_gpu_hour" in note
+    assert "node_failures" not in T.assumed_fields(with_failure_rate(preset, "2"))[0]
+    data = dump_cluster(preset)  # every field written out: nothing assumed
+    assert T.assumed_fields(build(ClusterSpec, data, "test")) == []

@@ -115,7 +115,11 @@ def with_failure_rate(cluster: ClusterSpec, rate: str | None) -> ClusterSpec:
 
     from tierwise.hardware.reliability import ReliabilitySpec
 
-    fields = {**cluster.reliability.model_dump(), "node_failures_per_1000_node_days": rate}
+    given = cluster.reliability.model_fields_set  # keep telling the defaults from the given
+    fields = {
+        **cluster.reliability.model_dump(include=given),
+        "node_failures_per_1000_node_days": rate,
+    }
     try:
         reliability = ReliabilitySpec(**fields)
     except (ValidationError, ValueError) as exc:

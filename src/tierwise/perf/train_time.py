@@ -322,6 +322,7 @@ def train_time(
             f"{float(terms['restart_s']) / 60:.1f} min restarts plus the work lost since the "
             "last checkpoint; use fewer GPUs, faster restarts or a lower failure rate"
         )
+    notes.extend(assumed_fields(cluster))
     rel = cluster.reliability
     return {
         "train_tokens": tokens,
@@ -367,3 +368,36 @@ def estimate_train_time(
     """`train_time` of an `estimate` result (its tokens/s, GPUs and checkpoint share)."""
     saved = estimate_bytes_per_gpu(est)
     return train_time(cluster, tokens, est["tokens_per_s"], est["gpus"], saved, interval_min)
+
+
+PRICED_FIELDS = {
+    "reliability": (
+        "node_failures_per_1000_node_days",
+        "detection_s",
+        "relaunch_s",
+        "nccl_init_s",
+        "nccl_init_s_per_1000_gpus",
+        "node_storage_GBps",
+        "storage_GBps",
+    ),
+    "power": ("node_overhead_w", "pue"),
+}
+"""Cluster fields whose tierwise default prices a run when the spec leaves them out."""
+
+
+def assumed_fields(cluster: ClusterSpec) -> list[str]:
+    """One note naming the fields the run's price takes from tierwise's defaults, if any."""
+    unset = [
+        f"{block}.{name}"
+        for block, names in PRICED_FIELDS.items()
+        for name in names
+        if name not in getattr(cluster, block).model_fields_set
+    ]
+    if "price_per_gpu_hour" not in cluster.model_fields_set:
+        unset.append("price_per_gpu_hour")
+    if not unset:
+        return []
+    return [
+        f"assumed: tierwise's defaults for {', '.join(unset)} (set them in the cluster spec; "
+        "docs/reference/cluster.md gives each default and its source)"
+    ]
