@@ -28,6 +28,10 @@ def cluster(nodes: int = 2048, preset: str = "dgx-h100", **reliability: object) 
     return build(ClusterSpec, data, "test")
 
 
+def with_rate(c: ClusterSpec, rate: float) -> ClusterSpec:
+    return T.TrainRequest(node_failure_rate=rate).on(c)
+
+
 def test_mttf_is_one_over_nodes_times_rate() -> None:
     # 2,048 nodes (16,384 GPUs) at Kokolis et al.'s RSC-1 rate: 1,000 / (2,048 x 6.5) days.
     c = cluster(node_failures_per_1000_node_days="meta-rsc1")
@@ -325,19 +329,18 @@ def test_estimate_train_options_user_errors(args: list[str], needles: list[str])
 
 
 def test_plan_objective_time_to_train_trades_gpus_for_fewer_failures() -> None:
-    from tierwise.cli.train_options import with_failure_rate
     from tierwise.plan.search import effective_tokens_per_s, search
     from tierwise.workload.load import load_model
 
     model = load_model("llama3-8b")
-    reliable = with_failure_rate(load_cluster("dgx-h100", nodes=64), "0")
+    reliable = with_rate(load_cluster("dgx-h100", nodes=64), 0.0)
     fast = search(model, reliable, 512, 4096, top=1).plans[0]
     assert (
         search(model, reliable, 512, 4096, top=1, objective="time_to_train").plans[0]["gpus"]
         == (fast["gpus"])
     )
     # A failure every ~3 minutes on 64 nodes: half the job loses less than half its speed.
-    flaky = with_failure_rate(reliable, "8000")
+    flaky = with_rate(reliable, 8000.0)
     best = search(model, flaky, 512, 4096, top=3, objective="time_to_train").plans
     assert best[0]["gpus"] < 512
     speeds = []
@@ -351,11 +354,10 @@ def test_plan_objective_time_to_train_trades_gpus_for_fewer_failures() -> None:
 
 
 def test_sweep_nodes_shows_where_more_gpus_stop_helping() -> None:
-    from tierwise.cli.train_options import with_failure_rate
     from tierwise.plan.sweep import fastest_run, sweep
     from tierwise.workload.load import load_model
 
-    c = with_failure_rate(load_cluster("dgx-h100", nodes=16), "8000")
+    c = with_rate(load_cluster("dgx-h100", nodes=16), 8000.0)
     rows = sweep(
         load_model("llama3-8b"), c, 512, 4096, [("nodes", [16, 32, 64])], train_tokens=1e12
     )
@@ -389,11 +391,24 @@ def test_estimate_train_tokens_imports_no_numpy() -> None:
 
 
 def test_assumed_defaults_are_said() -> None:
-    from tierwise.cli.train_options import with_failure_rate
 
     preset = load_cluster("dgx-h100")
     note = T.assumed_fields(preset)[0]
     assert "reliability.node_failures_per_1000_node_days" in note and "price_per_gpu_hour" in note
-    assert "node_failures" not in T.assumed_fields(with_failure_rate(preset, "2"))[0]
+    assert "node_failures" not in T.assumed_fields(with_rate(preset, 2.0))[0]
     data = dump_cluster(preset)  # every field written out: nothing assumed
     assert T.assumed_fields(build(ClusterSpec, data, "test")) == []
+
+
+def test_ettr_figure_data() -> None:
+    from tierwise.report.figures import count_label, ettr_data
+
+    c = cluster(2048)
+    data = ettr_data(c, 16_384, 0.35e9)
+    renewal, first = data.series
+    assert renewal.x[0] == 8 and renewal.x[-1] == 131_072 and len(renewal.x) == 15
+    assert list(renewal.y) == sorted(renewal.y, reverse=True)  # more GPUs, less ETTR
+    at_16k = T.train_time(c, 1e12, 1e6, 16_384, 0.35e9)
+    assert renewal.y[renewal.x.index(16_384)] == pytest.approx(at_16k["ettr"])
+    assert first.y[first.x.index(16_384)] == pytest.approx(at_16k["ettr_first_order"])
+    assert data.x_ticks is not None and data.x_ticks[-1] == count_label(131_072) == "128K"

@@ -1,9 +1,9 @@
 """Time-to-train options of `estimate`, `plan` and `sweep` (--train-tokens, --node-failure-rate,
---checkpoint-interval, --simulate), parsed once into a `TrainRequest`, and their table."""
+--checkpoint-interval, --simulate), parsed once into a `perf.train_time.TrainRequest`, and
+their table."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,7 +11,7 @@ import typer
 from tierwise.errors import SpecError
 
 if TYPE_CHECKING:
-    from tierwise.hardware.cluster import ClusterSpec
+    from tierwise.perf.train_time import TrainRequest
 
 TrainTokensOpt = Annotated[
     str | None,
@@ -49,28 +49,19 @@ TrialsOpt = Annotated[int, typer.Option("--simulate-trials", help="Runs the simu
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the simulation.")]
 
 
-@dataclass(frozen=True)
-class TrainRequest:
-    """What the time-to-train options asked for (tokens None: nothing)."""
-
-    tokens: float | None = None
-    interval_min: float | None = None
-    simulate: bool = False
-    trials: int = 200
-    seed: int = 0
-
-
 def train_request(
-    cluster: ClusterSpec,
     tokens: str | None,
     failure_rate: str | None,
     interval: str,
     simulate: bool,
     trials: int,
     seed: int,
-) -> tuple[ClusterSpec, TrainRequest]:
-    """The cluster with --node-failure-rate applied and the parsed request; an option that
-    would change nothing without --train-tokens is a one-line error."""
+) -> TrainRequest:
+    """The parsed options; one that would change nothing without --train-tokens is a one-line
+    error, as is a rate that is neither a number >= 0 nor a published rate's name."""
+    from tierwise.hardware.reliability import FAILURE_RATES
+    from tierwise.hardware.reliability import failure_rate as named_rate
+    from tierwise.perf.train_time import TrainRequest
     from tierwise.units import parse_count
 
     if tokens is None:
@@ -85,13 +76,28 @@ def train_request(
         ]
         if given:
             raise SpecError(f"{', '.join(given)}: only used with --train-tokens N (e.g. 15T)")
-        return cluster, TrainRequest()
+        return TrainRequest()
     if trials < 1:
         raise SpecError(f"--simulate-trials: {trials}; allowed: a positive integer")
-    request = TrainRequest(
-        parse_count(tokens, "--train-tokens"), parse_interval(interval), simulate, trials, seed
+    rate = None
+    if failure_rate is not None:
+        try:
+            rate = float(named_rate(failure_rate, "--node-failure-rate"))
+        except ValueError:
+            rate = -1.0
+        if not 0 <= rate < float("inf"):
+            raise SpecError(
+                f"--node-failure-rate: {failure_rate!r}; allowed: a number >= 0 (failures per "
+                f"1,000 node-days) or {', '.join(FAILURE_RATES)}"
+            )
+    return TrainRequest(
+        tokens=parse_count(tokens, "--train-tokens"),
+        interval_min=parse_interval(interval),
+        simulate=simulate,
+        trials=trials,
+        seed=seed,
+        node_failure_rate=rate,
     )
-    return with_failure_rate(cluster, failure_rate), request
 
 
 def parse_interval(text: str) -> float | None:
@@ -102,30 +108,9 @@ def parse_interval(text: str) -> float | None:
         minutes = float(text)
     except ValueError:
         minutes = 0.0
-    if not minutes > 0 or minutes == float("inf"):
+    if not 0 < minutes < float("inf"):
         raise SpecError(f"--checkpoint-interval: {text!r}; allowed: auto or minutes > 0")
     return minutes
-
-
-def with_failure_rate(cluster: ClusterSpec, rate: str | None) -> ClusterSpec:
-    """The cluster with its node failure rate replaced (a number or a published rate's name)."""
-    if rate is None:
-        return cluster
-    from pydantic import ValidationError
-
-    from tierwise.hardware.reliability import ReliabilitySpec
-
-    given = cluster.reliability.model_fields_set  # keep telling the defaults from the given
-    fields = {
-        **cluster.reliability.model_dump(include=given),
-        "node_failures_per_1000_node_days": rate,
-    }
-    try:
-        reliability = ReliabilitySpec(**fields)
-    except (ValidationError, ValueError) as exc:
-        allowed = "a number >= 0 or meta-rsc1, meta-rsc2, llama3-405b, llama3-405b-all"
-        raise SpecError(f"--node-failure-rate: {rate!r}; allowed: {allowed}") from exc
-    return cluster.model_copy(update={"reliability": reliability})
 
 
 def train_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
@@ -177,23 +162,3 @@ def train_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     elif sim is not None:
         rows.append(("simulated", f"no run of {sim['trials']} finished"))
     return rows
-
-
-def train_result(
-    cluster: ClusterSpec, request: TrainRequest, est: dict[str, Any]
-) -> dict[str, Any]:
-    """The closed-form time to train of an `estimate` result, with the simulation under
-    ``simulation`` when the request asks for it (the request must carry tokens)."""
-    from tierwise.perf import train_time as T
-
-    tokens = request.tokens or 0.0
-    result = T.estimate_train_time(cluster, est, tokens, request.interval_min)
-    if request.simulate:
-        from tierwise.perf.train_sim import simulate
-
-        saved = T.estimate_bytes_per_gpu(est)
-        tl = T.timeline(
-            cluster, tokens, est["tokens_per_s"], est["gpus"], saved, request.interval_min
-        )
-        result["simulation"] = simulate(tl, request.trials, request.seed)
-    return result

@@ -401,3 +401,50 @@ def assumed_fields(cluster: ClusterSpec) -> list[str]:
         f"assumed: tierwise's defaults for {', '.join(unset)} (set them in the cluster spec; "
         "docs/reference/cluster.md gives each default and its source)"
     ]
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """What a command was asked to price beyond the step: `tokens` to train (None: nothing),
+    the checkpoint interval in minutes (None: Young-Daly), and the simulation's trials and
+    seed when `simulate`."""
+
+    tokens: float | None = None
+    interval_min: float | None = None
+    simulate: bool = False
+    trials: int = 200
+    seed: int = 0
+    node_failure_rate: float | None = None
+    """Replaces the cluster's reliability.node_failures_per_1000_node_days (None: keep)."""
+
+    def on(self, cluster: ClusterSpec) -> ClusterSpec:
+        """`cluster` with the request's node failure rate."""
+        if self.node_failure_rate is None:
+            return cluster
+        rel = cluster.reliability
+        given = rel.model_fields_set  # keeps telling the defaults from the given
+        fields = {
+            **rel.model_dump(include=given),
+            "node_failures_per_1000_node_days": self.node_failure_rate,
+        }
+        reliability = type(rel)(**fields)
+        return cluster.model_copy(update={"reliability": reliability})
+
+
+def run_train_time(
+    cluster: ClusterSpec, request: TrainRequest, est: dict[str, Any]
+) -> dict[str, Any]:
+    """The closed-form time to train of an `estimate` result (``{}`` when the request has no
+    tokens), with the simulation of the same timeline under ``simulation`` when asked."""
+    if request.tokens is None:
+        return {}
+    result = estimate_train_time(cluster, est, request.tokens, request.interval_min)
+    if request.simulate:
+        from tierwise.perf.train_sim import simulate
+
+        saved = estimate_bytes_per_gpu(est)
+        tl = timeline(
+            cluster, request.tokens, est["tokens_per_s"], est["gpus"], saved, request.interval_min
+        )
+        result["simulation"] = simulate(tl, request.trials, request.seed)
+    return result

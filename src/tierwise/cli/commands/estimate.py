@@ -70,15 +70,10 @@ def estimate_command(
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier;
     with --train-tokens, the whole run's days, cost, energy and failures."""
-    cluster_spec, train = T.train_request(
-        cluster_spec,
-        train_tokens,
-        node_failure_rate,
-        checkpoint_interval,
-        simulate,
-        simulate_trials,
-        seed,
+    train = T.train_request(
+        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
     )
+    cluster_spec = train.on(cluster_spec)
     spec, force_balance = resolve_routing(
         load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
     )
@@ -155,7 +150,9 @@ def estimate_command(
     result = estimate(spec, cluster_spec, layout, flags, rule)
     result["assumed"] = assumed
     if train.tokens is not None:
-        result |= T.train_result(cluster_spec, train, result)
+        from tierwise.perf.train_time import run_train_time
+
+        result |= run_train_time(cluster_spec, train, result)
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return

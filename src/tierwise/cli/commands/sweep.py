@@ -53,9 +53,8 @@ def sweep_command(
     (with --train-tokens: the days, ETTR and cost of the whole run, and where adding GPUs stops
     shortening it)."""
     writable(plot, "--plot")
-    cluster_spec, train = T.train_request(
-        cluster_spec, train_tokens, node_failure_rate, checkpoint_interval, False, 1, 0
-    )
+    train = T.train_request(train_tokens, node_failure_rate, checkpoint_interval, False, 1, 0)
+    cluster_spec = train.on(cluster_spec)
     spec = load_model(model)
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
