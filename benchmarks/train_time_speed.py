@@ -16,7 +16,7 @@ import timeit
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
 from tierwise.perf.train_sim import DEFAULT_TRIALS, simulate
-from tierwise.perf.train_time import DAY_S, estimate_train_time, ettr_first_order, timeline
+from tierwise.perf.train_time import DAY_S, Run, estimate_train_time, ettr_first_order, timeline
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 
@@ -37,7 +37,7 @@ def main() -> None:
         data = big.model_dump(mode="json")
         data["reliability"]["node_failures_per_1000_node_days"] = rate
         c = type(big).model_validate(data)
-        tl = timeline(c, 100 * DAY_S * tokens_per_s, tokens_per_s, 131_072, saved)
+        tl = timeline(c, Run(100 * DAY_S * tokens_per_s, tokens_per_s, 131_072, saved))
         simulate(tl, 8)  # warm numpy up
         started = time.perf_counter()
         sim = simulate(tl)

@@ -35,12 +35,14 @@ def with_rate(c: ClusterSpec, rate: float) -> ClusterSpec:
 def test_mttf_is_one_over_nodes_times_rate() -> None:
     # 2,048 nodes (16,384 GPUs) at Kokolis et al.'s RSC-1 rate: 1,000 / (2,048 x 6.5) days.
     c = cluster(node_failures_per_1000_node_days="meta-rsc1")
-    out = T.train_time(c, 1e12, 1e6, 16_384, 1e9)
+    out = T.train_time(c, T.Run(1e12, 1e6, 16_384, 1e9))
     assert out["mttf_h"] == pytest.approx(1000 / (2048 * 6.5) * 24)
     assert out["mttf_h"] == pytest.approx(1.80, abs=0.005)
     # 131,072 GPUs: about 15 minutes.
     big = cluster(16_384, node_failures_per_1000_node_days=6.5)
-    assert T.train_time(big, 1e12, 1e6, 131_072, 1e9)["mttf_h"] * 60 == pytest.approx(13.5, 0.01)
+    assert T.train_time(big, T.Run(1e12, 1e6, 131_072, 1e9))["mttf_h"] * 60 == pytest.approx(
+        13.5, 0.01
+    )
 
 
 def test_llama3_interruptions_in_54_days() -> None:
@@ -55,7 +57,7 @@ def test_llama3_interruptions_in_54_days() -> None:
 
 def test_auto_interval_is_young_daly() -> None:
     c = cluster()
-    out = T.train_time(c, 15e12, 2.5e6, 16_384, 3e9)
+    out = T.train_time(c, T.Run(15e12, 2.5e6, 16_384, 3e9))
     w, mttf = out["checkpoint_write_s"], out["mttf_h"] * 3600
     assert out["checkpoint_interval"] == "young-daly"
     assert out["checkpoint_interval_min"] * 60 == pytest.approx(math.sqrt(2 * w * mttf))
@@ -68,7 +70,7 @@ def test_auto_interval_is_young_daly() -> None:
 
 def test_given_interval_and_hand_computed_ettr() -> None:
     c = cluster(512)  # 4,096 GPUs
-    out = T.train_time(c, 1e12, 1e6, 4096, 2e9, interval_min=30)
+    out = T.train_time(c, T.Run(1e12, 1e6, 4096, 2e9, interval_min=30))
     assert out["checkpoint_interval_min"] == 30
     rel = c.reliability
     rate = 512 * rel.node_failures_per_1000_node_days / 1000 / DAY
@@ -87,7 +89,7 @@ def test_given_interval_and_hand_computed_ettr() -> None:
 def test_time_to_train_is_tokens_over_throughput_times_ettr() -> None:
     c = cluster()
     tokens, tps = 15e12, 2.5e6
-    out = T.train_time(c, tokens, tps, 16_384, 3e9)
+    out = T.train_time(c, T.Run(tokens, tps, 16_384, 3e9))
     wall = tokens / (tps * out["ettr"])
     assert out["time_to_train_days"] * DAY == pytest.approx(wall)
     assert out["gpu_hours"] == pytest.approx(16_384 * wall / 3600)
@@ -102,19 +104,19 @@ def test_energy_overrides_and_missing_board_power() -> None:
     data = dump_cluster(load_cluster("dgx-h100"))
     data["power"] = {"gpu_w": 500, "node_overhead_w": 1000, "pue": 1.5}
     c = build(ClusterSpec, data, "test")
-    out = T.train_time(c, 1e12, 1e6, 256, 1e9)
+    out = T.train_time(c, T.Run(1e12, 1e6, 256, 1e9))
     wall = out["time_to_train_days"] * DAY
     assert out["energy_MWh"] == pytest.approx(32 * (8 * 500 + 1000) * 1.5 * wall / 3600e6)
     data = dump_cluster(load_cluster("dgx-h100"))
     data["gpu"] = {**data["gpu"], "key": "inline", "board_power_w": None}
-    out = T.train_time(build(ClusterSpec, data, "test"), 1e12, 1e6, 256, 1e9)
+    out = T.train_time(build(ClusterSpec, data, "test"), T.Run(1e12, 1e6, 256, 1e9))
     assert out["energy_MWh"] is None
     assert any("power.gpu_w" in n for n in out["time_to_train_notes"])
 
 
 def test_a_run_that_never_finishes_says_so() -> None:
     c = cluster(16_384, node_failures_per_1000_node_days=200.0)
-    out = T.train_time(c, 15e12, 1e7, 131_072, 1e9)
+    out = T.train_time(c, T.Run(15e12, 1e7, 131_072, 1e9))
     assert out["ettr"] < 1e-6 and out["ettr_first_order"] == 0
     assert out["time_to_train_days"] is None
     assert "never finishes" in out["time_to_train_notes"][-1]
@@ -151,7 +153,7 @@ def test_failures_during_restart() -> None:
     assert T.ettr_first_order(node_rate, 900.0, 300.0, 20.0, 0.0) == 0
     assert sim["ettr"] == pytest.approx(tl.ettr, rel=0.02)
     c = cluster(16_384, node_failures_per_1000_node_days="meta-rsc1")
-    notes = T.train_time(c, 15e12, 1e7, 131_072, 1e9)["time_to_train_notes"]
+    notes = T.train_time(c, T.Run(15e12, 1e7, 131_072, 1e9))["time_to_train_notes"]
     assert any("first-order ETTR" in n for n in notes)
 
 
@@ -199,19 +201,22 @@ def test_spare_shortfall_probability_is_poisson_tail() -> None:
     c = cluster(spare_nodes=8, repair_h=24.0)
     mean = T.node_rate_per_s(c, 2048) * 24 * 3600
     tail = 1 - sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(9))
-    assert T.train_time(c, 1e12, 1e6, 16_384, 1e9)["spare_shortfall_probability"] == (
+    assert T.train_time(c, T.Run(1e12, 1e6, 16_384, 1e9))["spare_shortfall_probability"] == (
         pytest.approx(tail)
     )
-    assert T.train_time(cluster(), 1e12, 1e6, 16_384, 1e9)["spare_shortfall_probability"] is None
+    assert (
+        T.train_time(cluster(), T.Run(1e12, 1e6, 16_384, 1e9))["spare_shortfall_probability"]
+        is None
+    )
 
 
 def test_async_checkpoint_stalls_for_the_host_copy_only() -> None:
     c = cluster(async_checkpoint=True)
-    out = T.train_time(c, 15e12, 2.5e6, 16_384, 4e9)
+    out = T.train_time(c, T.Run(15e12, 2.5e6, 16_384, 4e9))
     # H100 host link: PCIe Gen5 x16; the write to storage runs in the background.
     assert out["checkpoint_write_s"] < out["checkpoint_persist_s"]
     assert out["checkpoint_persist_s"] == pytest.approx(4e9 * 16_384 / 2000e9)
-    sync = T.train_time(cluster(), 15e12, 2.5e6, 16_384, 4e9)
+    sync = T.train_time(cluster(), T.Run(15e12, 2.5e6, 16_384, 4e9))
     assert out["ettr"] > sync["ettr"]
 
 
@@ -286,17 +291,12 @@ ESTIMATE = ["estimate", "-m", "llama3-8b", "--nodes", "4", "--tp", "8", "--gbs",
 
 def test_estimate_train_tokens_json() -> None:
     out = cli_json(*ESTIMATE, "--train-tokens", "1T", "--node-failure-rate", "meta-rsc1")
-    for key in (
-        "time_to_train_days",
-        "gpu_hours",
-        "cost_usd",
-        "energy_MWh",
-        "interruptions",
-        "mttf_h",
-        "checkpoint_interval_min",
+    issue_keys = "time_to_train_days gpu_hours cost_usd energy_MWh interruptions mttf_h"
+    assert set(T.RUN_KEYS) == {*issue_keys.split(), "checkpoint_interval_min"} | {
         "checkpoint_write_s",
         "ettr",
-    ):
+    }
+    for key in T.RUN_KEYS:
         assert isinstance(out[key], float), key
     assert out["node_failures_per_1000_node_days"] == 6.5
     wall = 1e12 / (out["tokens_per_s"] * out["ettr"])
@@ -408,7 +408,7 @@ def test_ettr_figure_data() -> None:
     renewal, first = data.series
     assert renewal.x[0] == 8 and renewal.x[-1] == 131_072 and len(renewal.x) == 15
     assert list(renewal.y) == sorted(renewal.y, reverse=True)  # more GPUs, less ETTR
-    at_16k = T.train_time(c, 1e12, 1e6, 16_384, 0.35e9)
+    at_16k = T.train_time(c, T.Run(1e12, 1e6, 16_384, 0.35e9))
     assert renewal.y[renewal.x.index(16_384)] == pytest.approx(at_16k["ettr"])
     assert first.y[first.x.index(16_384)] == pytest.approx(at_16k["ettr_first_order"])
     assert data.x_ticks is not None and data.x_ticks[-1] == count_label(131_072) == "128K"

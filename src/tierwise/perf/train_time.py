@@ -49,6 +49,37 @@ MIN_ETTR = 1e-6
 HOUR_S = 3_600.0
 
 
+RUN_KEYS = (
+    "time_to_train_days",
+    "gpu_hours",
+    "cost_usd",
+    "energy_MWh",
+    "interruptions",
+    "mttf_h",
+    "checkpoint_interval_min",
+    "checkpoint_write_s",
+    "ettr",
+)
+"""The stable JSON keys of a run's price (with more detail beside them in `train_time`)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run to price: `tokens` at `tokens_per_s` on `gpus` GPUs, each writing `bytes_per_gpu`
+    per checkpoint, every `interval_min` minutes of training (None: Young-Daly's interval)."""
+
+    tokens: float
+    tokens_per_s: float
+    gpus: int
+    bytes_per_gpu: float
+    interval_min: float | None = None
+
+    @property
+    def work_s(self) -> float:
+        """Failure-free training time."""
+        return self.tokens / self.tokens_per_s
+
+
 @dataclass(frozen=True)
 class Timeline:
     """One run's failure and checkpoint timeline (what the closed form and the simulation
@@ -244,22 +275,13 @@ def spare_shortfall_probability(cluster: ClusterSpec, node_rate: float) -> float
     return max(0.0, 1.0 - cdf)
 
 
-def timeline(
-    cluster: ClusterSpec,
-    tokens: float,
-    tokens_per_s: float,
-    gpus: int,
-    bytes_per_gpu: float,
-    interval_min: float | None = None,
-) -> Timeline:
-    """The run's timeline: `tokens` at `tokens_per_s` on `gpus` GPUs, each writing
-    `bytes_per_gpu` per checkpoint."""
-    work = tokens / tokens_per_s
-    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min, work)
-    nodes = job_nodes(gpus, cluster.gpus_per_node)
+def timeline(cluster: ClusterSpec, run: Run) -> Timeline:
+    """The run's failure and checkpoint timeline on `cluster`."""
+    terms = checkpoint_terms(cluster, run.bytes_per_gpu, run.gpus, run.interval_min, run.work_s)
+    nodes = job_nodes(run.gpus, cluster.gpus_per_node)
     rel = cluster.reliability
     return Timeline(
-        work_s=work,
+        work_s=run.work_s,
         interval_s=float(terms["interval_s"]),
         write_s=float(terms["write_s"]),
         lag_s=float(terms["lag_s"]),
@@ -272,102 +294,109 @@ def timeline(
     )
 
 
-def train_time(
-    cluster: ClusterSpec,
-    tokens: float,
-    tokens_per_s: float,
-    gpus: int,
-    bytes_per_gpu: float,
-    interval_min: float | None = None,
-) -> dict[str, Any]:
+def train_time(cluster: ClusterSpec, run: Run) -> dict[str, Any]:
     """JSON-ready expected time, GPU-hours, cost, energy, interruptions and checkpoint plan of
-    training `tokens` (see the module docstring); `time_to_train_notes` says what could not
+    `run` (see the module docstring); `time_to_train_notes` says what was assumed or could not
     be priced."""
-    terms = checkpoint_terms(cluster, bytes_per_gpu, gpus, interval_min, tokens / tokens_per_s)
-    rate, interval = float(terms["rate"]), float(terms["interval_s"])
-    nodes = int(job_nodes(gpus, cluster.gpus_per_node))
-    costs = (rate, terms["restart_s"], interval, terms["write_s"], terms["lag_s"])
-    share, first_order = float(ettr(*costs)), float(ettr_first_order(*costs))
-    notes = []
-    if interval_min is not None and interval > interval_min * 60.0:
-        notes.append(
-            f"--checkpoint-interval {interval_min:g} min is shorter than one asynchronous write "
-            f"to storage ({interval / 60:.1f} min): checkpoints start when the last one is done"
-        )
-    days = gpu_hours = cost = energy = interruptions = None
-    if first_order < FIRST_ORDER_GAP * share:
-        notes.append(
-            f"an interruption every {1 / rate / 60:.1f} min against "
-            f"{float(terms['restart_s']) / 60:.1f}-min restarts: many strike a restart, and "
-            f"the first-order ETTR (Kokolis et al.) falls to {first_order:.1%} against "
-            f"{share:.1%} here; --simulate checks it"
-        )
+    tl = timeline(cluster, run)
+    gpus, interval_min = run.gpus, run.interval_min
+    costs = (tl.rate, tl.restart_s, tl.interval_s, tl.write_s, tl.lag_s)
+    share, first_order = tl.ettr, float(ettr_first_order(*costs))
+    notes = _notes(tl, share, first_order, interval_min)
+    price = dict.fromkeys(("time_to_train_days", "gpu_hours", "cost_usd", "energy_MWh"))
+    price["interruptions"] = None
     if share > MIN_ETTR:
-        wall_s = tokens / (tokens_per_s * share)
-        days, gpu_hours = wall_s / DAY_S, gpus * wall_s / HOUR_S
-        cost = gpu_hours * cluster.price_per_gpu_hour
-        interruptions = rate * wall_s
-        watts = gpu_watts(cluster)
-        if watts is not None:
-            node_w = cluster.power.node_w(watts, cluster.gpus_per_node)
-            energy = nodes * node_w * cluster.power.pue * wall_s / HOUR_S / 1e6
-        else:
+        wall_s = tl.work_s / share
+        price = _run_totals(cluster, gpus, wall_s) | {"interruptions": tl.rate * wall_s}
+        if price["energy_MWh"] is None:
             notes.append(
                 f"no energy: the catalog has no board power for {cluster.gpu.key}; set the "
                 "cluster's power.gpu_w"
             )
-    else:
-        notes.append(
-            f"the run never finishes: an interruption every {1 / rate / 60:.1f} min against "
-            f"{float(terms['restart_s']) / 60:.1f} min restarts plus the work lost since the "
-            "last checkpoint; use fewer GPUs, faster restarts or a lower failure rate"
-        )
     notes.extend(assumed_fields(cluster))
     rel = cluster.reliability
     return {
-        "train_tokens": tokens,
-        "time_to_train_days": days,
-        "gpu_hours": gpu_hours,
-        "cost_usd": cost,
-        "energy_MWh": energy,
-        "interruptions": interruptions,
-        "mttf_h": 1 / rate / HOUR_S if rate > 0 else None,
-        "checkpoint_interval_min": interval / 60.0,
+        "train_tokens": run.tokens,
+        **price,
+        "mttf_h": 1 / tl.rate / HOUR_S if tl.rate > 0 else None,
+        "checkpoint_interval_min": tl.interval_s / 60.0,
         "checkpoint_interval": "given" if interval_min is not None else "young-daly",
-        "checkpoint_write_s": float(terms["write_s"]),
-        "checkpoint_persist_s": float(terms["lag_s"]),
-        "checkpoint_gb_per_gpu": bytes_per_gpu / 1e9,
-        "restart_s": float(terms["restart_s"]),
+        "checkpoint_write_s": tl.write_s,
+        "checkpoint_persist_s": tl.lag_s,
+        "checkpoint_gb_per_gpu": run.bytes_per_gpu / 1e9,
+        "restart_s": tl.restart_s,
         "restart": {
             "detection_s": rel.detection_s,
             "relaunch_s": rel.relaunch_s,
-            "nccl_init_s": float(terms["nccl_init_s"]),
-            "checkpoint_load_s": float(terms["load_s"]),
+            "nccl_init_s": float(nccl_init_s(cluster, gpus)),
+            "checkpoint_load_s": float(storage_io_s(cluster, run.bytes_per_gpu, gpus)),
         },
         "ettr": share,
         "ettr_first_order": first_order,
-        "job_nodes": nodes,
+        "job_nodes": int(job_nodes(gpus, cluster.gpus_per_node)),
         "node_failures_per_1000_node_days": rel.node_failures_per_1000_node_days,
         "price_per_gpu_hour": cluster.price_per_gpu_hour,
-        "spare_shortfall_probability": spare_shortfall_probability(
-            cluster, float(node_rate_per_s(cluster, nodes))
-        ),
+        "spare_shortfall_probability": spare_shortfall_probability(cluster, tl.node_rate),
         "time_to_train_notes": notes,
     }
 
 
-def estimate_bytes_per_gpu(est: dict[str, Any]) -> float:
-    """Checkpoint bytes one GPU writes for an `estimate` result (its layout and memory)."""
+def _run_totals(cluster: ClusterSpec, gpus: int, wall_s: float) -> dict[str, float | None]:
+    """Days, GPU-hours, dollars and MWh of a run of `wall_s` wall-clock seconds."""
+    gpu_hours = gpus * wall_s / HOUR_S
+    watts, energy = gpu_watts(cluster), None
+    if watts is not None:
+        nodes = job_nodes(gpus, cluster.gpus_per_node)
+        node_w = cluster.power.node_w(watts, cluster.gpus_per_node)
+        energy = nodes * node_w * cluster.power.pue * wall_s / HOUR_S / 1e6
+    return {
+        "time_to_train_days": wall_s / DAY_S,
+        "gpu_hours": gpu_hours,
+        "cost_usd": gpu_hours * cluster.price_per_gpu_hour,
+        "energy_MWh": energy,
+    }
+
+
+def _notes(tl: Timeline, share: float, first_order: float, interval_min: float | None) -> list[str]:
+    """What a reader of the numbers should know: an interval raised to the write's lag, the
+    two ETTR forms parting, a run that never finishes."""
+    notes = []
+    if interval_min is not None and tl.interval_s > interval_min * 60.0:
+        notes.append(
+            f"--checkpoint-interval {interval_min:g} min is shorter than one asynchronous write "
+            f"to storage ({tl.interval_s / 60:.1f} min): checkpoints start when the last one "
+            "is done"
+        )
+    pace = (
+        f"an interruption every {1 / max(tl.rate, MIN_RATE) / 60:.1f} min against "
+        f"{tl.restart_s / 60:.1f}-min restarts"
+    )
+    if first_order < FIRST_ORDER_GAP * share:
+        notes.append(
+            f"{pace}: many strike a restart, and the first-order ETTR (Kokolis et al.) falls "
+            f"to {first_order:.1%} against {share:.1%} here; --simulate checks it"
+        )
+    if share <= MIN_ETTR:
+        notes.append(
+            f"the run never finishes: {pace} plus the work lost since the last checkpoint; "
+            "use fewer GPUs, faster restarts or a lower failure rate"
+        )
+    return notes
+
+
+def estimate_run(est: dict[str, Any], tokens: float, interval_min: float | None = None) -> Run:
+    """The run of `tokens` with an `estimate` result's layout: its tokens/s, GPUs and the
+    checkpoint share one GPU writes (from its layout and optimizer memory)."""
     layout = Layout(**est["layout"])
-    return layout_checkpoint_bytes(layout, est["memory"]["optimizer_gib"] * GiB)
+    saved = layout_checkpoint_bytes(layout, est["memory"]["optimizer_gib"] * GiB)
+    return Run(tokens, est["tokens_per_s"], est["gpus"], saved, interval_min)
 
 
 def estimate_train_time(
     cluster: ClusterSpec, est: dict[str, Any], tokens: float, interval_min: float | None = None
 ) -> dict[str, Any]:
     """`train_time` of an `estimate` result (its tokens/s, GPUs and checkpoint share)."""
-    saved = estimate_bytes_per_gpu(est)
-    return train_time(cluster, tokens, est["tokens_per_s"], est["gpus"], saved, interval_min)
+    return train_time(cluster, estimate_run(est, tokens, interval_min))
 
 
 PRICED_FIELDS = {
@@ -438,13 +467,10 @@ def run_train_time(
     tokens), with the simulation of the same timeline under ``simulation`` when asked."""
     if request.tokens is None:
         return {}
-    result = estimate_train_time(cluster, est, request.tokens, request.interval_min)
+    run = estimate_run(est, request.tokens, request.interval_min)
+    result = train_time(cluster, run)
     if request.simulate:
         from tierwise.perf.train_sim import simulate
 
-        saved = estimate_bytes_per_gpu(est)
-        tl = timeline(
-            cluster, request.tokens, est["tokens_per_s"], est["gpus"], saved, request.interval_min
-        )
-        result["simulation"] = simulate(tl, request.trials, request.seed)
+        result["simulation"] = simulate(timeline(cluster, run), request.trials, request.seed)
     return result

@@ -13,7 +13,7 @@ from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
 from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
 from tierwise.perf.step import Flags
-from tierwise.perf.train_time import estimate_train_time
+from tierwise.perf.train_time import RUN_KEYS, estimate_train_time
 from tierwise.plan.search import search
 from tierwise.specio import build
 from tierwise.workload.spec import ModelSpec
@@ -119,25 +119,12 @@ def sweep(
     return rows
 
 
-SWEEP_TRAIN_KEYS = (
-    "time_to_train_days",
-    "ettr",
-    "gpu_hours",
-    "cost_usd",
-    "energy_MWh",
-    "interruptions",
-    "mttf_h",
-    "checkpoint_interval_min",
-)
-"""What a sweep row tells of the whole run (`tierwise.perf.train_time.train_time`)."""
-
-
 def train_fields(
     cluster: ClusterSpec, plan: dict[str, Any], tokens: float, interval_min: float | None
 ) -> dict[str, Any]:
     """The time-to-train numbers of a sweep row's plan."""
     out = estimate_train_time(cluster, plan, tokens, interval_min)
-    return {key: out[key] for key in SWEEP_TRAIN_KEYS}
+    return {key: out[key] for key in RUN_KEYS}
 
 
 def fastest_run(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
