@@ -34,10 +34,41 @@ LLAMA405 = ["-m", "llama3-405b", "-c", "dgx-h100", "--seq", "8192", "--gbs", "51
     t=st.floats(1e-4, 1.0),
 )
 def test_equal_stages_idle_pp_minus_one_over_vpp_m(pp: int, vpp: int, m: int, t: float) -> None:
+    # Megatron's interleaved schedule: (pp-1)/(v*m) whenever m >= pp, a multiple of pp or
+    # not (m < pp*v included); with fewer micro-batches than pp each of the v-1 chunk
+    # changes also idles pp-m chunk times.
     r = ranks(pp, pp * 4, 4, 4, 4, t / 4, 0.0, 0.0, 0.0)
     assert r.busiest_s == pytest.approx(t)
-    bubble = bubble_seconds(r, vpp, "Interleaved1F1B", False)
-    assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1) / (vpp * m))
+    bubble = bubble_seconds(r, pp, vpp, m, "Interleaved1F1B", False)
+    extra = (vpp - 1) * max(pp - m, 0)
+    assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1 + extra) / (vpp * m))
+    if m >= pp:
+        assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1) / (vpp * m))
+
+
+def test_interleaved_bubble_by_hand_and_group_size() -> None:
+    # pp 4, v 2, t = 1 s: m = 2 idles (3 + 1 * 2) / 2 = 2.5 s; m = 6 (not a multiple of 4)
+    # 3 / 2 = 1.5 s; a group of 2 with m = 8 waits as m = 2 does.
+    r = ranks(4, 16, 4, 4, 4, 0.25, 0.0, 0.0, 0.0)
+    assert bubble_seconds(r, 4, 2, 2, "Interleaved1F1B", False) == pytest.approx(2.5)
+    assert bubble_seconds(r, 4, 2, 6, "Interleaved1F1B", False) == pytest.approx(1.5)
+    assert bubble_seconds(r, 4, 2, 8, "Interleaved1F1B", False, group=2) == pytest.approx(2.5)
+    # 1F1B with m < pp: (m + pp - 1) t in all, the textbook fill and drain.
+    assert bubble_seconds(r, 4, 1, 2, "1F1B", False) == pytest.approx(3.0)
+
+
+def test_dualpipe_bubble_share() -> None:
+    # DeepSeek-V3 Table 2: (pp/2 - 1)(F&B + B - 3W) against 1F1B's (pp-1)(F + B), F = W = 1,
+    # B = 2 (input + weight gradient), F&B = F + B: pp 16 -> 7 * 2 / (15 * 3).
+    assert bubble_share("DualPipe", False, 16) == pytest.approx(14 / 45)
+    assert bubble_share("DualPipeV", False, 16) == pytest.approx(14 / 45)
+    assert bubble_share("DualPipe", False, 2) == 0.0
+    # Full recompute: B = 3, (pp/2-1) * 4 / ((pp-1) * 4).
+    assert bubble_share("DualPipe", True, 8) == pytest.approx(3 / 7)
+    with pytest.raises(SpecError, match="even pp"):
+        schedule_for("DualPipe", 7, 1)
+    with pytest.raises(SpecError, match="DualPipeV runs 2"):
+        schedule_for("DualPipeV", 8, 1)
 
 
 def test_uneven_ranks_hand_computed() -> None:
@@ -46,11 +77,11 @@ def test_uneven_ranks_hand_computed() -> None:
     assert r.busiest_s == pytest.approx(9.1)  # the last rank: 7 + 2 + 0.1
     assert (r.layers, r.embedding, r.loss) == (7, 0, 1)
     assert r.total_s == pytest.approx(30 + 0.5 + 2 + 0.4)
-    assert bubble_seconds(r, 1, "1F1B", False) == pytest.approx(32.9 - 9.1)
+    assert bubble_seconds(r, 4, 1, 8, "1F1B", False) == pytest.approx(32.9 - 9.1)
     # One rank runs everything, embedding and loss included, and never idles.
     one = ranks(1, 30, 30, 0, 30, 1.0, 0.5, 2.0, 0.0)
     assert one.busiest_s == pytest.approx(32.5) and (one.embedding, one.loss) == (1, 1)
-    assert bubble_seconds(one, 1, "1F1B", False) == pytest.approx(0.0)
+    assert bubble_seconds(one, 1, 1, 8, "1F1B", False) == pytest.approx(0.0)
 
 
 def test_zero_bubble_shares() -> None:
@@ -68,8 +99,9 @@ def test_schedule_defaults_and_vpp_rules() -> None:
     assert schedule_for(None, 8, 4) == "Interleaved1F1B"
     with pytest.raises(SpecError, match="ZBVZeroBubble runs 2"):
         schedule_for("ZBVZeroBubble", 8, 4)
-    with pytest.raises(SpecError, match="allowed: 1F1B"):
-        schedule_for("DualPipe", 8, 1)
+    with pytest.raises(SpecError, match="megatron runs 1F1B"):
+        schedule_for("DualPipe", 8, 1, "megatron")
+    assert schedule_for("DualPipe", 8, 1) == "DualPipe"  # DeepSeek's own framework
 
 
 def test_megatron_layout_strings() -> None:

@@ -394,12 +394,17 @@ def memory_batch(
     last_stage_layers: Array | None = None,
     flash_attention: bool = True,
     dropout: bool = False,
+    param_copies: int = 1,
+    dual_pipe: bool = False,
 ) -> MemoryBreakdown:
     """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
 
     ``sp`` should already be False where tp == 1 (it has no effect then anyway). Stage layer
     counts default to ``layers / pp``. ``flash_attention=False, dropout=True`` reproduces
-    Korthikanti et al.'s unfused-attention accounting.
+    Korthikanti et al.'s unfused-attention accounting. ``param_copies``: stages' worth of
+    weights and gradients a rank holds (DualPipe: 2; the optimizer states shard over both
+    copies' ranks); ``dual_pipe``: DualPipe / DualPipeV, pp + 1 micro-batches' activations in
+    flight on every rank (DeepSeek-V3 report, Table 2).
     """
     shape, moe_cfg, h = _shape(m), m.moe, m.hidden
     etp = tp if etp is None else etp
@@ -475,6 +480,8 @@ def memory_batch(
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
             expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
+        if param_copies != 1:  # weights and grads per copy; optimizer over both copies
+            states = [states[0] * param_copies, states[1] * param_copies, states[2]]
         # CPU offloading: `offload` of the stage's layers keep their activations in host
         # memory between forward and backward (Transformer Engine holds at most the others).
         resident = n - minimum(activation_offload_layers, n) if offloading else n
@@ -485,7 +492,10 @@ def memory_batch(
         return [*body, overhead]
 
     micro = gbs / (mbs * dp)
-    first = terms(n_first, 1, single, minimum(pp, micro) * interleave, 0)
+    if dual_pipe:
+        interleave = 1.0
+    inflight_first = pp + 1 if dual_pipe else minimum(pp, micro) * interleave
+    first = terms(n_first, 1, single, inflight_first, 0)
     # CPU offloading runs with one pipeline stage only (Layout checks it).
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
@@ -497,10 +507,12 @@ def memory_batch(
     # skips it where neither can make it the busiest.)
     chosen, stage = first, 0 * pp
     n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
-    others = [(terms(n_last, single, 1, 1, m.layers - n_last), pp - 1, pp > 1)]
+    last_inflight = pp + 1 if dual_pipe else 1
+    others = [(terms(n_last, single, 1, last_inflight, m.layers - n_last), pp - 1, pp > 1)]
     mixed = 0 < m.dense_layers < m.layers or m.mtp_layers > 0
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or mixed)):
-        mid = terms(n_mid, 0, 0, minimum(pp - 1, micro) * interleave, n_first)
+        mid_inflight = pp + 1 if dual_pipe else minimum(pp - 1, micro) * interleave
+        mid = terms(n_mid, 0, 0, mid_inflight, n_first)
         others.append((mid, 1, pp > 2))
     for other, index, exists in others:
         take = exists & (sum(other) > sum(chosen))
