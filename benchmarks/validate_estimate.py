@@ -32,6 +32,7 @@ from tierwise.workload.params import param_counts
 from tierwise.workload.spec import ModelSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
+import at_scale_runs
 import modern_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,12 +257,34 @@ def evaluate_modern(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def evaluate_at_scale(run: dict[str, Any]) -> dict[str, Any]:
+    """A training_runs_at_scale.yaml run, on its stated model, cluster, layout and recipe."""
+    model = at_scale_runs.model_of(run)
+    cluster = at_scale_runs.cluster_of(run)
+    layout = at_scale_runs.layout_of(run, model)
+    best = estimate(model, cluster, layout, at_scale_runs.flags_of(run))
+    pub = run["published"]["step_time_s"]
+    pred = best["step_time_s"]
+    return {
+        "id": run["id"],
+        "metric": "step_time_s",
+        "published": pub,
+        "predicted": round(pred, 3),
+        "throughput_error": round(pub / pred - 1, 4),
+        "step_time_error": round(pred / pub - 1, 4),
+        **_estimate_fields(model, layout, best),
+        "confidence": run.get("confidence"),
+        "at_scale": True,
+    }
+
+
 def run_all() -> list[dict[str, Any]]:
     runs = yaml.safe_load(RUNS.read_text())["runs"]
     old = [evaluate(r) for r in runs]
     for row in old:  # a throughput error e is a step-time error 1/(1+e) - 1
         row["step_time_error"] = round(1 / (1 + row["throughput_error"]) - 1, 4)
-    return old + [evaluate_modern(r) for r in modern_runs.load_runs()]
+    modern = [evaluate_modern(r) for r in modern_runs.load_runs()]
+    return old + modern + [evaluate_at_scale(r) for r in at_scale_runs.load_runs()]
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
