@@ -27,6 +27,10 @@ RUNS = (
 PRESET = {"h100": "dgx-h100", "a100-80": "dgx-a100"}
 # The recipe keys that are Megatron overlap flags (tierwise.perf.flags.Flags fields).
 RECIPE_FLAGS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather")
+# Runs trained before fused (flash) attention existed in their framework: BLOOM's
+# Megatron-DeepSpeed fork (training from 2022-03; FlashAttention was published 2022-05)
+# computes ALiBi attention with Megatron's scale-mask-softmax kernels, scores in HBM.
+UNFUSED_ATTENTION = {"bloom-176b-384"}
 
 
 def load_runs() -> list[dict[str, Any]]:
@@ -78,5 +82,7 @@ def flags_of(run: dict[str, Any]) -> Flags:
         align_param_gather="ALIGN_PARAM_GATHER" in note,
         fp8_param_gather=bool(recipe.get("fp8_param_gather", False)),
         framework=lay["framework"],
-        attention_backend=lay.get("attention_backend", "flash"),
+        attention_backend=lay.get(
+            "attention_backend", "unfused" if run["id"] in UNFUSED_ATTENTION else "flash"
+        ),
     )

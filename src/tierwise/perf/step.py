@@ -21,14 +21,14 @@ from tierwise.perf.flags import Flags
 from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
-from tierwise.perf.terms.dp import dp_comm
+from tierwise.perf.terms.dp import deepspeed_live_bytes, dp_comm
 from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
 from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.tp import edge_tp_comm, tp_comm
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
-from tierwise.workload.memory import GiB, memory_batch
+from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
 from tierwise.workload.spec import ModelSpec
@@ -111,6 +111,9 @@ def step_terms(
         and flags.framework not in ("torchtitan", "deepspeed"),
         param_copies=PARAM_COPIES.get(schedule, 1),
         dual_pipe=dual,
+        zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
+        if flags.framework == "deepspeed"
+        else None,
     )
     host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.

@@ -396,6 +396,7 @@ def memory_batch(
     dropout: bool = False,
     param_copies: int = 1,
     dual_pipe: bool = False,
+    zero3_buffer_bytes: Array | None = None,
 ) -> MemoryBreakdown:
     """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
 
@@ -404,7 +405,9 @@ def memory_batch(
     Korthikanti et al.'s unfused-attention accounting. ``param_copies``: stages' worth of
     weights and gradients a rank holds (DualPipe: 2; the optimizer states shard over both
     copies' ranks); ``dual_pipe``: DualPipe / DualPipeV, pp + 1 micro-batches' activations in
-    flight on every rank (DeepSeek-V3 report, Table 2).
+    flight on every rank (DeepSeek-V3 report, Table 2). ``zero3_buffer_bytes``: a
+    framework's own ZeRO-3 working buffers (DeepSpeed's live-parameter and bucket limits),
+    instead of two gathered layers and one layer's gradients.
     """
     shape, moe_cfg, h = _shape(m), m.moe, m.hidden
     etp = tp if etp is None else etp
@@ -456,7 +459,11 @@ def memory_batch(
         + (ep > 1) * moe_a2a  # all-to-all send + recv buffers
         + (pp > 1) * 2 * ACT_BYTES * h * rep  # p2p send + recv of a stage boundary
     )
-    fsdp = (zero >= 3) * (FSDP_PREFETCH_LAYERS * WEIGHT_BYTES + FSDP_REDUCE_BYTES) * biggest_layer
+    if zero3_buffer_bytes is None:
+        zero3_buffer_bytes = (
+            FSDP_PREFETCH_LAYERS * WEIGHT_BYTES + FSDP_REDUCE_BYTES
+        ) * biggest_layer
+    fsdp = (zero >= 3) * zero3_buffer_bytes
     edp = tp * cp * dp / (ep * etp)
 
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:

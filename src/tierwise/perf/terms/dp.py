@@ -65,6 +65,10 @@ DEEPSPEED_REDUCE_BUCKET = 500_000_000
 # DeepSpeed's stage3_param_persistence_threshold default (deepspeed/runtime/zero/config.py):
 # parameters with fewer elements stay whole on every rank, never gathered.
 DEEPSPEED_PERSISTENCE_THRESHOLD = 100_000
+# DeepSpeed's stage3_max_live_parameters default, elements: gathered parameters resident
+# before the coordinator releases them; the next module is prefetched only while the
+# current one and it fit under it.
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
 
 
 class DataParallel(NamedTuple):
@@ -283,7 +287,8 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     is prefetched one module ahead (``stage3_prefetch_bucket_size`` 5e7 elements holds at
     least the next module; ``stage3_max_live_parameters`` 1e9 frees them behind), so a
     layer's gathers hide behind the previous layer's compute of that pass, the first one
-    exposed. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size``
+    exposed; where two modules exceed ``stage3_max_live_parameters`` (1e9 elements: a 530B
+    model's 1.3e9-element QKV) nothing is prefetched and every gather waits. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size``
     (5e8 elements) buckets; the last, filled as backward ends, is exposed. None of it shrinks
     with dp: each GPU receives the whole model's weights per pass."""
     f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
@@ -299,8 +304,9 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     rs = buckets * comm("dpcp", "reduce_scatter", grads / buckets)
     full = s.passes - 2  # 1 under full recompute: a second forward, gathering again
     units = 3 + full  # forward 1, recompute forward, backward 2
-    fwd = compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
-    bwd = 2 * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
+    prefetch = 2 * largest_module(s.model) / tp <= DEEPSPEED_MAX_LIVE_PARAMETERS
+    fwd = prefetch * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
+    bwd = prefetch * 2 * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
     per_micro = (
         (1 + full) * _prefetched(ag, ag, fwd, blocks)
         + _prefetched(ag, ag + rs / blocks, bwd, blocks)
@@ -311,6 +317,19 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     gathered = _gathered_share(s.model) * params * BF16_BYTES
     moved = micro * (gathers * gathered + grads)
     return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
+
+
+def largest_module(m: ModelSpec) -> float:
+    """Parameters of the largest module ZeRO-3 gathers as one (before TP)."""
+    return max(size for _, size in layer_modules(m))
+
+
+def deepspeed_live_bytes(m: ModelSpec, tp: Array, grad_bytes: Array) -> Array:
+    """Bytes of DeepSpeed ZeRO-3's working buffers on a GPU: the gathered parameters it lets
+    live (``stage3_max_live_parameters``, at least the largest module, 16-bit) and the
+    gradient bucket it reduces from (``reduce_bucket_size`` elements)."""
+    live = maximum(DEEPSPEED_MAX_LIVE_PARAMETERS, largest_module(m) / tp)
+    return live * BF16_BYTES + DEEPSPEED_REDUCE_BUCKET * grad_bytes
 
 
 @cache
