@@ -121,6 +121,20 @@ def test_megatron_layout_strings() -> None:
             parse_layout(text, pp, 126)
 
 
+def test_layout_strings_with_mtp_layers() -> None:
+    # DeepSeek-V3 (61 layers, 1 MTP layer): the MTP layer in the last virtual stage.
+    split = parse_layout("Et*3|(t*4|)*14ttmL", 16, 61, mtp_layers=1)
+    assert split.stage_layers == (3, *[4] * 14, 2) and split.vpp == 1
+    for text, mtp, needle in [
+        ("Et*3|(t*4|)*14ttmL", 0, "this one has none"),
+        ("Et*3|(t*4|)*14ttmmL", 1, "holds 2 MTP layers"),
+        ("Et*3|(t*4|)*14tmtL", 1, "before L"),
+        ("Emt*3|(t*4|)*14ttL", 1, "before L"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            parse_layout(text, 16, 61, mtp_layers=mtp)
+
+
 def test_standard_splits() -> None:
     assert standard_split(80, 4).stage_layers == (20,) * 4
     split = standard_split(126, 16)  # what `plan` picks: 7 + 14 x 8 + 7
@@ -230,3 +244,45 @@ def test_plan_with_a_pipeline_schedule() -> None:
     )  # fmt: skip
     clash = [*base[:-2], "--fix", "pp=4,vpp=4", "--pipeline-schedule", "ZBVZeroBubble"]
     assert_user_error(run_cli(*clash, check=False), "runs vpp 2", "vpp=4")
+
+
+def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
+    # DeepSeek-V3 technical report, section 3: 2,048 H800 (80 GB), tp 1, pp 16, ep 64, dp 128,
+    # mbs 1, 15,360 x 4,096 tokens, FP8 (1x128 block scaling), the norms and MLA
+    # up-projections recomputed, the experts' inputs cached in FP8, DualPipe (two stages a
+    # rank, a second parameter copy), the MTP layer on the last stage.
+    from tierwise.hardware.cluster import load_cluster
+    from tierwise.perf.estimate import estimate
+    from tierwise.perf.flags import Flags
+    from tierwise.workload.pipeline import with_split
+
+    m = load_model("tests/data/hf/deepseek-v3.json")
+    assert m.mtp_layers == 1
+    cluster = load_cluster("dgx-h100", nodes=256)
+    layout = Layout(
+        tp=1,
+        pp=16,
+        ep=64,
+        dp=128,
+        mbs=1,
+        gbs=15360,
+        seq=4096,
+        dtype="fp8",
+        fp8_recipe="blockwise",
+        recompute="selective",
+        recompute_modules=("layernorm", "mla_up_proj"),
+        distributed_optimizer=True,
+    )
+    layout, rule = with_split(m, layout, "Et*3|(t*4|)*14ttmL")
+    dual = Flags(pipeline_schedule="DualPipe", cache_expert_inputs=True)
+    r = estimate(m, cluster, layout, dual, rule)
+    assert r["fits"] and r["memory_gib_per_gpu"] < 80 * 1e9 / 2**30
+    assert r["pipeline"]["schedule"] == "DualPipe"
+    # Without the expert caching the activations alone overflow 80 GB; DualPipe doubles the
+    # weights and gradients of 1F1B and hides the expert all-to-all.
+    plain = estimate(m, cluster, layout, Flags(), rule)
+    assert not plain["fits"]
+    one = estimate(m, cluster, layout, Flags(cache_expert_inputs=True), rule)
+    assert r["memory"]["weights_gib"] == pytest.approx(2 * one["memory"]["weights_gib"])
+    assert r["breakdown"]["ep_comm_s"] < 0.1 * one["breakdown"]["ep_comm_s"]
+    assert r["breakdown"]["pipeline_bubble_s"] < one["breakdown"]["pipeline_bubble_s"]

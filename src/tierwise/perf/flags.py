@@ -76,6 +76,10 @@ class Flags:
     # (NeMo's and Megatron-Bridge's FP8 and MXFP8 recipes set it; torchtitan's float8 FSDP2
     # gathers per-tensor float8 whatever this says, DeepSpeed never).
     fp8_param_gather: bool = True
+    # DeepSeek-V3's low-precision activation caching (technical report, section 3.3.3): the
+    # routed experts keep their dispatched inputs and SwiGLU inputs in the layout's format
+    # and recompute the SwiGLU output (tierwise.workload.memory); no Megatron flag.
+    cache_expert_inputs: bool = False
     # Megatron-core's TransformerConfig.fp8_dot_product_attention: the attention core in FP8
     # (cuDNN), not BF16.
     fp8_dot_product_attention: bool = False

@@ -114,6 +114,7 @@ def step_terms(
         zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
         if flags.framework == "deepspeed"
         else None,
+        cache_expert_inputs=flags.cache_expert_inputs,
     )
     host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.

@@ -293,6 +293,7 @@ def activation_bytes_per_token(
     dropout: bool = False,
     linear_bytes: Array = ACT_BYTES,
     discard: Array = 0,
+    cache_expert_inputs: bool = False,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
@@ -309,7 +310,12 @@ def activation_bytes_per_token(
     fc1 and expert fc1 inputs, the out-projection and fc2 inputs), less than 16 bits where
     Transformer Engine keeps them quantized. ``discard``: the mask of the selective-recompute
     modules (``tierwise.workload.recompute``) whose tensors are not kept; the s^2 part is
-    dropped by ``core_attn``, which the caller applies.
+    dropped by ``core_attn``, which the caller applies. ``cache_expert_inputs``: DeepSeek-V3's
+    low-precision activation caching of the routed experts (technical report, section 3.3.3):
+    each expert keeps only its dispatched input and its SwiGLU input, both in the linear
+    inputs' format, and recomputes the SwiGLU output in backward; the routing weight's
+    gradient is then taken at the down-projection's input, so the expert outputs before the
+    combine are not kept.
     """
     shape, h = _shape(m), m.hidden
     etp = tp if etp is None else etp
@@ -330,12 +336,18 @@ def activation_bytes_per_token(
     fc2_kept = 1 - low / store
     if moe_layer and m.moe is not None:
         gathered = expert_token_share(tp, sp, etp)
-        routed_body = gathered * shape.act_mlp_routed / etp
         shared = fc2_kept * shape.act_mlp_shared / tp
-        dispatch = gathered * shape.act_dispatch  # expert fc1 inputs (half) and outputs
-        mlp = shared + fc2_kept * routed_body + dispatch * (1 - low / (2 * ACT_BYTES))
-        mlp = mlp + shape.act_router * rep
-        expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
+        if cache_expert_inputs:  # the dispatched inputs and the SwiGLU inputs, quantized
+            act_inputs = store / ACT_BYTES - 1  # columns of the activation's input: SwiGLU 2
+            routed = gathered * shape.act_mlp_routed / etp / store * act_inputs * linear_bytes
+            routed = routed + gathered * shape.act_dispatch / (2 * ACT_BYTES) * linear_bytes
+            expert_act = 0.0  # nothing left for moe_act to free
+        else:
+            routed_body = gathered * shape.act_mlp_routed / etp
+            dispatch = gathered * shape.act_dispatch  # expert fc1 inputs (half) and outputs
+            routed = fc2_kept * routed_body + dispatch * (1 - low / (2 * ACT_BYTES))
+            expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
+        mlp = shared + routed + shape.act_router * rep
         dense_mlp, fc2_inputs = 0.0, shape.act_mlp_shared / tp  # (shared experts')
     else:
         mlp = dense_mlp = fc2_kept * shape.act_mlp_dense / tp
@@ -397,6 +409,7 @@ def memory_batch(
     param_copies: int = 1,
     dual_pipe: bool = False,
     zero3_buffer_bytes: Array | None = None,
+    cache_expert_inputs: bool = False,
 ) -> MemoryBreakdown:
     """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
 
@@ -407,7 +420,8 @@ def memory_batch(
     copies' ranks); ``dual_pipe``: DualPipe / DualPipeV, pp + 1 micro-batches' activations in
     flight on every rank (DeepSeek-V3 report, Table 2). ``zero3_buffer_bytes``: a
     framework's own ZeRO-3 working buffers (DeepSpeed's live-parameter and bucket limits),
-    instead of two gathered layers and one layer's gradients.
+    instead of two gathered layers and one layer's gradients. ``cache_expert_inputs``:
+    DeepSeek-V3's expert activation caching (``activation_bytes_per_token``).
     """
     shape, moe_cfg, h = _shape(m), m.moe, m.hidden
     etp = tp if etp is None else etp
@@ -445,6 +459,7 @@ def memory_batch(
             dropout=dropout,
             linear_bytes=ELEMENT_BYTES[precision],
             discard=discard,
+            cache_expert_inputs=cache_expert_inputs,
         )
         working = working + share * (act + scores)
         kept = kept + share * (full * inp + (1 - full) * act + keep_scores * scores)
