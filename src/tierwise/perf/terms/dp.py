@@ -285,12 +285,12 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     partitioned_param_coordinator.py) and again before its backward; modules under
     ``stage3_param_persistence_threshold`` (1e5 elements: the norms) stay whole. Each gather
     is prefetched one module ahead (``stage3_prefetch_bucket_size`` 5e7 elements holds at
-    least the next module; ``stage3_max_live_parameters`` 1e9 frees them behind), so a
-    layer's gathers hide behind the previous layer's compute of that pass, the first one
-    exposed; where two modules exceed ``stage3_max_live_parameters`` (1e9 elements: a 530B
-    model's 1.3e9-element QKV) nothing is prefetched and every gather waits. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size``
-    (5e8 elements) buckets; the last, filled as backward ends, is exposed. None of it shrinks
-    with dp: each GPU receives the whole model's weights per pass."""
+    least the next module), so a layer's gathers hide behind the previous layer's compute of
+    that pass, the first one exposed; where two modules exceed ``stage3_max_live_parameters``
+    (1e9 elements: a 530B model's 1.3e9-element QKV) nothing is prefetched and every gather
+    waits. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8
+    elements) buckets; the last, filled as backward ends, is exposed. None of it shrinks with
+    dp: each GPU receives the whole model's weights per pass."""
     f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
     ag = sum(
         [
