@@ -237,15 +237,16 @@ def _estimate_fields(model: ModelSpec, layout: Layout, best: dict[str, Any]) -> 
     }
 
 
-def evaluate_modern(run: dict[str, Any]) -> dict[str, Any]:
-    """A training_runs_modern.yaml run, on its stated model, cluster and layout."""
-    model = modern_runs.model_of(run)
-    cluster = modern_runs.cluster_of(run)
-    layout = modern_runs.layout_of(run, model)
-    best = estimate(model, cluster, layout, modern_runs.flags_of(run))
+def evaluate_stated(run: dict[str, Any], source: Any) -> dict[str, Any]:
+    """A run that states its model, cluster, layout (and recipe), read by `source`
+    (`modern_runs` or `at_scale_runs`), estimated as stated."""
+    model = source.model_of(run)
+    cluster = source.cluster_of(run)
+    layout = source.layout_of(run, model)
+    best = estimate(model, cluster, layout, source.flags_of(run))
     pub = run["published"]["step_time_s"]
     pred = best["step_time_s"]
-    return {
+    row = {
         "id": run["id"],
         "metric": "step_time_s",
         "published": pub,
@@ -255,27 +256,7 @@ def evaluate_modern(run: dict[str, Any]) -> dict[str, Any]:
         **_estimate_fields(model, layout, best),
         "confidence": run.get("confidence"),
     }
-
-
-def evaluate_at_scale(run: dict[str, Any]) -> dict[str, Any]:
-    """A training_runs_at_scale.yaml run, on its stated model, cluster, layout and recipe."""
-    model = at_scale_runs.model_of(run)
-    cluster = at_scale_runs.cluster_of(run)
-    layout = at_scale_runs.layout_of(run, model)
-    best = estimate(model, cluster, layout, at_scale_runs.flags_of(run))
-    pub = run["published"]["step_time_s"]
-    pred = best["step_time_s"]
-    return {
-        "id": run["id"],
-        "metric": "step_time_s",
-        "published": pub,
-        "predicted": round(pred, 3),
-        "throughput_error": round(pub / pred - 1, 4),
-        "step_time_error": round(pred / pub - 1, 4),
-        **_estimate_fields(model, layout, best),
-        "confidence": run.get("confidence"),
-        "at_scale": True,
-    }
+    return row | ({"at_scale": True} if source is at_scale_runs else {})
 
 
 def run_all() -> list[dict[str, Any]]:
@@ -283,8 +264,8 @@ def run_all() -> list[dict[str, Any]]:
     old = [evaluate(r) for r in runs]
     for row in old:  # a throughput error e is a step-time error 1/(1+e) - 1
         row["step_time_error"] = round(1 / (1 + row["throughput_error"]) - 1, 4)
-    modern = [evaluate_modern(r) for r in modern_runs.load_runs()]
-    return old + modern + [evaluate_at_scale(r) for r in at_scale_runs.load_runs()]
+    modern = [evaluate_stated(r, modern_runs) for r in modern_runs.load_runs()]
+    return old + modern + [evaluate_stated(r, at_scale_runs) for r in at_scale_runs.load_runs()]
 
 
 # Why a run misses by more than the model's usual spread: what the model lacks or the source

@@ -259,20 +259,9 @@ def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
     m = load_model("tests/data/hf/deepseek-v3.json")
     assert m.mtp_layers == 1
     cluster = load_cluster("dgx-h100", nodes=256)
-    layout = Layout(
-        tp=1,
-        pp=16,
-        ep=64,
-        dp=128,
-        mbs=1,
-        gbs=15360,
-        seq=4096,
-        dtype="fp8",
-        fp8_recipe="blockwise",
-        recompute="selective",
-        recompute_modules=("layernorm", "mla_up_proj"),
-        distributed_optimizer=True,
-    )
+    layout = Layout(tp=1, pp=16, ep=64, dp=128, mbs=1, gbs=15360, seq=4096, dtype="fp8",
+                    fp8_recipe="blockwise", recompute="selective", distributed_optimizer=True,
+                    recompute_modules=("layernorm", "mla_up_proj"))  # fmt: skip
     layout, rule = with_split(m, layout, "Et*3|(t*4|)*14ttmL")
     dual = Flags(pipeline_schedule="DualPipe", cache_expert_inputs=True)
     r = estimate(m, cluster, layout, dual, rule)

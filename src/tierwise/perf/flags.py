@@ -50,9 +50,10 @@ class Flags:
     # --delay-wgrad-compute: weight-gradient GEMMs run after the input gradient's, so the
     # backward all-to-all (with --overlap-moe-expert-parallel-comm) hides behind them.
     delay_wgrad_compute: bool = False
-    # --align-param-gather (on by default since Megatron-core 0.9; --no-align-param-gather):
-    # with interleaving, every virtual stage's first weight bucket is gathered at once at
-    # the start of the step, not as each chunk's forward begins.
+    # --align-param-gather (on by default in current Megatron-LM, whose flag is
+    # --no-align-param-gather; absent in 2023 releases): with interleaving, every virtual
+    # stage's first weight bucket is gathered at the start of the step, not as each chunk's
+    # forward begins.
     align_param_gather: bool = True
     # --microbatch-group-size-per-virtual-pipeline-stage (Megatron's default: pp): the
     # interleaved schedule runs micro-batches in groups of this size through each chunk.
