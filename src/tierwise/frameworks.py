@@ -39,8 +39,17 @@ from tierwise.errors import SpecError
 if TYPE_CHECKING:
     from tierwise.workload.layout import Layout
 
-SCHEDULES = ("1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble")
-"""Pipeline schedules, torchtitan's names (`pipeline_parallel_schedule`)."""
+SCHEDULES = (
+    "1F1B",
+    "Interleaved1F1B",
+    "InterleavedZeroBubble",
+    "ZBVZeroBubble",
+    "DualPipe",
+    "DualPipeV",
+)
+"""Pipeline schedules, torchtitan's names (`pipeline_parallel_schedule`) and DeepSeek's
+DualPipe / DualPipeV. DualPipe itself runs in DeepSeek's own framework: only the generic
+model (no framework named) prices it."""
 
 SHARDING: Mapping[str, tuple[int, bool]] = MappingProxyType(
     {
@@ -188,7 +197,8 @@ TORCHTITAN = Framework(
     recompute_modules=False,
     cpu_offload=False,
     hsdp=True,
-    schedules=SCHEDULES,
+    # its own (DualPipeV: torchtitan's ScheduleDualPipeV, torch.distributed.pipelining)
+    schedules=tuple(s for s in SCHEDULES if s != "DualPipe"),
     dp_buckets=False,
     sharded_dp=SHARDED_FSDP2,
     param_gather_overlap=True,

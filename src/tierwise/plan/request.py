@@ -22,7 +22,7 @@ from tierwise.plan.space import parse_fix
 from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
-OBJECTIVES = ("step_time", "tokens_per_dollar")
+OBJECTIVES = ("step_time", "tokens_per_dollar", "time_to_train")
 DEFAULT_HEADROOM = "5%"
 """HBM a plan leaves free by default (allocator fragmentation, NCCL buffers, CUDA graphs)."""
 

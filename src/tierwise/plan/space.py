@@ -188,7 +188,9 @@ def build_space(
     layers = model.layers
     even = (ends_short == 0) & (layers % (pp * vpp) == 0)
     first_u, last_u = uneven_split(layers, pp)
-    short = (ends_short == 1) & (pp >= 2) & (vpp == 1) & (layers % pp != 0) & (first_u >= 1)
+    # At any vpp whose chunks each hold a layer (chunks of a rank may differ by one: the
+    # Megatron emitter writes a --pipeline-model-parallel-layout string then).
+    short = (ends_short == 1) & (pp >= 2) & (layers % pp != 0) & (first_u >= vpp)
     ok = (
         (gbs % (mbs * np.maximum(dp, 1)) == 0)
         & (even | short)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from tierwise import frameworks
 from tierwise.cli import layout_options as L
+from tierwise.cli import train_options as T
 from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, line, print_json, styled, table
@@ -50,9 +53,20 @@ def estimate_command(
     mem_headroom: L.MemHeadroomOpt = DEFAULT_HEADROOM,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
+    train_tokens: T.TrainTokensOpt = None,
+    node_failure_rate: T.NodeFailureRateOpt = None,
+    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
+    simulate: T.SimulateOpt = False,
+    simulate_trials: T.TrialsOpt = 200,
+    seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
+    """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier;
+    with --train-tokens, the whole run's days, cost, energy and failures."""
+    train = T.train_request(
+        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
+    )
+    cluster_spec = train.on(cluster_spec)
     framework = behaviour.framework
     runner = None if framework is None else frameworks.row(framework)  # one line if unknown
     spec, flags = behaviour.resolve(load_model(model), framework)
@@ -97,6 +111,23 @@ def estimate_command(
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split,
     )
+    check_framework(runner, layout, dp_shard)
+    if layout.world != cluster_spec.world:
+        layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
+    result = estimate(spec, cluster_spec, layout, flags, rule)
+    result["assumed"] = assumed
+    add_run_facts(result, cluster_spec, mem_headroom, train)
+    if as_json:
+        print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
+        return
+    print_estimate(spec.name, cluster_spec, result)
+
+
+def check_framework(
+    runner: frameworks.Framework | None, layout: Layout, dp_shard: int | None
+) -> None:
+    """One-line errors: HSDP without a framework that runs it, a layout the framework
+    cannot run (its table row's reason)."""
     if runner is None and dp_shard is not None:
         hsdp = [n for n in frameworks.LAUNCHED if frameworks.TABLE[n].hsdp]
         raise SpecError(
@@ -105,17 +136,17 @@ def estimate_command(
         )
     if runner is not None:
         frameworks.check_runs(runner, layout)
-    if layout.world != cluster_spec.world:
-        layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
-    result = estimate(spec, cluster_spec, layout, flags, rule)
-    result["assumed"] = assumed
-    headroom = headroom_gib(mem_headroom, cluster_spec.gpu.hbm_gib)
+
+
+def add_run_facts(result: dict, cluster: ClusterSpec, mem_headroom: str, train: Any) -> None:
+    """The headroom the plan would leave and, with --train-tokens, the whole run's numbers."""
+    headroom = headroom_gib(mem_headroom, cluster.gpu.hbm_gib)
     result["mem_headroom_gib"] = headroom
     result["fits_with_headroom"] = result["memory_gib_per_gpu"] <= result["hbm_gib"] - headroom
-    if as_json:
-        print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
-        return
-    print_estimate(spec.name, cluster_spec, result)
+    if train.tokens is not None:
+        from tierwise.perf.train_time import run_train_time
+
+        result |= run_train_time(cluster, train, result)
 
 
 def default_dp(world: int, tp: int | None, cp: int | None, pp: int | None) -> int:
@@ -240,6 +271,11 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f"DP/FSDP stays hidden with >= {r['nic_GBps_needed_per_gpu']:.1f} GB/s "
             "per GPU on its tier"
         )
+    if "train_tokens" in r:
+        title = f"time to train {r['train_tokens']:.4g} tokens"
+        console.print(table(title, ["quantity", "value"], T.train_rows(r)))
+        for note in r["time_to_train_notes"]:
+            console.print(line(styled("note", "yellow"), f" {note}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -211,9 +211,10 @@ def _pipeline_args(model: ModelSpec, layout: Layout) -> list[str]:
     stages = layout.stage_layers(model)
     first, last, middle = stages[0], stages[-1], set(stages[1:-1])
     args = []
-    if len(middle) > 1 or any(n % layout.vpp for n in stages):
-        # Only a layout string states middle stages that differ or chunks that do (it also
-        # sets the virtual stages per rank).
+    uneven = layout.pp_layers is not None and layout.pp > 1
+    if len(middle) > 1 or any(n % layout.vpp for n in stages) or (uneven and layout.vpp > 1):
+        # Only a layout string states middle stages that differ, chunks that do, or an
+        # uneven split interleaved (it also sets the virtual stages per rank).
         args.append(f'--pipeline-model-parallel-layout "{layout_string(stages, layout.vpp)}"')
     else:
         if layout.pp_layers is not None and layout.pp > 1:
@@ -269,6 +270,13 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
         args.append("--overlap-grad-reduce")
         if flags.overlap_param_gather and layout.distributed_optimizer:
             args.append("--overlap-param-gather")
+            if not flags.align_param_gather and layout.vpp > 1:  # Megatron's default: on
+                args.append("--no-align-param-gather")
+    if layout.vpp > 1 and not flags.overlap_p2p_communication:  # Megatron's default: on
+        args.append("--no-overlap-p2p-communication")
+    group = flags.microbatch_group_size_per_vp_stage
+    if group is not None and layout.vpp > 1:
+        args.append(f"--microbatch-group-size-per-virtual-pipeline-stage {group}")
     if layout.cp > 1:
         args.append(f"--cp-comm-type {flags.cp_comm}")
     if flags.tp_comm_overlap and layout.tp > 1 and layout.sp_enabled:
@@ -282,7 +290,9 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
         if model.moe.capacity_factor:
             args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
         if flags.overlap_moe_expert_parallel_comm:
-            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+            args.append("--overlap-moe-expert-parallel-comm")
+    if flags.delay_wgrad_compute:
+        args.append("--delay-wgrad-compute")
     order = ORDER_FLAG.get(tuple(flags.order))
     if order is not None:
         args.append(order)
