@@ -37,7 +37,10 @@ def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
         "cluster": req.cluster.name,
         "gpus": req.cluster.world,
         "framework": req.framework,
-        "plans": [plan_row(p, req.cluster) for p in result.plans],
+        "plans": [
+            plan_row(p, req.cluster) | run
+            for p, run in zip(result.plans, outcome.runs or [{}] * len(result.plans), strict=True)
+        ],
         "candidates_evaluated": result.candidates_evaluated,
         "candidates_fitting": result.candidates_fitting,
         "search_time_s": result.search_time_s,
@@ -60,6 +63,10 @@ def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) 
     if r["pp_layers"]:  # uneven split: first and last stage's layers
         r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
     cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
+    run = outcome.runs[i - 1] if outcome.runs else {}
+    if run:  # the whole run: GPUs (the search may take fewer), days, ETTR
+        days = run["time_to_train_days"]
+        cost = (r["gpus"], "never" if days is None else f"{days:.1f}", f"{run['ettr']:.1%}")
     return (
         i,
         *(r[k] for k in SHOWN),
@@ -91,8 +98,14 @@ def print_plan(outcome: PlanOutcome, written: list[str]) -> None:
     by_cost = req.objective == "tokens_per_dollar"  # the job may use fewer GPUs
     rows = [_plan_cells(i, p, outcome, by_cost) for i, p in enumerate(result.plans, 1)]
     cost_header = ["GPUs", "tokens/$"] if by_cost else []
+    if req.train.tokens is not None:
+        cost_header = ["GPUs", "days", "ETTR"]
     header = ["#", *SHOWN, *cost_header, "step s", "tokens/s", "MFU (bf16 peak)", "GiB", "why"]
     console.print(table("top plans", header, rows))
+    if outcome.runs and outcome.runs[0]:
+        from tierwise.cli.train_options import print_train
+
+        print_train(outcome.runs[0], "plan 1: time to train")
     mapping_rows = [
         (
             m["kind"],

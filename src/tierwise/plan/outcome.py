@@ -3,7 +3,7 @@ emit its launch. A refused emission keeps the plan and carries the one-line reas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tierwise import frameworks
@@ -13,6 +13,7 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import Flags
 from tierwise.perf.groups import ORDERS
+from tierwise.perf.train_time import run_train_time
 from tierwise.plan.emit import emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
@@ -52,6 +53,8 @@ class PlanOutcome:
     refused: str | None
     order: tuple[str, ...] = ORDERS["tp-cp-ep-dp-pp"]
     """The rank order the best plan runs (and is emitted) in."""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """Each plan's whole run with --train-tokens (`perf.train_time`; empty dicts without)."""
 
 
 def run_plan(request: PlanRequest) -> PlanOutcome:
@@ -67,12 +70,18 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         flags=request.flags,
         framework=request.framework,
         headroom_gib=request.headroom_gib,
+        interval_min=request.train.interval_min,
     )
     layout = Layout(**result.plans[0]["layout"])
     placement = placement_ratios(request.model, request.cluster, layout, request.flags)
     flags = fastest_order(request, layout, placement)
     if flags != request.flags:  # the best plan as it launches, in its fastest rank order
         result.plans[0] = estimate(request.model, request.cluster, layout, flags)
+    closed_form = replace(request.train, simulate=False)  # the first plan alone is simulated
+    runs = [
+        run_train_time(request.cluster, request.train if i == 0 else closed_form, p)
+        for i, p in enumerate(result.plans)
+    ]
     emitted, refused = {}, None
     try:
         for kind in request.emit:
@@ -91,6 +100,7 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         emitted=emitted,
         refused=refused,
         order=flags.order,
+        runs=runs,
     )
 
 

@@ -17,12 +17,13 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.flags import Flags
 from tierwise.perf.pipeline import SCHEDULE_VPP, schedule_for
+from tierwise.perf.train_time import TrainRequest
 from tierwise.plan.routing import resolve_routing
+from tierwise.plan.search import OBJECTIVES
 from tierwise.plan.space import parse_fix
 from tierwise.workload.precision import check_supported
 from tierwise.workload.spec import ModelSpec
 
-OBJECTIVES = ("step_time", "tokens_per_dollar", "time_to_train")
 DEFAULT_HEADROOM = "5%"
 """HBM a plan leaves free by default (allocator fragmentation, NCCL buffers, CUDA graphs)."""
 
@@ -90,6 +91,8 @@ class PlanRequest:
     emit: tuple[str, ...] = ()
     headroom_gib: float = 0.0
     """HBM each plan leaves free (``--mem-headroom``)."""
+    train: TrainRequest = field(default_factory=TrainRequest)
+    """``--train-tokens`` and its options: each plan's whole run (`perf.train_time`)."""
 
     @property
     def runner(self) -> frameworks.Framework:
@@ -111,6 +114,7 @@ def plan_request(
     dtype: str | None = None,
     fp8_recipe: str | None = None,
     mem_headroom: str = DEFAULT_HEADROOM,
+    train: TrainRequest | None = None,
 ) -> PlanRequest:
     """Check and normalise a plan request; one-line SpecErrors naming the option."""
     if objective not in OBJECTIVES:
@@ -148,6 +152,7 @@ def plan_request(
         top=top,
         emit=kinds,
         headroom_gib=headroom_gib(mem_headroom, cluster.gpu.hbm_gib),
+        train=train or TrainRequest(),
     )
 
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli import train_options as T
 from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import print_json, write_files
@@ -46,16 +47,32 @@ def plan_command(
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
     fix: Annotated[str | None, typer.Option("--fix", help=FIX_HELP)] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help="step_time|tokens_per_dollar")
+        str,
+        typer.Option(
+            "--objective",
+            help="step_time | tokens_per_dollar | time_to_train (wall-clock time per token once "
+            "failures, restarts and checkpoints take their share; fewer nodes are tried too)",
+        ),
     ] = "step_time",
     emit_kinds: EmitOpt = None,
     out: OutOpt = None,
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
     mem_headroom: L.MemHeadroomOpt = DEFAULT_HEADROOM,
+    train_tokens: T.TrainTokensOpt = None,
+    node_failure_rate: T.NodeFailureRateOpt = None,
+    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
+    simulate: T.SimulateOpt = False,
+    simulate_trials: T.TrialsOpt = 200,
+    seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
+    """Search layouts for a fixed global batch and sequence; show the best, map them, emit;
+    with --train-tokens, each plan's days, cost and ETTR."""
+    train = T.train_request(
+        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
+    )
+    cluster_spec = train.on(cluster_spec)
     request = plan_request(
         load_model(model),
         cluster_spec,
@@ -69,6 +86,7 @@ def plan_command(
         dtype=dtype,
         fp8_recipe=fp8_recipe,
         mem_headroom=mem_headroom,
+        train=train,
     )
     outcome = run_plan(request)
     written = []
