@@ -134,7 +134,7 @@ def _options() -> dict[str, tuple[Any, Any]]:
 
 
 def _as_behaviour(picked: dict[str, Any]) -> dict[str, Any]:
-    from tierwise.plan.request import Behaviour
+    from tierwise.plan.behaviour import Behaviour
 
     others = {name: picked.pop(name) for name in OTHER_OPTIONS}
     return {"behaviour": Behaviour(given=picked, **others)}

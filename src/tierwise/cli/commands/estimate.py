@@ -15,7 +15,7 @@ from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
-from tierwise.plan.request import DEFAULT_HEADROOM, Behaviour, headroom_gib
+from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
