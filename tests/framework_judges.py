@@ -157,7 +157,7 @@ def megatron_stage_layers(args: list[str]) -> list[int]:
         )
 
         stages = PipelineParallelLayerLayout.parse_str_to_list(layout)
-        counts = [sum(1 for m in stage if m == "t") for stage in stages]
+        counts = [sum(1 for m in stage if m.name == "decoder") for stage in stages]
         return [sum(counts[r::pp]) for r in range(pp)]
     if "decoder_first_pipeline_num_layers" in v:
         first = int(v["decoder_first_pipeline_num_layers"])

@@ -196,10 +196,12 @@ def chunk_layers(stage_layers: Sequence[int], vpp: int) -> list[int]:
     return [size(r, v) for v in range(vpp) for r in range(pp)]
 
 
-def layout_string(stage_layers: Sequence[int], vpp: int) -> str:
-    """The Megatron layout string of a split: "Et|(tt|)*62tL" for 405B's (15+16x6+15, vpp 8)."""
+def layout_string(stage_layers: Sequence[int], vpp: int, mtp: int = 0) -> str:
+    """The Megatron layout string of a split: "Et|(tt|)*62tL" for 405B's (15+16x6+15, vpp 8);
+    `mtp` multi-token-prediction layers sit before the loss ("m", as Megatron-core counts
+    them against --mtp-num-layers)."""
     stages = ["t" * n if n <= 2 else f"t*{n}" for n in chunk_layers(stage_layers, vpp)]
-    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "m" * mtp + "L"
     out = []
     for text, group in itertools.groupby(stages):
         count = len(list(group))

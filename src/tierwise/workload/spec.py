@@ -171,7 +171,9 @@ class ModelSpec(_Frozen):
     bias: Bias = Field("none", description="linear biases: none, q/k/v only, or all + norms")
     position: Position = Field("rope", description="learned adds a max_seq x hidden table")
     rope_theta: float | None = Field(None, gt=0, description="rotary base")
-    rope_scaling: RopeScaling | None = None
+    rope_scaling: RopeScaling | None = Field(
+        None, description="rotary context extension as the config.json states it; None: none"
+    )
     norm_eps: float | None = Field(
         None, gt=0, description="epsilon of the norms (rms_norm_eps / layer_norm_eps)"
     )
