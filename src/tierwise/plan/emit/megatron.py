@@ -215,7 +215,8 @@ def _pipeline_args(model: ModelSpec, layout: Layout) -> list[str]:
     if len(middle) > 1 or any(n % layout.vpp for n in stages) or (uneven and layout.vpp > 1):
         # Only a layout string states middle stages that differ, chunks that do, or an
         # uneven split interleaved (it also sets the virtual stages per rank).
-        args.append(f'--pipeline-model-parallel-layout "{layout_string(stages, layout.vpp, model.mtp_layers)}"')
+        text = layout_string(stages, layout.vpp, model.mtp_layers)
+        args.append(f'--pipeline-model-parallel-layout "{text}"')
     else:
         if layout.pp_layers is not None and layout.pp > 1:
             args += [
