@@ -1,26 +1,52 @@
-"""Parsing of sizes and durations as users type them (8, 1K, 64M, 8G; 500ms, 60s, 5m)."""
+"""Parsing of sizes, counts and durations as users type them (8, 1K, 64M, 8G; 8k tokens; 500ms,
+60s, 5m). Digits are ASCII only; every size and count has an upper bound (``tierwise.bounds``)."""
 
 from __future__ import annotations
 
 import re
 
+from tierwise.bounds import MAX_BYTES
 from tierwise.errors import TierwiseError
 
-_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+_SIZE_RE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGTP]?)(I?B?)\s*$", re.IGNORECASE)
+_COUNT_RE = re.compile(r"^\s*([0-9]{1,20})\s*([KM]?)\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "": 1.0}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|)\s*$", re.IGNORECASE)
 
 
-def parse_size(text: str, field: str = "size") -> int:
-    """Bytes from ``8``, ``1K``, ``64M``, ``8G`` (binary units, as nccl-tests' ``-b/-e``)."""
+def parse_size(text: str, field: str = "size", limit: int = MAX_BYTES) -> int:
+    """Bytes from ``8``, ``1K``, ``64M``, ``8G``, ``8GB``, ``8GiB`` (binary units, as nccl-tests'
+    ``-b/-e``), at most ``limit``. A lowercase ``b`` means bits and is refused, not guessed."""
     match = _SIZE_RE.match(str(text))
     if not match:
         raise TierwiseError(f"{field}: cannot read size {text!r}; use e.g. 8, 1K, 64M, 8G")
-    value = float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
+    number, unit, suffix = match.groups()
+    if suffix.endswith("b"):
+        raise TierwiseError(
+            f"{field}: {text!r} is in bits (lowercase b); sizes are bytes: write "
+            f"{number}{unit.upper()} or {number}{unit.upper()}B"
+        )
+    value = float(number) * _SIZE_UNITS[unit.upper()]
     if value != int(value) or value < 1:
         raise TierwiseError(f"{field}: size {text!r} is not a whole number of bytes >= 1")
+    if value > limit:
+        raise TierwiseError(f"{field}: size {text!r} is {int(value)} bytes; allowed: <= {limit}")
     return int(value)
+
+
+def parse_count(text: str | int, field: str, limit: int) -> int:
+    """A count from ``8192``, ``8k`` or ``8K`` (x1024, as a "8k" sequence is 8192 tokens and
+    ``-e 8K`` 8192 bytes) or ``1M`` (x1024**2); from 1 to ``limit``."""
+    if isinstance(text, int):  # a default value
+        return text
+    match = _COUNT_RE.match(text)
+    if not match:
+        raise TierwiseError(f"{field}: {text[:40]!r}; allowed: an integer such as 8192 or 8k")
+    value = int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
+    if not 1 <= value <= limit:
+        raise TierwiseError(f"{field}: {text!r} is {value}; allowed: 1 to {limit}")
+    return value
 
 
 def parse_duration(text: str, field: str = "duration") -> float:

@@ -191,7 +191,7 @@ def _param_name(param: Any) -> str:
 def _allowed(message: str) -> str:
     """A usage message phrased as tierwise's '...; allowed: ...' (pydantic's 'Input should be
     X' says what is allowed)."""
-    message = message.rstrip(".")
+    message = message.rstrip(".").removeprefix("Value error, ")
     head = "Input should be "
     if message.startswith(head):
         return f"allowed: {message[len(head) :]}"

@@ -12,6 +12,25 @@ import typer
 
 from tierwise.errors import SpecError
 
+
+def count_option(
+    *decls: str, help: str, high: int, low: int = 1, suffixes: bool = False, **kwargs: Any
+) -> Any:
+    """A typer option for an integer count from ``low`` to ``high`` (``tierwise.bounds``): a
+    value outside is the one-line usage error naming the flag. With ``suffixes`` it also takes
+    ``8k``/``8K`` (x1024) and ``1M``, as sizes do (``tierwise.units.parse_count``)."""
+    if not suffixes:
+        return typer.Option(*decls, help=help, min=low, max=high, **kwargs)
+    from tierwise.units import parse_count
+
+    def parse(value: str | int) -> int:
+        return parse_count(value, decls[0], high)
+
+    return typer.Option(
+        *decls, help=f"{help} 8k = 8192; up to {high}.", parser=parse, metavar="INTEGER", **kwargs
+    )
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object to stdout.")]
 LogOpOpt = Annotated[
     str | None,

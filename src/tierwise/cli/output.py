@@ -151,3 +151,13 @@ def write_files(folder: Path, files: dict[str, str], flag: str) -> list[str]:
     except OSError as exc:
         raise SpecError(f"{flag}: cannot write into {str(folder)!r} ({exc.strerror})") from None
     return [str(folder / name) for name in files]
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``: a count with its noun in the right number."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def percent(fraction: float) -> str:
+    """A signed relative error as users read it: ``+12.3%`` (lab, calibrate, validation)."""
+    return f"{fraction * 100:+.1f}%"

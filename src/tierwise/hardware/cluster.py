@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tierwise.bounds import MAX_DOMAIN_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
@@ -36,7 +37,7 @@ class InterSpec(_Spec):
     """Inter-node network: one NIC model, how many ports per node."""
 
     nic: NIC
-    nics_per_node: int = Field(ge=0)
+    nics_per_node: int = Field(ge=0, le=MAX_NICS_PER_NODE)
 
     @field_validator("nic", mode="before")
     @classmethod
@@ -108,9 +109,9 @@ class ClusterSpec(_Spec):
 
     name: str = "custom"
     gpu: GPU
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: int = Field(gt=0, le=MAX_GPUS_PER_NODE)
     nodes: int = Field(gt=0, le=MAX_NODES)
-    nvlink_domain_gpus: int | None = Field(default=None, gt=0)
+    nvlink_domain_gpus: int | None = Field(default=None, gt=0, le=MAX_DOMAIN_GPUS)
     intra: Link
     inter: InterSpec
     topology: TopologySpec = TopologySpec()

@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, line, print_json, styled, table, writable
+from tierwise.cli.output import console, line, percent, print_json, styled, table, writable
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.verify.calibrate import calibrate
@@ -68,9 +68,9 @@ def calibrate_command(
                 r["size_bytes"],
                 r["measured_us"],
                 r["before_us"],
-                f"{r['error_before'] * 100:+.1f}%",
+                percent(r["error_before"]),
                 r["after_us"],
-                f"{r['error_after'] * 100:+.1f}%",
+                percent(r["error_after"]),
             )
             for r in f.rows()
         ]

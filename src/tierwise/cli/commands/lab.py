@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from tierwise.cli.options import JsonOpt
-from tierwise.cli.output import console, fmt, print_json, table
+from tierwise.cli.output import console, fmt, percent, print_json, table
 from tierwise.errors import TierwiseError
 from tierwise.textio import ascii_int
 from tierwise.units import parse_duration, parse_size, size_sweep
@@ -180,12 +180,12 @@ def run(
                     p["time_us"],
                     m["busbw_GBps"],
                     p["busbw_GBps"],
-                    m["time_us"] / p["time_us"] - 1,
+                    percent(p["time_us"] / m["time_us"] - 1),
                 )
             )
     title = (
         f"{op} on {nodes} nodes x {ranks_per_node} ranks, {inter_rate}, "
-        f"{oversubscription:g}:1, placement {placement}"
+        f"{oversubscription:g}:1, placement {placement} (time error = predicted / measured - 1)"
     )
     console.print(
         table(
@@ -197,7 +197,7 @@ def run(
                 "predicted us",
                 "measured busbw GB/s",
                 "predicted busbw GB/s",
-                "error",
+                "time error",
             ],
             rows,
         )
@@ -211,7 +211,7 @@ def run(
         console.print(
             f"toy training step (TP={st['tp']} x DP={st['dp']}): measured "
             f"{fmt(st['measured_step_time_s'])} s, tierwise estimate "
-            f"{fmt(st['estimated_step_time_s'])} s ({st['error']:+.0%})"
+            f"{fmt(st['estimated_step_time_s'])} s ({percent(st['error'])})"
         )
 
 

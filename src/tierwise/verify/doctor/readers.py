@@ -29,6 +29,7 @@ from tierwise.errors import ParseError
 from tierwise.formats import parse_log
 from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
+from tierwise.textio import read_bytes
 from tierwise.verify.doctor.facts import Facts, HostRun, Port
 from tierwise.verify.doctor.model import Evidence
 
@@ -375,10 +376,7 @@ def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
     """Add one file's facts; returns {path, lines, recognised, tables}. Raises ParseError."""
     path = Path(path)
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ParseError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
+    data = read_bytes(path)
     if not data.strip():
         raise ParseError(
             "the file is empty; expected NCCL_DEBUG output, an nccl-tests log or a tool printout",
