@@ -141,6 +141,11 @@ class ModelSpec(_Frozen):
     rope_theta: float | None = Field(None, gt=0, description="rotary base")
     qk_norm: bool = Field(False, description="RMSNorm over each query and key head (Qwen3)")
     attention_sinks: bool = Field(False, description="a learned sink logit per head (GPT-OSS)")
+    post_norms: bool = Field(
+        False,
+        description="a norm after attention and after the MLP as well as before (Gemma 2/3: "
+        "post_attention_layernorm, post_feedforward_layernorm): four norms per layer",
+    )
     mla: MLASpec | None = None
     local_attention: LocalAttention | None = None
     mtp_layers: int = Field(

@@ -63,7 +63,7 @@ SUMMARY_COLUMNS = {
     "max_slowdown": "max sd",
     "mean_leaves_per_job": "leaves/job",
     "fragmentation": "frag",
-    "jct_vs_naive_pct": "JCT vs naive %",
+    "jct_vs_naive_pct": "JCT vs naive % (<0 faster)",
 }
 
 
