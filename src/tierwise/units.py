@@ -12,7 +12,11 @@ _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P
 _SIZE_RE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGTP]?)(I?B?)\s*$", re.IGNORECASE)
 _COUNT_RE = re.compile(r"^\s*([0-9]{1,20})\s*([KM]?)\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "": 1.0}
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|)\s*$", re.IGNORECASE)
+_DURATION_RE = re.compile(
+    r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*(ms|s|min|m|h|)\s*$", re.IGNORECASE
+)
+#: Shortest and longest duration typed (s): a millisecond, ~31 years.
+MIN_DURATION_S, MAX_DURATION_S = 1e-3, 1e9
 
 
 def parse_size(text: str, field: str = "size", limit: int = MAX_BYTES) -> int:
@@ -31,7 +35,10 @@ def parse_size(text: str, field: str = "size", limit: int = MAX_BYTES) -> int:
     if value != int(value) or value < 1:
         raise TierwiseError(f"{field}: size {text!r} is not a whole number of bytes >= 1")
     if value > limit:
-        raise TierwiseError(f"{field}: size {text!r} is {int(value)} bytes; allowed: <= {limit}")
+        raise TierwiseError(
+            f"{field}: size {text!r} is {int(value)} bytes; allowed: <= {limit} "
+            f"({limit / (1 << 30):g} GiB{'' if limit == MAX_BYTES else ', one GPU's memory'})"
+        )
     return int(value)
 
 
@@ -50,11 +57,18 @@ def parse_count(text: str | int, field: str, limit: int) -> int:
 
 
 def parse_duration(text: str, field: str = "duration") -> float:
-    """Seconds from ``60s``, ``500ms``, ``2m``, ``1h`` or a bare number of seconds."""
+    """Seconds from ``60s``, ``500ms``, ``2m``, ``1h`` or a bare number of seconds, from
+    ``MIN_DURATION_S`` (a rate over a shorter interval is noise, or inf) to ``MAX_DURATION_S``."""
     match = _DURATION_RE.match(str(text))
-    if not match or float(match.group(1)) <= 0:
+    if not match:
         raise TierwiseError(f"{field}: cannot read duration {text!r}; use e.g. 500ms, 60s, 5m")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+    if not MIN_DURATION_S <= seconds <= MAX_DURATION_S:
+        raise TierwiseError(
+            f"{field}: {text!r} is {seconds:g} s; allowed: {MIN_DURATION_S * 1e3:g} ms to "
+            f"{MAX_DURATION_S:g} s"
+        )
+    return seconds
 
 
 def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:

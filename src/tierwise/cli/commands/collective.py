@@ -65,8 +65,11 @@ def collective(
     world = gpus if gpus is not None else cluster_spec.nodes * k
     placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
     shape = group_shape(cluster_spec, placement=placement)
+    memory = int(cluster_spec.gpu.hbm_gib * (1 << 30))
     sizes = size_sweep(
-        parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes"), factor
+        parse_size(min_bytes, "--min-bytes", memory),
+        parse_size(max_bytes, "--max-bytes", memory),
+        factor,
     )
     pred = predict(op, shape, sizes, algo)
     nodes = len(placement.nodes_used())
@@ -100,8 +103,13 @@ def collective(
         )
         return
     typer.echo(
-        format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")), nl=False
+        format_test(
+            prediction_test(pred, nodes, k), extra_columns=("algo", "proto", "next", "margin")
+        ),
+        nl=False,
     )
+    if algo == "auto":
+        typer.echo("# next: the runner-up candidate; margin: how much slower it is than the choice")
     if explain:
         rows = [
             (
