@@ -35,9 +35,10 @@ def parse_size(text: str, field: str = "size", limit: int = MAX_BYTES) -> int:
     if value != int(value) or value < 1:
         raise TierwiseError(f"{field}: size {text!r} is not a whole number of bytes >= 1")
     if value > limit:
+        what = "" if limit == MAX_BYTES else ", one GPU's memory"
         raise TierwiseError(
             f"{field}: size {text!r} is {int(value)} bytes; allowed: <= {limit} "
-            f"({limit / (1 << 30):g} GiB{'' if limit == MAX_BYTES else ', one GPU's memory'})"
+            f"({limit / (1 << 30):g} GiB{what})"
         )
     return int(value)
 
