@@ -263,6 +263,9 @@ def main() -> None:
     if gc.isenabled():
         gc.disable()
         _gc_paused = True
+    output = sys.modules.get("tierwise.cli.output")
+    if output is not None:  # a second run in one process (tests, fuzzing) starts afresh
+        output.json_printed = False
     try:
         code = app(prog_name=PROG, standalone_mode=False)
         if isinstance(code, int) and code:  # typer.Exit(code) / ctx.exit(code)

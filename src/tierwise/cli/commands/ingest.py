@@ -11,7 +11,7 @@ import hostlist
 import typer
 
 from tierwise.cli.options import JsonOpt
-from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.output import console, line, print_json, styled, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.ingest import (
@@ -93,6 +93,7 @@ def _finish(
 ) -> None:
     """Write the YAML if asked, then print the JSON object or the tables."""
     if opts.out is not None:
+        writable(opts.out, "--out")
         header = [f"cluster spec from `tierwise ingest {tool} {file.name}`"]
         header += [f"assumed {n}" for n in notes]
         try:
