@@ -14,7 +14,7 @@ from tests.conftest import assert_user_error, run_cli
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (["estimate", "--tp", "abc"], ["--tp 'abc'", "allowed: a valid integer", "estimate --help"]),
+        (["estimate", "--tp", "abc"], ["--tp 'abc'", "allowed: a valid integer", "--help"]),
         (["collective", "--bogus"], ["no such option: --bogus", "tierwise collective --help"]),
         (["estimate", "--tp"], ["'--tp' requires an argument", "tierwise estimate --help"]),
         (["show", "model"], ["MODEL is required", "tierwise show model --help"]),
@@ -40,9 +40,7 @@ def test_usage_error_is_one_line_and_json(args: list[str], needles: list[str]) -
         (["ingest"], "nvidia-smi, nccl-xml, slurm-topology"),
     ],
 )
-def test_group_without_subcommand_prints_help_and_one_line(
-    group: list[str], commands: str
-) -> None:
+def test_group_without_subcommand_prints_help_and_one_line(group: list[str], commands: str) -> None:
     proc = run_cli(*group, check=False)
     path = " ".join(["tierwise", *group])
     assert_user_error(proc, f"{path} needs a command", f"allowed: {commands}", f"{path} --help")
