@@ -324,8 +324,39 @@ def _structured(text: str, suffix: str, rng: random.Random) -> bytes | None:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False).encode()
 
 
+def _alias_bomb(depth: int) -> bytes:
+    """YAML whose aliases expand to 9**depth values (a "billion laughs")."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, depth)]
+    return "\n".join(lines).encode() + b"\n"
+
+
+def _big_input(suffix: str, rng: random.Random) -> bytes:
+    """Inputs of a kind no seed has: deep or aliased YAML/JSON, run-on and repeated lines,
+    huge integers and unicode digits in place of numbers."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        return _alias_bomb(rng.choice((3, 6, 9)))
+    if kind == 1:
+        depth = rng.choice((20, 40, 200, 5000))
+        if suffix == ".json":
+            return b'{"a": ' * depth + b"1" + b"}" * depth
+        return "".join(f"{'  ' * i}k{i}:\n" for i in range(depth)).encode() + b"  " * depth + b"x\n"
+    if kind == 2:  # one run-on line (no newline), 1-4 MB
+        return rng.choice((b"x", b"9", b"# ", b"NCCL INFO ", b"[")) * rng.choice((1 << 20, 4 << 20))
+    if kind == 3:  # a real-looking line repeated 10^5 times
+        line = rng.choice((b"gpu0 NV18 NV18\n", b"SwitchName=s Nodes=n[1-2]\n", b"a,1,2,3\n"))
+        return line * 100_000
+    if kind == 4:
+        return ("n: " + "9" * rng.choice((19, 20, 400, 5000)) + "\n").encode()
+    return rng.choice(("n: ١٢٣\n", "n: ２\n", "n: ²\n", "n: 1_000\n")).encode()
+
+
 def mutate(seed: bytes, suffix: str, rng: random.Random) -> bytes:
-    """One to three random mutations of ``seed``."""
+    """One to three random mutations of ``seed`` (1 in 50: an input of its own, see
+    ``_big_input``)."""
+    if rng.random() < 0.02:
+        return _big_input(suffix, rng)
     data = seed
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         kind = rng.randrange(9)

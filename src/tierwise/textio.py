@@ -22,8 +22,9 @@ from tierwise.errors import ParseError, TierwiseError
 #: Largest text input read (bytes): logs with NCCL_DEBUG=INFO on thousands of ranks reach
 #: hundreds of MB; anything bigger is not one of tierwise's inputs.
 MAX_INPUT_BYTES = 512 << 20
-#: Largest spec (cluster/model/contract YAML, config.json) read (bytes); real ones are < 100 kB.
-MAX_SPEC_BYTES = 16 << 20
+#: Largest spec (cluster/model/contract YAML, config.json) read (bytes); real ones are < 100 kB,
+#: and YAML parses at ~1 MB/s: a larger file would take seconds to refuse.
+MAX_SPEC_BYTES = 4 << 20
 #: Most decimal digits accepted in an integer field: int64 holds 19, counters are uint64 (20).
 MAX_INT_DIGITS = 20
 

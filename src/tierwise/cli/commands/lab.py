@@ -168,6 +168,16 @@ def run(
     if as_json:
         print_json(report)
         return
+    print_report(
+        report,
+        f"{op} on {nodes} nodes x {ranks_per_node} ranks, {inter_rate}, "
+        f"{oversubscription:g}:1, placement {placement}",
+    )
+
+
+def print_report(report: dict[str, Any], title: str) -> None:
+    """The human tables of a lab run: measured vs predicted per algorithm and size, errors in
+    percent as `calibrate` prints them."""
     rows = []
     for algo in ("flat", "hierarchical"):
         for r in report[algo]:
@@ -183,10 +193,7 @@ def run(
                     percent(p["time_us"] / m["time_us"] - 1),
                 )
             )
-    title = (
-        f"{op} on {nodes} nodes x {ranks_per_node} ranks, {inter_rate}, "
-        f"{oversubscription:g}:1, placement {placement} (time error = predicted / measured - 1)"
-    )
+    title = f"{title} (time error = predicted / measured - 1)"
     console.print(
         table(
             title,
