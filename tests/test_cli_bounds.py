@@ -189,3 +189,11 @@ def test_gemma2_counts_its_post_attention_and_post_feed_forward_norms() -> None:
     # transformers' Gemma2ForCausalLM(gemma-2-9b) has 9,241,705,984 parameters: 4 norms of 3584
     # per layer x 42 layers + the final norm; without the post-norms 301,056 fewer.
     assert cli_json("show", "model", str(GEMMA2))["params_total"] == 9_241_705_984
+
+
+def test_every_bound_is_documented() -> None:
+    import tierwise.bounds as bounds
+
+    text = (REPO / "docs" / "limits.md").read_text()
+    names = [n for n in dir(bounds) if n.startswith("MAX_")]
+    assert names and all(f"`{n}`" in text for n in names), names
