@@ -342,20 +342,20 @@ def _big_input(suffix: str, rng: random.Random) -> bytes:
         if suffix == ".json":
             return b'{"a": ' * depth + b"1" + b"}" * depth
         return "".join(f"{'  ' * i}k{i}:\n" for i in range(depth)).encode() + b"  " * depth + b"x\n"
-    if kind == 2:  # one run-on line (no newline), 1-4 MB
-        return rng.choice((b"x", b"9", b"# ", b"NCCL INFO ", b"[")) * rng.choice((1 << 20, 4 << 20))
-    if kind == 3:  # a real-looking line repeated 10^5 times
+    if kind == 2:  # one run-on line (no newline), 256 kB-1 MB
+        return rng.choice((b"x", b"9", b"# ", b"NCCL INFO ", b"[")) * rng.choice((1 << 18, 1 << 20))
+    if kind == 3:  # a real-looking line repeated 2x10^4 times
         line = rng.choice((b"gpu0 NV18 NV18\n", b"SwitchName=s Nodes=n[1-2]\n", b"a,1,2,3\n"))
-        return line * 100_000
+        return line * 20_000
     if kind == 4:
         return ("n: " + "9" * rng.choice((19, 20, 400, 5000)) + "\n").encode()
     return rng.choice(("n: ١٢٣\n", "n: ２\n", "n: ²\n", "n: 1_000\n")).encode()
 
 
 def mutate(seed: bytes, suffix: str, rng: random.Random) -> bytes:
-    """One to three random mutations of ``seed`` (1 in 50: an input of its own, see
+    """One to three random mutations of ``seed`` (1 in 100: an input of its own, see
     ``_big_input``)."""
-    if rng.random() < 0.02:
+    if rng.random() < 0.01:
         return _big_input(suffix, rng)
     data = seed
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
