@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests import fuzz_cli
-from tests.fuzz_targets import TARGETS, mutate, read_case
+from tests.fuzz_targets import REPO, TARGETS, mutate, read_case
 
 SLOW_S = 10.0
 SAVE_SLOW_S = 2.0  # --save also keeps inputs slower than this, to look at
@@ -120,8 +120,9 @@ def run(
             kind = outcome if outcome != "ok" else f"slow{elapsed:.0f}s"
             (save / f"{target.name}-{kind}-{case}{target.suffix}").write_bytes(data or b"")
         if cli_every and case % cli_every == 0:
-            args = [a.replace("{}", str(path)) for a in target.cli]
-            judge(fuzz_cli.run_in_process(args, limit_s), data, target.name)
+            args = [str(REPO / a) if (REPO / a).is_file() else a for a in target.cli]
+            args = [a.replace("{}", str(path)) for a in args]
+            judge(fuzz_cli.run_in_process(args, limit_s, cwd=tmp), data, target.name)
     for p in sorted(tmp.rglob("*"), reverse=True):
         p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
     tmp.rmdir()

@@ -191,14 +191,17 @@ class CliRun:
     seconds: float
 
 
-def run_in_process(args: list[str], limit_s: float = 60.0) -> CliRun:
-    """``tierwise ARGS`` through ``tierwise.cli.main.main`` in this process (stdin empty),
-    stopped after ``limit_s`` (code -2)."""
+def run_in_process(args: list[str], limit_s: float = 60.0, cwd: Path | None = None) -> CliRun:
+    """``tierwise ARGS`` through ``tierwise.cli.main.main`` in this process (stdin empty), in
+    folder ``cwd`` (a scratch folder: a fuzzed ``--out -0`` writes there), stopped after
+    ``limit_s`` (code -2)."""
     from tierwise.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    argv, stdin = sys.argv, sys.stdin
+    argv, stdin, here = sys.argv, sys.stdin, os.getcwd()
     sys.argv, sys.stdin = ["tierwise", *args], io.StringIO("")
+    if cwd is not None:
+        os.chdir(cwd)
     code = 0
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit_s)
@@ -217,6 +220,7 @@ def run_in_process(args: list[str], limit_s: float = 60.0) -> CliRun:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         sys.argv, sys.stdin = argv, stdin
+        os.chdir(here)
         gc.unfreeze()  # main() freezes what it made; a long fuzz run must collect it
     return CliRun(tuple(args), code, out.getvalue(), err.getvalue(), time.perf_counter() - start)
 
@@ -259,7 +263,7 @@ def case(rng: random.Random, tmp: Path) -> CliRun:
     """One fuzzed command line, run."""
     weights = [w for w, _ in COMMANDS]
     _, args = rng.choices(COMMANDS, weights)[0]
-    return run_in_process(mutate_args(args, rng, tmp))
+    return run_in_process(mutate_args(args, rng, tmp), cwd=tmp)
 
 
 def scratch() -> Path:

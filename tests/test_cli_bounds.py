@@ -12,7 +12,7 @@ from tests.conftest import REPO, assert_user_error, cli_json, run_cli
 from tierwise.bounds import MAX_GPUS_PER_NODE, MAX_JOBS, MAX_LAYERS, MAX_NICS_PER_NODE
 from tierwise.errors import TierwiseError
 from tierwise.textio import read_bytes, read_text
-from tierwise.units import parse_count, parse_duration, parse_size
+from tierwise.units import parse_duration, parse_int_count, parse_size
 from tierwise.workload.load import load_model
 
 LOG = REPO / "tests" / "data" / "verify" / "h100_2x8_ndr_all_reduce.txt"
@@ -108,11 +108,13 @@ def test_sizes_counts_and_durations_parse_strictly() -> None:
     for bits in ("8Gb", "8gb", "8b"):
         with pytest.raises(TierwiseError, match="bits"):
             parse_size(bits, "-e")
-    assert parse_count("8k", "--seq", 1 << 20) == parse_count("8K", "--seq", 1 << 20) == 8192
+    assert (
+        parse_int_count("8k", "--seq", 1 << 20) == parse_int_count("8K", "--seq", 1 << 20) == 8192
+    )
     with pytest.raises(TierwiseError, match="allowed: 1 to 1024"):
-        parse_count("2k", "--seq", 1024)
+        parse_int_count("2k", "--seq", 1024)
     with pytest.raises(TierwiseError, match="allowed"):
-        parse_count("٣", "--seq", 1024)  # unicode digits are not ASCII digits
+        parse_int_count("٣", "--seq", 1024)  # unicode digits are not ASCII digits
     with pytest.raises(TierwiseError, match="allowed: 1 ms"):
         parse_duration("0.0000000001", "--interval")
 

@@ -22,7 +22,7 @@ def tmp() -> Path:
 def test_mutated_command_lines_fail_cleanly(seed: int, tmp: Path) -> None:
     rng = random.Random(seed)
     _, args = rng.choices(COMMANDS, [0 if w < 0.5 else w for w, _ in COMMANDS])[0]
-    run = run_in_process(mutate_args(args, rng, tmp), limit_s=60)
+    run = run_in_process(mutate_args(args, rng, tmp), limit_s=60, cwd=tmp)
     assert problems(run, slow_s=60) == [], (run.args, run.code, run.stderr, run.stdout[:500])
 
 

@@ -1,8 +1,10 @@
-"""Parsing of sizes, counts and durations as users type them (8, 1K, 64M, 8G; 8k tokens; 500ms,
-60s, 5m). Digits are ASCII only; every size and count has an upper bound (``tierwise.bounds``)."""
+"""Parsing of sizes, counts and durations as users type them (8, 1K, 64M, 8G; 8k tokens of a
+sequence; 15T tokens of a run; 500ms, 60s, 5m). Digits are ASCII only in sizes, integer counts
+and durations; each has an upper bound (``tierwise.bounds``)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from tierwise.bounds import MAX_BYTES
@@ -10,7 +12,7 @@ from tierwise.errors import TierwiseError
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 _SIZE_RE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGTP]?)(I?B?)\s*$", re.IGNORECASE)
-_COUNT_RE = re.compile(r"^\s*([0-9]{1,20})\s*([KM]?)\s*$", re.IGNORECASE)
+_INT_COUNT_RE = re.compile(r"^\s*([0-9]{1,20})\s*([KM]?)\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "": 1.0}
 _DURATION_RE = re.compile(
     r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*(ms|s|min|m|h|)\s*$", re.IGNORECASE
@@ -43,17 +45,35 @@ def parse_size(text: str, field: str = "size", limit: int = MAX_BYTES) -> int:
     return int(value)
 
 
-def parse_count(text: str | int, field: str, limit: int) -> int:
+def parse_int_count(text: str | int, field: str, limit: int) -> int:
     """A count from ``8192``, ``8k`` or ``8K`` (x1024, as a "8k" sequence is 8192 tokens and
     ``-e 8K`` 8192 bytes) or ``1M`` (x1024**2); from 1 to ``limit``."""
     if isinstance(text, int):  # a default value
         return text
-    match = _COUNT_RE.match(text)
+    match = _INT_COUNT_RE.match(text)
     if not match:
         raise TierwiseError(f"{field}: {text[:40]!r}; allowed: an integer such as 8192 or 8k")
     value = int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
     if not 1 <= value <= limit:
         raise TierwiseError(f"{field}: {text!r} is {value}; allowed: 1 to {limit}")
+    return value
+
+
+_COUNT_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+_COUNT_RE = re.compile(
+    r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?(?:e[0-9]{1,3})?)\s*([KMBGTP]?)\s*$", re.I
+)
+
+
+def parse_count(text: str, field: str = "count") -> float:
+    """A positive count from ``15T``, ``2.5e12``, ``300B`` or ``1000`` (decimal units, as
+    token counts are quoted: K, M, B or G, T, P)."""
+    match = _COUNT_RE.match(str(text))
+    if not match or not 0 < float(match.group(1)) < math.inf:
+        raise TierwiseError(f"{field}: cannot read count {text!r}; use e.g. 15T, 2.5e12, 300B")
+    value = float(match.group(1)) * _COUNT_UNITS[match.group(2).upper()]
+    if not math.isfinite(value):
+        raise TierwiseError(f"{field}: count {text[:40]!r} is not finite; use e.g. 15T, 2.5e12")
     return value
 
 

@@ -18,13 +18,13 @@ def count_option(
 ) -> Any:
     """A typer option for an integer count from ``low`` to ``high`` (``tierwise.bounds``): a
     value outside is the one-line usage error naming the flag. With ``suffixes`` it also takes
-    ``8k``/``8K`` (x1024) and ``1M``, as sizes do (``tierwise.units.parse_count``)."""
+    ``8k``/``8K`` (x1024) and ``1M``, as sizes do (``tierwise.units.parse_int_count``)."""
     if not suffixes:
         return typer.Option(*decls, help=help, min=low, max=high, **kwargs)
-    from tierwise.units import parse_count
+    from tierwise.units import parse_int_count
 
     def parse(value: str | int) -> int:
-        return parse_count(value, decls[0], high)
+        return parse_int_count(value, decls[0], high)
 
     return typer.Option(
         *decls, help=f"{help} 8k = 8192; up to {high}.", parser=parse, metavar="INTEGER", **kwargs

@@ -18,6 +18,7 @@ from tierwise.bounds import MAX_DOMAIN_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NOD
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
+from tierwise.hardware.reliability import PowerSpec, ReliabilitySpec
 from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
 
@@ -118,6 +119,8 @@ class ClusterSpec(_Spec):
     in_network_reduction: InNetworkReduction = "none"
     calibration: dict[Literal["intra", "leaf", "spine", "core"], TierCalibration] = {}
     price_per_gpu_hour: float = Field(default=2.5, gt=0)
+    reliability: ReliabilitySpec = ReliabilitySpec()
+    power: PowerSpec = PowerSpec()
 
     @field_validator("gpu", mode="before")
     @classmethod
