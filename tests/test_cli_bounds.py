@@ -199,3 +199,14 @@ def test_every_bound_is_documented() -> None:
     text = (REPO / "docs" / "limits.md").read_text()
     names = [n for n in dir(bounds) if n.startswith("MAX_")]
     assert names and all(f"`{n}`" in text for n in names), names
+
+
+def test_calibrate_on_a_one_rank_log_is_one_line_without_numpy_warnings(tmp_path: Path) -> None:
+    log = tmp_path / "one_rank_all_reduce.txt"
+    log.write_text(
+        "#  Rank  0 Group  0 Pid  1 on host-a device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+        "     1048576   262144  float  sum  -1  10.00  104.86  0.00  0  10.00  104.86  0.00  0\n"
+    )
+    proc = run_cli("calibrate", str(log), check=False)
+    assert_user_error(proc, "one rank moves no data", "allowed: logs of 2 or more ranks")
+    assert "Warning" not in proc.stderr
