@@ -234,9 +234,9 @@ def usage_error(exc: Any, args: list[str] | None = None) -> str:
         value = _option_value(param, args)
         given = "" if value is None else f" {value[:80]!r}"
         return f"error: {_param_name(param)}{given}: {_allowed(exc.message)}; {see}"
-    text = one_line(Exception(exc.format_message()), 400).rstrip(".")
-    if isinstance(exc, click_exceptions.NoSuchOption):
-        text = text.replace("(Possible options:", "(did you mean").replace(")", "?)")
+    text = exc.message.rstrip(".")
+    if isinstance(exc, click_exceptions.NoSuchOption) and exc.possibilities:
+        text += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
     elif text.startswith("No such command") and ctx is not None:
         text += f"; allowed: {', '.join(ctx.command.list_commands(ctx))}"
     return f"error: {path}: {text[:1].lower() + text[1:]}; {see}"
@@ -271,7 +271,7 @@ def main() -> None:
         if isinstance(code, int) and code:  # typer.Exit(code) / ctx.exit(code)
             sys.exit(code)
     except click_exceptions.UsageError as exc:
-        fail(usage_error(exc), USAGE_ERROR)
+        fail(one_line(Exception(usage_error(exc))), USAGE_ERROR)
     except click_exceptions.ClickException as exc:
         fail(f"error: {one_line(Exception(exc.format_message()))}", USAGE_ERROR)
     except typer.Abort:
