@@ -101,7 +101,7 @@ def step_terms(
         cluster.domain_gpus,
         flags.delay_wgrad_compute or dual,
     )
-    pp = pp_comm(s, comm, flags.overlap_p2p_communication or dual)
+    pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
     flash = flags.flash_attention
     mem = memory_batch(
         m,
