@@ -137,7 +137,7 @@ def test_pp_one_send_each_way_per_virtual_stage() -> None:
     # Without interleaving there is nothing to overlap with.
     plain = pp_comm(stage(vpp=1), fake_comm, overlap=True)
     assert plain.exposed_s == plain.total_s
-X
+    # DualPipe pairs chunks: only the first of the 32 micro-batches' sends wait.
     dual = pp_comm(stage(vpp=1), fake_comm, paired=True)
     assert dual.exposed_s == pytest.approx(plain.total_s / 32)
     assert pp_comm(stage(pp=1, dp=8), fake_comm).bytes == 0.0
