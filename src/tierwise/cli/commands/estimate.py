@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from tierwise.cli import layout_options as L
 from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.overlap_options import overlap_options
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
@@ -19,6 +22,7 @@ from tierwise.workload.precision import check_supported
 
 
 @cluster_options
+@overlap_options
 def estimate_command(
     cluster_spec: ClusterSpec,
     model: ModelOpt = "llama3-70b",
@@ -46,7 +50,6 @@ def estimate_command(
     fp8_recipe: L.Fp8RecipeOpt = None,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
-    tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
     pipeline_schedule: L.PipelineScheduleOpt = None,
     framework: L.EstimateFrameworkOpt = None,
@@ -60,6 +63,7 @@ def estimate_command(
     fp8_dot_product_attention: L.Fp8AttentionOpt = False,
     fp8_param_gather: L.Fp8ParamGatherOpt = True,
     as_json: JsonOpt = False,
+    overlap_flags: dict[str, Any] | None = None,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
     spec, force_balance = resolve_routing(
@@ -114,7 +118,7 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     flags = Flags(
-        tp_comm_overlap=tp_comm_overlap,
+        **(overlap_flags or {}),
         cp_comm=cp_comm,
         pipeline_schedule=pipeline_schedule,
         framework=framework,
