@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
 
+from tierwise.cli.options import signature_with
 from tierwise.perf.flags import Flags
 
 OVERLAP_OPTIONS: dict[str, tuple[str, str]] = {
@@ -92,22 +92,12 @@ def _options() -> dict[str, tuple[Any, Any]]:
 def overlap_options(func: F) -> F:
     """Give a command the overlap options; it receives `overlap_flags` (Flags field -> value)."""
     options = _options()
-    sig = inspect.signature(func)
-    hints = typing.get_type_hints(func, include_extras=True)
-    kept = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in sig.parameters.values()
-        if p.name != "overlap_flags"
-    ]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
-        for name, (ann, default) in options.items()
-    ]
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
         picked = {name: kwargs.pop(name) for name in options}
         return func(overlap_flags=picked, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
+    signature = signature_with(func, options, {"overlap_flags"})
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
