@@ -245,7 +245,7 @@ def group_shape_of(
         p = cache.placement(scatter)
         siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
         cache.shapes[key, scatter] = shape_of(
-            cluster, p.span(siblings[0]), nic_sharing(p, siblings)
+            cluster, p.span(siblings[0]), nic_sharing(p, siblings), siblings=len(siblings)
         )
     return cache.shapes[key, scatter]
 
