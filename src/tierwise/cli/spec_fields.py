@@ -31,6 +31,12 @@ FIELD_NOTES: dict[str, str] = {
         "Per-tier constants fitted by `tierwise calibrate`; they override the catalog's."
     ),
     "ClusterSpec.price_per_gpu_hour": "Price of one GPU hour (tokens per dollar objective).",
+    "ClusterSpec.fleet": (
+        "Slow-node statistics of the fleet: a named fleet (well-run, the default: nothing "
+        "added; megascale-nsdi24: 0.5% of nodes 10% slower) or the fields below. A step "
+        "waits for its slowest rank: breakdown term straggler_s."
+    ),
+    "FleetSpec.name": "Name of the fleet (a named example, or custom).",
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (
