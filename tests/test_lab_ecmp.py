@@ -21,6 +21,7 @@ from tierwise.lab.ecmp import (
     predict_ring,
 )
 from tierwise.lab.fabric import FabricConfig
+from tierwise.lab.ring_worker import RingTask
 
 MBIT = 1_000_000
 CFG = FabricConfig(nodes=8, rate_bit=100 * MBIT, oversubscription=2.0, spines=2, prefix=PREFIX)
@@ -66,10 +67,12 @@ def test_bad_runs_are_one_line_errors() -> None:
     with pytest.raises(TierwiseError, match="even number of nodes >= 4"):
         FabricConfig(nodes=2, rate_bit=100 * MBIT, spines=2)
     with pytest.raises(TierwiseError, match="needs --spines"):
-        EcmpRun(FabricConfig(nodes=4, rate_bit=100 * MBIT), 1 << 20)
+        EcmpRun(FabricConfig(nodes=4, rate_bit=100 * MBIT), RingTask(1 << 20))
     hashed_ports = FabricConfig(nodes=4, rate_bit=100 * MBIT, spines=2, hash_policy=1)
     with pytest.raises(TierwiseError, match="hash-policy"):
-        EcmpRun(hashed_ports, 1 << 20)
+        EcmpRun(hashed_ports, RingTask(1 << 20))
+    with pytest.raises(TierwiseError, match="--iters >= 1"):
+        RingTask(1 << 20, iters=0)
 
 
 @pytest.mark.lab

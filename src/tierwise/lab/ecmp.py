@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +42,10 @@ SpineOf = Callable[[int, int], int | None]
 
 @dataclass(frozen=True)
 class EcmpRun:
-    """One `tierwise lab ecmp`: the routed fabric, bytes per ring step, iterations."""
+    """One `tierwise lab ecmp`: the routed fabric and the ring step each placement times."""
 
     fabric: FabricConfig
-    size_bytes: int
-    warmup: int = 1
-    iters: int = 3
-    timeout_s: float = 300.0
+    task: RingTask
 
     def __post_init__(self) -> None:
         if self.fabric.spines < 2:
@@ -56,11 +53,6 @@ class EcmpRun:
         if self.fabric.hash_policy != 0:
             raise TierwiseError(
                 "lab ecmp: --hash-policy 1 hashes ports the lab cannot choose; use 0"
-            )
-        if self.size_bytes < 4 or self.warmup < 0 or self.iters < 1:
-            raise TierwiseError(
-                f"lab ecmp: need --size >= 4 B, --warmup >= 0, --iters >= 1; got "
-                f"{self.size_bytes}, {self.warmup}, {self.iters}"
             )
 
 
@@ -142,7 +134,7 @@ class EcmpReport:
             "hash_policy": f.hash_policy,
             "inter_rate_Gbps": f.rate_bit / 1e9,
             "spine_link_rate_Gbps": f.spine_link_rate_bit / 1e9,
-            "size_bytes": self.run.size_bytes,
+            "size_bytes": self.run.task.size_bytes,
             "placements": {
                 name: {
                     "ring_nodes": self.rings[name],
@@ -174,7 +166,8 @@ def run_ecmp(spec: EcmpRun, log_dir: Path | None = None) -> EcmpReport:
 
         rings = choose_rings(f, hashed)
         for name, ring in rings.items():
-            measured[name] = spec.size_bytes / 1e9 / _time_ring(spec, ring, work / name, log_dir)
+            seconds = _time_ring(spec, ring, work / name, log_dir)
+            measured[name] = spec.task.size_bytes / 1e9 / seconds
         spines = {name: [hashed(a, b) for a, b in ring_flows(r)] for name, r in rings.items()}
         predicted = {name: predict_ring(f, r, hashed) for name, r in rings.items()}
     return EcmpReport(spec, rings, spines, measured, predicted, expected_ring_busbw(f))
@@ -184,8 +177,7 @@ def _time_ring(spec: EcmpRun, ring: list[int], work: Path, log_dir: Path | None)
     """Mean seconds of a timed ring step with rank r on node ``ring[r]``."""
     f = spec.fabric
     work.mkdir(parents=True)
-    task = RingTask(spec.size_bytes, str(work / "result.json"), spec.warmup, spec.iters,
-                    spec.timeout_s)  # fmt: skip
+    task = replace(spec.task, out=str(work / "result.json"))
     (work / "task.json").write_text(task.to_json())
     result = launch(
         [sys.executable, "-m", "tierwise.lab.ring_worker"],
@@ -196,7 +188,7 @@ def _time_ring(spec: EcmpRun, ring: list[int], work: Path, log_dir: Path | None)
         env={TASK_ENV: str(work / "task.json"), "OMP_NUM_THREADS": "1"},
         env_for=lambda r: {"GLOO_SOCKET_IFNAME": f.node_dev(ring[r.rank])},
         prefix=lambda r: netns.exec_prefix(f.node_ns(ring[r.rank])),
-        deadline_s=spec.timeout_s,
+        deadline_s=task.timeout_s,
         log_dir=(log_dir or work) / "logs",
     )
     result.raise_for_failure()

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from tierwise.errors import TierwiseError
-from tierwise.runtime.faults import describe_collective_error, write_error_file
+from tierwise.lab.worker import guarded
 from tierwise.runtime.launch import detect_env
 from tierwise.runtime.mesh import init_distributed
 
@@ -28,13 +28,21 @@ TASK_ENV = "TIERWISE_LAB_RING_TASK"
 
 @dataclass(frozen=True)
 class RingTask:
-    """Bytes each rank sends per step, untimed and timed steps, where rank 0 writes."""
+    """Bytes each rank sends per step, untimed and timed steps, the deadline (s), and where
+    rank 0 writes its result."""
 
     size_bytes: int
-    out: str
     warmup: int = 1
     iters: int = 3
     timeout_s: float = 300.0
+    out: str = ""
+
+    def __post_init__(self) -> None:
+        if self.size_bytes < 4 or self.warmup < 0 or self.iters < 1:
+            raise TierwiseError(
+                f"lab ecmp: need --size >= 4 B, --warmup >= 0, --iters >= 1; got "
+                f"{self.size_bytes}, {self.warmup}, {self.iters}"
+            )
 
     def to_json(self) -> str:
         """JSON text for the task file."""
@@ -60,27 +68,23 @@ def ring_step_s(task: RingTask, rank: int, world: int) -> list[float]:
     return out
 
 
+def _run() -> None:
+    env = detect_env()
+    if env is None:
+        raise TierwiseError("the ring worker needs RANK/WORLD_SIZE/MASTER_* (lab ecmp)")
+    task = RingTask(**json.loads(Path(os.environ[TASK_ENV]).read_text()))
+    init_distributed(env, "gloo", task.timeout_s)
+    try:
+        steps = ring_step_s(task, env.rank, env.world_size)
+    finally:
+        dist.destroy_process_group()
+    if env.rank == 0:
+        Path(task.out).write_text(json.dumps({"step_s": steps}))
+
+
 def main() -> int:
     """Entry point of one rank; a failure writes its one-line reason and exits 1."""
-    torch.set_num_threads(1)
-    try:
-        env = detect_env()
-        if env is None:
-            raise TierwiseError("the ring worker needs RANK/WORLD_SIZE/MASTER_* (lab ecmp)")
-        task = RingTask(**json.loads(Path(os.environ[TASK_ENV]).read_text()))
-        init_distributed(env, "gloo", task.timeout_s)
-        try:
-            steps = ring_step_s(task, env.rank, env.world_size)
-        finally:
-            dist.destroy_process_group()
-        if env.rank == 0:
-            Path(task.out).write_text(json.dumps({"step_s": steps}))
-        return 0
-    except TierwiseError as exc:
-        write_error_file(str(exc))
-    except Exception as exc:  # torch.distributed raises RuntimeError subclasses
-        write_error_file(describe_collective_error(exc, "lab ring worker", 0.0))
-    return 1
+    return guarded(_run, "lab ring worker")
 
 
 if __name__ == "__main__":

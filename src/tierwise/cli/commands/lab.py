@@ -241,11 +241,11 @@ def ecmp(
     from dataclasses import replace
 
     from tierwise.lab.ecmp import EcmpRun, run_ecmp
+    from tierwise.lab.ring_worker import RingTask
 
     fabric = replace(_config(nodes, inter_rate, oversubscription, qdisc), spines=spines)
-    spec = EcmpRun(
-        fabric, parse_size(size, "--size"), warmup, iters, parse_duration(timeout, "--timeout")
-    )
+    task = RingTask(parse_size(size, "--size"), warmup, iters, parse_duration(timeout, "--timeout"))
+    spec = EcmpRun(fabric, task)
     report = run_ecmp(spec).as_dict()
     if as_json:
         print_json(report)
