@@ -23,6 +23,7 @@ from functools import lru_cache
 EXACT_MAX_FLOWS = 1024
 """Most flows whose expected maximum is computed exactly (FFT of the truncated bins)."""
 _TAIL = 1e-12  # a tail probability below this ends the sum over loads
+_TAIL_SIGMAS = 12  # exact sums run to mean + 12 (sd + 1) loads: the rest is below 1e-12
 
 
 def busiest_load(routing: str, flows: int, links: int) -> float:
@@ -47,30 +48,30 @@ def expected_max_load(flows: int, links: int) -> float:
         return float(flows)
     if flows > EXACT_MAX_FLOWS:
         return _poisson_max(flows / links, links)
-    t = -(-flows // links)  # below this some link must carry more: P(max > t) = 1
-    total = float(t)
-    while t < flows:
-        above = 1.0 - _all_at_most(flows, links, t)
-        total += above
-        if above < _TAIL:
-            break
-        t += 1
-    return total
+    return _exact_max(flows, links)
 
 
-def _all_at_most(flows: int, links: int, t: int) -> float:
-    """P(every uplink carries at most t flows): independent Poisson(flows/links) bins cut at t,
-    convolved over the links, at the sum `flows`, over P(Poisson(flows) = flows)."""
+def _exact_max(flows: int, links: int) -> float:
+    """E[max] of the multinomial: t0 = ceil(flows / links) (some link carries at least that)
+    plus, for every t from t0 up, P(some link carries more than t) = 1 - P(all <= t), where
+    P(all <= t) is the convolution over the links of independent Poisson(flows / links) bins
+    cut at t, at the sum `flows`, over P(Poisson(flows) = flows). All t at once: one FFT per
+    row, long enough that the full convolution does not wrap around."""
     import numpy as np
 
     lam = flows / links
-    k = np.arange(t + 1)
-    log_pmf = k * math.log(lam) - lam - np.array([math.lgamma(i + 1) for i in range(t + 1)])
-    n = 1 << (links * t + 1).bit_length()  # longer than the full convolution: no wrap-around
-    spectrum = np.fft.rfft(np.exp(log_pmf), n) ** links
-    at_sum = float(np.fft.irfft(spectrum, n)[flows])
+    first = -(-flows // links)
+    last = max(first, min(flows, math.ceil(lam + _TAIL_SIGMAS * (math.sqrt(lam) + 1))))
+    ts = np.arange(first, last + 1)
+    k = np.arange(last + 1)
+    log_pmf = k * math.log(lam) - lam - np.array([math.lgamma(i + 1) for i in range(last + 1)])
+    rows = np.where(k[None, :] <= ts[:, None], np.exp(log_pmf)[None, :], 0.0)
+    n = 1 << (links * last + 1).bit_length()
+    at_sum = np.fft.irfft(np.fft.rfft(rows, n, axis=1) ** links, n, axis=1)[:, flows]
     norm = math.exp(flows * math.log(flows) - flows - math.lgamma(flows + 1))
-    return min(1.0, max(0.0, at_sum / norm))
+    below = np.clip(at_sum / norm, 0.0, 1.0)
+    below[ts >= flows] = 1.0  # all flows on one link: nothing carries more
+    return float(first + np.sum(1.0 - below))
 
 
 def _poisson_max(lam: float, links: int) -> float:
