@@ -93,7 +93,8 @@ class Shape:
     `pod_oversubscription`:1. `routing` (ecmp | adaptive | static) spreads the flows leaving
     a switch over its uplinks (`collectives.links`), `qps` flows per connection; a domain's
     NICs (`domain_nics`) land on `rail_switches` leaf switches (one per rail on rail-optimized
-    fabrics); `siblings` groups like this one cross the same switches at once.
+    fabrics); `siblings` groups like this one cross the same switches at once, and the job
+    gets `uplink_share` of the uplinks (other jobs take the rest).
     """
 
     p: int
@@ -131,6 +132,7 @@ class Shape:
     rail_switches: int = 1
     domain_nics: int = 1
     siblings: int = 1
+    uplink_share: float = 1.0
 
     @property
     def crosses_domains(self) -> bool:
@@ -167,7 +169,7 @@ class Shape:
             else (self.n_pod, self.oversubscription * self.pod_oversubscription)
         )
         used, switches = self._switch_rails()
-        return max(1, round(self.n_dom / blocks * used / switches / over))
+        return max(1, round(self.n_dom / blocks * used / switches / over * self.uplink_share))
 
     def flows_up(self, level: str, crossings: float, connections: int) -> int:
         """Flows leaving the busiest switch of `level` when the group's order crosses its
@@ -341,4 +343,5 @@ def shape_of(
         rail_switches=cluster.inter.nics_per_node if topo.kind in RAIL_SWITCHED else 1,
         domain_nics=max(1, cluster.nics_per_domain),
         siblings=max(1, siblings),
+        uplink_share=uplink_share,
     )
