@@ -18,6 +18,7 @@ from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
 from tierwise.hardware.fleet import FleetSpec
+from tierwise.hardware.reliability import PowerSpec, ReliabilitySpec
 from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
 
@@ -151,6 +152,8 @@ class ClusterSpec(_Spec):
     calibration: dict[Literal["intra", "leaf", "spine", "core"], TierCalibration] = {}
     price_per_gpu_hour: float = Field(default=2.5, gt=0)
     fleet: FleetSpec = FleetSpec(name="well-run")
+    reliability: ReliabilitySpec = ReliabilitySpec()
+    power: PowerSpec = PowerSpec()
 
     @field_validator("gpu", mode="before")
     @classmethod
