@@ -12,7 +12,7 @@ from tierwise.errors import TierwiseError
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 _SIZE_RE = re.compile(r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGTP]?)(I?B?)\s*$", re.IGNORECASE)
-_INT_COUNT_RE = re.compile(r"^\s*([0-9]{1,20})\s*([KM]?)\s*$", re.IGNORECASE)
+_INT_COUNT_RE = re.compile(r"^\s*(-?[0-9]{1,20})\s*([KM]?)\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "": 1.0}
 _DURATION_RE = re.compile(
     r"^\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*(ms|s|min|m|h|)\s*$", re.IGNORECASE
@@ -45,7 +45,7 @@ def parse_size(text: str, field: str = "size", limit: int = MAX_BYTES) -> int:
     return int(value)
 
 
-def parse_int_count(text: str | int, field: str, limit: int) -> int:
+def parse_int_count(text: str | int, field: str, limit: int, low: int = 1) -> int:
     """A count from ``8192``, ``8k`` or ``8K`` (x1024, as a "8k" sequence is 8192 tokens and
     ``-e 8K`` 8192 bytes) or ``1M`` (x1024**2); from 1 to ``limit``."""
     if isinstance(text, int):  # a default value
@@ -54,8 +54,8 @@ def parse_int_count(text: str | int, field: str, limit: int) -> int:
     if not match:
         raise TierwiseError(f"{field}: {text[:40]!r}; allowed: an integer such as 8192 or 8k")
     value = int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
-    if not 1 <= value <= limit:
-        raise TierwiseError(f"{field}: {text!r} is {value}; allowed: 1 to {limit}")
+    if not low <= value <= limit:
+        raise TierwiseError(f"{field}: {text!r} is {value}; allowed: {low} to {limit}")
     return value
 
 

@@ -28,7 +28,7 @@ PpLayersOpt = Annotated[
 ]
 SeqOpt = Annotated[
     int,
-    count_option("--seq", help="Sequence length, tokens.", high=MAX_SEQ_TOKENS, suffixes=True),
+    count_option("--seq", help="Sequence length, tokens.", high=MAX_SEQ_TOKENS),
 ]
 SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none|selective|full")]

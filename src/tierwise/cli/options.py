@@ -13,21 +13,17 @@ import typer
 from tierwise.errors import SpecError
 
 
-def count_option(
-    *decls: str, help: str, high: int, low: int = 1, suffixes: bool = False, **kwargs: Any
-) -> Any:
-    """A typer option for an integer count from ``low`` to ``high`` (``tierwise.bounds``): a
-    value outside is the one-line usage error naming the flag. With ``suffixes`` it also takes
-    ``8k``/``8K`` (x1024) and ``1M``, as sizes do (``tierwise.units.parse_int_count``)."""
-    if not suffixes:
-        return typer.Option(*decls, help=help, min=low, max=high, **kwargs)
+def count_option(*decls: str, help: str, high: int, low: int = 1, **kwargs: Any) -> Any:
+    """A typer option for an integer count from ``low`` to ``high`` (``tierwise.bounds``),
+    also written ``8k``/``8K`` (x1024) or ``1M`` as sizes are (``parse_int_count``): a value
+    outside is the one-line error naming the flag."""
     from tierwise.units import parse_int_count
 
     def parse(value: str | int) -> int:
-        return parse_int_count(value, decls[0], high)
+        return parse_int_count(value, decls[0], high, low)
 
     return typer.Option(
-        *decls, help=f"{help} 8k = 8192; up to {high}.", parser=parse, metavar="INTEGER", **kwargs
+        *decls, help=f"{help} {low} to {high}.", parser=parse, metavar="INTEGER", **kwargs
     )
 
 
