@@ -5,7 +5,6 @@ meta.json is what `read_run` recovers from the log and its config files (step ti
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -140,8 +140,14 @@ def apply_args(found: Found, args: Mapping[str, Any], source: str) -> None:
         found.put("model.kv_heads", positive_int(args.get("num_query_groups")), source)
     found.put("layout.dtype", dtype_of(args), f"{source} (precision flags)")
     found.put("layout.recompute", recompute_of(args), f"{source} (recompute flags)")
-    if truthy(args.get("swiglu")) or truthy(args.get("gated_linear_unit")):
-        found.setting("swiglu", True)
+    gated = [truthy(args[k]) for k in ("swiglu", "gated_linear_unit") if k in args]
+    if gated:
+        found.put("model.activation", "swiglu" if any(gated) else "gelu", f"{source} (swiglu)")
+    tied = args.get("untie_embeddings_and_output_weights")
+    if isinstance(tied, bool):
+        found.put("model.tied_embeddings", not tied, source)
+    elif isinstance(args.get("share_embeddings_and_output_weights"), bool):
+        found.put("model.tied_embeddings", args["share_embeddings_and_output_weights"], source)
     for name in SETTINGS:
         if name in args and args[name] is not None:
             found.setting(name, args[name])

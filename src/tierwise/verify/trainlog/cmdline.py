@@ -82,7 +82,7 @@ def read_command(line: str, found: Found, source: str) -> bool:
     megatron = {k: v for k, v in args.items() if "." not in k}
     if "recompute_activations" in megatron and "recompute_granularity" not in megatron:
         megatron["recompute_granularity"] = "selective"
-    if any("pretrain_" in t for t in tokens) and not any(
+    if any(re.search(r"pretrain_\w+\.py$", t) for t in tokens) and not any(
         k in megatron for k in ("recompute_granularity", "checkpoint_activations")
     ):
         found.put("layout.recompute", "none", f"{where} (no recompute flag: Megatron's default)")

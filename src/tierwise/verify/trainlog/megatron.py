@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import re
+from collections import deque
 from typing import Any
 
 from tierwise.verify.trainlog.args import apply_args
 from tierwise.verify.trainlog.record import Found
 from tierwise.verify.trainlog.steps import Window, from_values, from_windows
-from tierwise.verify.trainlog.text import number, value
+from tierwise.verify.trainlog.text import HEAD_CHARS, number, value
 
 MIB_PER_GIB = 1024.0
+TIMER_BLOCK_CHARS = 8000
+# Iteration lines whose other fields (TFLOP/s, tokens/s, global batch) are read: the last ones.
+FIELD_LINES = 512
 
 # `  name ........ value` (dots pad the name to a column; 2021+ pad to 48 characters).
 _ARG_DOTS = re.compile(r"^[ \t]{1,8}([A-Za-z_][A-Za-z0-9_]*) \.{2,} ?(.*?)[ \t]*$", re.MULTILINE)
@@ -30,19 +34,21 @@ _HEADER_KEYS = {
     "and model-parallel": "layout.tp",
     "model-parallel": "layout.tp",
 }
-_ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$", re.MULTILINE)
+_ITERATION = re.compile(
+    r"iteration\s+(\d+)\s*/\s*\d+\s*\|([^\n]*?elapsed time per iteration \(ms\): ([\d.]+)[^\n]*)"
+)
 _MICROBATCHES = re.compile(r"setting number of micro-?batches to constant (\d+)")
 _MEMORY = re.compile(
-    r"(?:\[Rank (\d+)\] )?\(?after (\d+) iterations\)? memory \(MB\) \| allocated: ([\d.]+) \| "
+    r"after (\d+) iterations\)? memory \(MB\) \| allocated: ([\d.]+) \| "
     r"max allocated: ([\d.]+) \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
 )
 _THEORETICAL = re.compile(
     r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
     r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?"
 )
-_TIMER_LINE = re.compile(r"^time \(ms\) \|(.*)$", re.MULTILINE)
+_TIMER_LINE = re.compile(r"\ntime \(ms\) \|([^\n]*)")
 _TIMER_MINMAX = re.compile(r"^\s*([A-Za-z][\w-]*(?: [\w-]+)*) \.{2,}: \(([\d.]+), ([\d.]+)\)", re.M)
-_DEEPSPEED = re.compile(r"steps: (\d+) loss: \S+ iter time \(s\): ([\d.]+)")
+_DEEPSPEED = re.compile(r"steps: \d+ loss: \S+ iter time \(s\): ([\d.]+)")
 _PARAMS_DTYPE = re.compile(r"using torch\.(bfloat16|float16|float32) for parameters")
 _PARAMS = re.compile(
     r"Number of parameters in transformer (?:layers|block) in billions:\s*([\d.]+)"
@@ -52,9 +58,9 @@ _PARAMS = re.compile(
 def looks_like(text: str) -> bool:
     """Megatron-LM (or a fork, or Megatron-DeepSpeed) wrote this."""
     return bool(
-        _ARG_DOTS.search(text)
-        or "elapsed time per iteration" in text
+        "elapsed time per iteration" in text
         or "using world size:" in text
+        or _ARG_DOTS.search(text, 0, HEAD_CHARS)
         or _DEEPSPEED.search(text)
     )
 
@@ -62,6 +68,7 @@ def looks_like(text: str) -> bool:
 def arguments(text: str) -> dict[str, Any]:
     """The printed arguments (every era; excerpts with gaps keep what they show)."""
     args: dict[str, Any] = {}
+    text = text[:HEAD_CHARS]
     for m in _ARG_DOTS.finditer(text):
         args.setdefault(m.group(1), value(m.group(2)))
     for banner in _BANNER.finditer(text):  # 2020: names that ran into their value
@@ -83,7 +90,7 @@ def read(text: str, found: Found, source: str) -> None:
     if args:
         found.format("megatron-arguments")
         apply_args(found, args, f"{source} arguments")
-    header = _HEADER.search(text)
+    header = _HEADER.search(text, 0, HEAD_CHARS)
     if header:
         for name, n in _HEADER_PAIR.findall(header.group()):
             key = _HEADER_KEYS.get(name.strip().lower())
@@ -110,22 +117,28 @@ def read(text: str, found: Found, source: str) -> None:
 
 def _iterations(text: str, found: Found, source: str, log_interval: Any) -> None:
     windows: list[Window] = []
-    tflops: list[float] = []
-    tokens: list[float] = []
+    tail: deque[str] = deque(maxlen=FIELD_LINES)
     last = 0
     interval = log_interval if isinstance(log_interval, int) and log_interval > 0 else None
-    for m in _ITERATION.finditer(text):
-        it = int(m.group(1))
-        fields = _fields(m.group(3))
-        ms = fields.get("elapsed time per iteration (ms)")
-        if ms is None:
-            continue
+    for it_text, rest, ms in _ITERATION.findall(text):
+        it = int(it_text)
         first = it - interval + 1 if interval else (last + 1 if last < it else it)
         last = it
-        seconds = number(ms)
-        if seconds is None or seconds <= 0:
-            continue
-        windows.append(Window(max(first, 1), it, seconds / 1e3))
+        seconds = float(ms) / 1e3
+        if seconds > 0:
+            windows.append(Window(max(first, 1), it, seconds))
+            tail.append(rest)
+    if not windows:
+        _deepspeed(text, found, source)
+        return
+    found.format("megatron-iterations")
+    step = from_windows(windows, "'elapsed time per iteration' values")
+    _put_step(found, step, source)
+    # The other fields of the last lines (past warm-up when later lines exist).
+    late = list(tail)[-step.values_used :] if step is not None else list(tail)
+    tflops, tokens = [], []
+    for rest in late:
+        fields = _fields(rest)
         for name in ("throughput per GPU (TFLOP/s/GPU)", "TFLOPs"):
             if name in fields and (v := number(fields[name])) is not None:
                 tflops.append(v)
@@ -135,20 +148,19 @@ def _iterations(text: str, found: Found, source: str, log_interval: Any) -> None
         gbs = fields.get("global batch size")
         if gbs is not None:
             found.put("layout.gbs", int(number(gbs) or 0) or None, f"{source} iteration lines")
-    if windows:
-        found.format("megatron-iterations")
-        step = from_windows(windows, "'elapsed time per iteration' values")
-        _put_step(found, step, source)
-        late = len(windows) - (step.values_used if step else 0)
-        if tflops:
-            found.put("measured.tflops_per_gpu", _median(tflops[late:] or tflops), source)
-        if tokens:
-            found.put("measured.tokens_per_s_per_gpu", _median(tokens[late:] or tokens), source)
-    deepspeed = [(int(s), float(t)) for s, t in _DEEPSPEED.findall(text)]
+    if tflops:
+        found.put("measured.tflops_per_gpu", _median(tflops), source)
+    if tokens:
+        found.put("measured.tokens_per_s_per_gpu", _median(tokens), source)
+    _deepspeed(text, found, source)
+
+
+def _deepspeed(text: str, found: Found, source: str) -> None:
+    deepspeed = [float(t) for t in _DEEPSPEED.findall(text)]
     if deepspeed:
         found.format("megatron-deepspeed")
         found.put("framework", "megatron-deepspeed", f"{source} (DeepSpeed engine lines)")
-        step = from_values([t for _, t in deepspeed], "DeepSpeed 'iter time (s)' values")
+        step = from_values(deepspeed, "DeepSpeed 'iter time (s)' values")
         _put_step(found, step, source)
 
 
@@ -177,8 +189,8 @@ def _median(values: list[float]) -> float:
 def _memory(text: str, found: Found, source: str) -> None:
     reports = _MEMORY.findall(text)
     if reports:
-        max_reserved = max(float(r[5]) for r in reports)
-        max_alloc = max(float(r[3]) for r in reports)
+        max_reserved = max(float(r[4]) for r in reports)
+        max_alloc = max(float(r[2]) for r in reports)
         found.put(
             "measured.peak_memory_gib",
             max_reserved / MIB_PER_GIB,
@@ -202,7 +214,9 @@ def _timers(text: str, found: Found) -> None:
         for name, v in _fields(lines[-1]).items():
             if (x := number(v)) is not None:
                 timers[name] = x
-    for m in _TIMER_MINMAX.finditer(text):
-        timers[m.group(1)] = float(m.group(3))
+    block = text.rfind("(min, max) time across ranks (ms):")
+    if block >= 0:  # the last block printed: its indented lines that follow
+        for m in _TIMER_MINMAX.finditer(text, block, block + TIMER_BLOCK_CHARS):
+            timers[m.group(1)] = float(m.group(3))
     if timers:
         found.put("measured.timers_ms", timers, "timers")

@@ -71,14 +71,19 @@ def looks_like(text: str) -> bool:
     return ":::MLLOG" in text
 
 
+def _json(text: str) -> Any:
+    """The JSON object of one MLLOG/SYSJSON line, or None (bad JSON, nesting too deep)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def events(text: str) -> list[dict[str, Any]]:
     """The MLLOG events that parse as JSON objects (others are skipped)."""
     out = []
     for m in _MLLOG.finditer(text):
-        try:
-            e = json.loads(m.group(1))
-        except ValueError:
-            continue
+        e = _json(m.group(1))
         if isinstance(e, dict) and isinstance(e.get("key"), str):
             out.append(e)
     return out
@@ -122,10 +127,7 @@ def _sysjson(text: str, found: Found, source: str) -> None:
     m = _SYSJSON.search(text)
     if m is None:
         return
-    try:
-        sys = json.loads(m.group(1))
-    except ValueError:
-        return
+    sys = _json(m.group(1))
     if not isinstance(sys, dict):
         return
     where = f"{source} SYSJSON"
@@ -177,8 +179,10 @@ def read_configs(files: Mapping[str, str], found: Found) -> None:
     main = names[0]
     sh = ShellVars(files)
     sh.run(main)
+    wanted = set(CONFIG_INTS) | set(CONFIG_SETTINGS) | {"FP8"}
     for skipped in sh.skipped:
-        found.note(f"config: {skipped} (not evaluated)")
+        if skipped.split(": ", 1)[1].split(" ")[0] in wanted or "sources" in skipped:
+            found.note(f"config: {skipped} (not evaluated)")
     found.format("mlperf-config")
     env = sh.env
     where = f"{main}"

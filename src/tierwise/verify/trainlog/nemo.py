@@ -9,7 +9,7 @@ from typing import Any
 from tierwise.verify.trainlog.args import INT_FIELDS, SETTINGS, apply_args
 from tierwise.verify.trainlog.record import Found
 from tierwise.verify.trainlog.steps import Window, from_windows
-from tierwise.verify.trainlog.text import number, value
+from tierwise.verify.trainlog.text import HEAD_CHARS, number, value
 
 GIB = float(1 << 30)
 
@@ -17,8 +17,8 @@ _TASK_START = re.compile(r"^-+ Task Configuration -+[ \t]*$", re.MULTILINE)
 _TASK_END = re.compile(r"^-{10,}[ \t]*$", re.MULTILINE)
 _SECTION = re.compile(r"^([A-Za-z_][\w]*):[ \t]*(.*?)[ \t]*$")
 _KEY = re.compile(r"^  ([A-Za-z_][\w]*):[ \t]*(.*?)[ \t]*$")
-_LIGHTNING = re.compile(r"^.*?\biteration (\d+)/(\d+) \|(.*train_step_timing in s:.*)$", re.M)
-_BRIDGE_STEP = re.compile(r"^Step Time : ([\d.]+)s", re.MULTILINE)
+_LIGHTNING = re.compile(r"iteration (\d+)/(\d+) \|([^\n]*train_step_timing in s:[^\n]*)")
+_BRIDGE_STEP = re.compile(r"Step Time : ([\d.]+)s")
 # NeMo's perf scripts name runs <task>_<model>_<size>_<dtype>_<N>nodes_tp_pp_cp_vp[_ep]_mbs_gbs
 # (scripts/performance/helpers.py, get_user_configs / exp name).
 _RUN_NAME = re.compile(
@@ -34,13 +34,15 @@ _RENAMES = {"sequence_length": "seq_length"}
 
 def looks_like(text: str) -> bool:
     return bool(
-        _TASK_START.search(text) or "train_step_timing in s" in text or _RUN_NAME.search(text)
+        "train_step_timing in s" in text
+        or _TASK_START.search(text, 0, HEAD_CHARS)
+        or _RUN_NAME.search(text, 0, HEAD_CHARS)
     )
 
 
 def bridge_config(text: str) -> dict[str, dict[str, Any]]:
     """Megatron-Bridge's `Task Configuration` YAML: section -> {key: value} (top level only)."""
-    start = _TASK_START.search(text)
+    start = _TASK_START.search(text, 0, HEAD_CHARS)
     if start is None:
         return {}
     end = _TASK_END.search(text, start.end())
@@ -73,7 +75,7 @@ def read(text: str, found: Found, source: str) -> None:
 
 
 def _run_name(text: str, found: Found, source: str) -> None:
-    m = _RUN_NAME.search(text)
+    m = _RUN_NAME.search(text, 0, HEAD_CHARS)
     if m is None:
         return
     found.format("nemo-run-name")
@@ -138,7 +140,7 @@ def _yaml_lines(text: str, found: Found, source: str) -> None:
     """`  global_batch_size: 128` lines (NeMo config dumps and notes) with Megatron names."""
     args: dict[str, Any] = {}
     wanted = set(INT_FIELDS) | set(SETTINGS) | {"bf16", "fp16", "fp8"}
-    for m in _YAML_LINE.finditer(text):
+    for m in _YAML_LINE.finditer(text, 0, HEAD_CHARS):
         if m.group(1) in wanted:
             args.setdefault(m.group(1), value(m.group(2)))
     if args:

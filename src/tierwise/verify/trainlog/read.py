@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Any
@@ -21,13 +20,20 @@ from tierwise.verify.trainlog.record import (
     Found,
     RunRecord,
 )
-from tierwise.verify.trainlog.text import clean, gpu_count_in_prose, gpu_name
-
-_COMMAND = re.compile(
-    r"^[^\n]*(?:\btorchrun\b|pretrain_\w+\.py|\bpython3? -m \S+|\bsrun\b)[^\n]*$", re.MULTILINE
+from tierwise.verify.trainlog.text import (
+    HEAD_CHARS,
+    PROSE_CHARS,
+    clean,
+    gpu_count_in_prose,
+    gpu_name,
 )
+
+# Words that start a launch command line worth reading (at most MAX_COMMANDS of each).
+_LAUNCH_WORDS = ("torchrun ", "pretrain_", "python -m ", "python3 -m ", "srun ")
+MAX_COMMANDS = 50
 _SMI_GPU = re.compile(
-    r"^\[(\d+)\] (NVIDIA [^|\n]+?|AMD [^|\n]+?) \||^\|\s+(\d+)\s+(NVIDIA [^|\n]+?)\s+(?:On|Off)\s+\|",
+    r"^\[(\d+)\] (NVIDIA [^|\n]+?|AMD [^|\n]+?) \|"  # gpustat
+    r"|^\|\s+(\d+)\s+(NVIDIA [^|\n]+?)\s+(?:On|Off)\s+\|",  # nvidia-smi
     re.MULTILINE,
 )
 _HF_MODEL = re.compile(
@@ -79,8 +85,8 @@ def read_run(log: str | Path, configs: Sequence[str | Path] = ()) -> RunRecord:
         reader(text, found, PurePath(source).name)
     if "megatron-arguments" in found.formats or "megatron-iterations" in found.formats:
         found.put("framework", "megatron-lm", "Megatron-LM arguments/iteration lines")
-    for m in _COMMAND.finditer(text):
-        cmdline.read_command(m.group(), found, PurePath(source).name)
+    for line in _command_lines(text):
+        cmdline.read_command(line, found, PurePath(source).name)
     _gpus_in_text(text, found, PurePath(source).name)
     _configs(configs, found)
     _prose(text, found, PurePath(source).name)
@@ -88,9 +94,26 @@ def read_run(log: str | Path, configs: Sequence[str | Path] = ()) -> RunRecord:
     return _record(source, configs, found)
 
 
+def _command_lines(text: str) -> list[str]:
+    """Lines near the start of the log that hold a launch word, in log order."""
+    starts: set[int] = set()
+    for word in _LAUNCH_WORDS:
+        at = text.find(word, 0, HEAD_CHARS)
+        for _ in range(MAX_COMMANDS):
+            if at < 0:
+                break
+            starts.add(text.rfind("\n", 0, at) + 1)
+            at = text.find(word, at + len(word), HEAD_CHARS)
+    lines = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        lines.append(text[start : end if end >= 0 else len(text)])
+    return lines
+
+
 def _gpus_in_text(text: str, found: Found, source: str) -> None:
     """nvidia-smi / gpustat snapshots in the log: the GPU and how many one host has."""
-    rows = _SMI_GPU.findall(text)
+    rows = _SMI_GPU.findall(text, 0, HEAD_CHARS)
     if not rows:
         return
     names = {(r[1] or r[3]).strip() for r in rows}
@@ -106,20 +129,20 @@ def _gpus_in_text(text: str, found: Found, source: str) -> None:
 def _prose(text: str, found: Found, source: str) -> None:
     """Last resort for GPUs and model: "8xb200", "16 x H100", a model name in a run name."""
     if found.get("gpus") is None and found.get("nodes") is None:
-        said = gpu_count_in_prose(text)
+        said = gpu_count_in_prose(text[:PROSE_CHARS])
         if said is not None:
             found.put("gpus", said[0], f"{source} (text: {said[1]!r})")
     if found.get("gpu") is None:
-        said = gpu_count_in_prose(text)
+        said = gpu_count_in_prose(text[:PROSE_CHARS])
         if said is not None and (named := gpu_name(said[1])) is not None:
             found.put("gpu_key", named[0], f"{source} (text: {said[1]!r})")
             found.put("gpu", named[1], f"{source} (text: {said[1]!r})")
-    hf = _HF_MODEL.search(text)
+    hf = _HF_MODEL.search(text, 0, PROSE_CHARS)
     if hf:
         found.put("model.name", hf.group(1), f"{source} (Hugging Face model named)")
     named = found.get("model.preset") or found.get("titan.model") or found.get("model.layers")
     if named is None:
-        low = text[:200_000].lower()
+        low = text[:PROSE_CHARS].lower()
         hits = [(m.start(), p) for pat, p in _MODEL_WORDS if (m := re.search(pat, low))]
         if hits:
             found.put("model.preset", min(hits)[1], f"{source} (model named in the log)")
@@ -221,9 +244,11 @@ def _derive(found: Found) -> None:
         found.put("layout.cp", _div(world, tp * pp * dp), "derived: GPUs / (tp x pp x dp)")
     if v("gpus") is None and tp and pp and dp and v("layout.cp"):
         found.put("gpus", tp * pp * dp * v("layout.cp"), "derived: tp x pp x cp x dp")
-    if v("layout.gbs") is None and v("layout.mbs") and dp:
-        if "torchtitan" == v("framework") or "batch_size" in found.sources.get("layout.mbs", ""):
-            found.put("layout.gbs", v("layout.mbs") * dp, "derived: per-rank batch x dp")
+    per_rank = v("framework") == "torchtitan" or found.sources.get("layout.mbs", "").endswith(
+        "(batch_size)"
+    )
+    if v("layout.gbs") is None and v("layout.mbs") and dp and per_rank:
+        found.put("layout.gbs", v("layout.mbs") * dp, "derived: per-rank batch x dp")
     _model(found)
     if v("model.experts") == 0:
         found.put("layout.ep", 1, "derived: dense model")
@@ -302,7 +327,12 @@ def _record(source: str, configs: Sequence[str | Path], found: Found) -> RunReco
         measured["megatron_theoretical_memory"] = estimates
     if v.get("gpu_memory_gib"):
         run["gpu_memory_gib"] = round(v["gpu_memory_gib"], 1)
-    unknown = tuple(k for k in EXPECTED if _get(model, layout, run, measured, k) is None)
+    dense = model.get("experts") == 0
+    unknown = tuple(
+        k
+        for k in EXPECTED
+        if _get(model, layout, run, measured, k) is None and not (dense and k == "model.top_k")
+    )
     sources = {k: s for k, s in found.sources.items() if not k.startswith(("titan.", "model.spec"))}
     return RunRecord(
         source=source,

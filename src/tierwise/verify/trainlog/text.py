@@ -8,9 +8,14 @@ from typing import Any
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Rank prefixes launchers put before every line: `0: ` (srun -l), `[default7]:` (torchrun's
 # --tee), `[rank0]:` (torch's log prefix), `[trainer5|5]:` (torchx; `\|` in markdown copies).
-RANK_PREFIX = re.compile(
-    r"^(?:\s*(?:\d{1,6}: |\[(?:default|rank|trainer)?\d+(?:\\?\|\d+)?\]:))+", re.MULTILINE
-)
+_PREFIX = r"(?:[ \t]*(?:\d{1,6}: |\[(?:default|rank|trainer)?\d+(?:\\?\|\d+)?\]:))+"
+RANK_PREFIX = re.compile(r"\n" + _PREFIX)  # a literal first character: a fast scan
+_FIRST_PREFIX = re.compile(_PREFIX)
+# Sections read from the start of a log only (arguments, configs, commands, prose): real
+# logs print them first; scanning 50 MB for them would cost seconds.
+HEAD_CHARS = 4_000_000
+# Prose (PR descriptions, READMEs pasted before a log) is read in its first PROSE_CHARS only.
+PROSE_CHARS = 200_000
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -20,7 +25,8 @@ def clean(text: str) -> str:
         text = _ANSI.sub("", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return RANK_PREFIX.sub("", text)
+    text = _FIRST_PREFIX.sub("", text, count=1) if _FIRST_PREFIX.match(text) else text
+    return RANK_PREFIX.sub("\n", text)
 
 
 def number(token: str) -> float | None:

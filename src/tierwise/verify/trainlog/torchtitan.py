@@ -6,17 +6,15 @@ from __future__ import annotations
 import re
 import tomllib
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from tierwise.verify.trainlog.record import Found
 from tierwise.verify.trainlog.steps import Window, from_windows
-from tierwise.verify.trainlog.text import number, positive_int
+from tierwise.verify.trainlog.text import HEAD_CHARS, PROSE_CHARS, number, positive_int
 
-_STEP = re.compile(
-    r"(?:(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})[^\n]*?)?\bstep:\s*(\d+)\s+loss:\s*\S+"
-    r"(?P<rest>[^\n]*)$",
-    re.MULTILINE,
-)
+_STEP = re.compile(r"step:\s*(\d+)\s+loss:\s*\S+(?P<rest>[^\n]*)")
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})")
 _MEMORY = re.compile(r"memory:\s*([\d.]+)\s*GiB\s*\(\s*([\d.]+)%\)")
 _TPS = re.compile(r"\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
 _TFLOPS = re.compile(r"\btflops:\s*([\d.]+)")
@@ -45,22 +43,25 @@ TITAN_DEFAULTS = {
     "context_parallel_degree": "layout.cp",
     "expert_parallel_degree": "layout.ep",
 }
+# Step lines whose throughput, TFLOP/s and memory are read: the last ones logged.
+FIELD_LINES = 512
 _FSDP_PROSE = re.compile(r"\bFSDP\s?[= ]\s?(\d+)\b", re.IGNORECASE)
 
 
 def looks_like(text: str) -> bool:
-    return bool(_STEP.search(text) and (_TPS.search(text) or _MEMORY.search(text))) or bool(
-        _CAPTION.search(text) and "TPS/GPU" in text
-    )
+    step = _STEP.search(text)
+    if step is not None and (_TPS.search(step.group("rest")) or _MEMORY.search(text)):
+        return True
+    return "TPS/GPU" in text and bool(_CAPTION.search(text, 0, HEAD_CHARS))
 
 
 def read(text: str, found: Found, source: str) -> None:
     found.put("framework", "torchtitan", f"{source} (torchtitan step lines)")
-    if _CAPTION.search(text) and "TPS/GPU" in text and not _steps_with_tps(text):
+    if "TPS/GPU" in text and _CAPTION.search(text, 0, HEAD_CHARS) and not _steps_with_tps(text):
         _benchmark_table(text, found, source)
         return
     _steps(text, found, source)
-    fsdp = _FSDP_PROSE.search(text)
+    fsdp = _FSDP_PROSE.search(text, 0, PROSE_CHARS)
     if fsdp:
         found.put("layout.dp", int(fsdp.group(1)), f"{source} (text: {fsdp.group(0)!r})")
 
@@ -76,9 +77,11 @@ def _steps(text: str, found: Found, source: str) -> None:
     seen: dict[int, tuple[float | None, str]] = {}
     last = -1
     for m in _STEP.finditer(text):
-        step = int(m.group(3))
+        step = int(m.group(1))
+        if step == last:  # another rank's copy of the step
+            continue
         rest = m.group("rest")
-        if not _TPS.search(rest):
+        if "tps:" not in rest and "wps:" not in rest:
             continue
         if step < last:
             runs += 1
@@ -87,9 +90,10 @@ def _steps(text: str, found: Found, source: str) -> None:
         if step in seen:
             continue
         stamp = None
-        if m.group(1):
-            t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")
-            stamp = t.timestamp() + int(m.group(2)) / 1e3
+        ts = _STAMP.search(text, text.rfind("\n", 0, m.start()) + 1, m.start())
+        if ts is not None:
+            t = datetime.fromisoformat(ts.group(1))
+            stamp = t.timestamp() + int(ts.group(2)) / 1e3
         seen[step] = (stamp, rest)
     if runs:
         found.note(
@@ -99,15 +103,18 @@ def _steps(text: str, found: Found, source: str) -> None:
         return
     found.format("torchtitan-steps")
     steps = sorted(seen)
-    tps = [number(_TPS.search(seen[s][1]).group(1)) for s in steps]  # type: ignore[union-attr]
-    late = [t for s, t in zip(steps, tps, strict=True) if s > 2] or tps
+    fields = steps[-FIELD_LINES:]  # throughput and memory: the last steps logged
+    tps = [x for s in fields if (x := _search(_TPS, seen[s][1])) is not None]
+    late = [t for s, t in zip(fields, tps, strict=False) if s > 2] or tps
+    if not tps:
+        return
     from statistics import median
 
     found.put("measured.tokens_per_s_per_gpu", float(median(late)), f"{source} (tps)")
-    tflops = [float(x) for s in steps if (x := _search(_TFLOPS, seen[s][1])) is not None]
+    tflops = [x for s in fields if (x := _search(_TFLOPS, seen[s][1])) is not None]
     if tflops:
         found.put("measured.tflops_per_gpu", float(median(tflops[-len(late) :])), source)
-    mem = [_MEMORY.search(seen[s][1]) for s in steps]
+    mem = [_MEMORY.search(seen[s][1]) for s in fields]
     mems = [m for m in mem if m]
     if mems:
         peak = max(float(m.group(1)) for m in mems)
@@ -116,7 +123,7 @@ def _steps(text: str, found: Found, source: str) -> None:
         if pct > 0:
             found.put("gpu_memory_gib", float(mems[0].group(1)) * 100 / pct, f"{source} (memory %)")
     windows = []
-    for a, b in zip(steps, steps[1:], strict=False):
+    for a, b in pairwise(steps):
         ta, tb = seen[a][0], seen[b][0]
         if ta is not None and tb is not None and tb > ta:
             windows.append(Window(a + 1, b, (tb - ta) / (b - a)))
@@ -130,16 +137,16 @@ def _steps(text: str, found: Found, source: str) -> None:
 
 def _search(pattern: re.Pattern[str], text: str) -> float | None:
     m = pattern.search(text)
-    return float(m.group(1)) if m else None
+    return number(m.group(1)) if m else None
 
 
 def _benchmark_table(text: str, found: Found, source: str) -> None:
     """torchtitan's benchmarks/*.md: the first row of the first table with TPS/GPU, its
     caption's GPUs and batch sizes (the other rows are listed in a note)."""
-    for cap in _CAPTION.finditer(text):
+    for cap in _CAPTION.finditer(text, 0, HEAD_CHARS):
         rows = []
         header: list[str] | None = None
-        for m in _TABLE_ROW.finditer(text, cap.end()):
+        for m in _TABLE_ROW.finditer(text, cap.end(), HEAD_CHARS):
             cells = [c.strip() for c in m.group(1).split("|")]
             if header is None:
                 header = cells
