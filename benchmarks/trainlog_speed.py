@@ -1,10 +1,10 @@
 """Speed of `tierwise ingest training-log` on large logs (JSON out).
 
 Target (issue 30): a 50 MB log reads in under 3 s. `cpu_s` is the CPU time of the read, what
-`read_s` (wall) is on an idle core; a shared machine's wall time is longer. The logs are built from the small logs in
-tests/data/trainlog (Megatron-LM with its arguments block and iteration/memory/timer lines;
-torchtitan step lines printed by 8 ranks; MLPerf :::MLLOG lines), their iteration lines
-repeated with rising iteration numbers, interleaved with warnings, to the size asked.
+`read_s` (wall) is on an idle core; a shared machine's wall time is longer. The logs are built
+from the small logs in tests/data/trainlog (Megatron-LM with its arguments block, iteration and
+memory lines; torchtitan step lines printed by 8 ranks), their iteration lines repeated with
+rising iteration numbers, interleaved with warnings, to the size asked.
 """
 
 from __future__ import annotations
