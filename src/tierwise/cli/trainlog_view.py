@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierwise.cli.output import console, fmt, line, styled, table
+from pathlib import Path
+
+from tierwise.cli.output import console, fmt, line, print_json, styled, table
 from tierwise.verify.trainlog.record import RunRecord
 
 
@@ -47,3 +49,112 @@ def print_record(record: RunRecord) -> None:
         )
     for note in r["notes"]:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def doctor_training(
+    files: list[Path], cluster: str | None, overrides: dict[str, Any], as_json: bool
+) -> int:
+    """`tierwise doctor LOG [CONFIG...]` on a training log; the exit code (1: findings)."""
+    from tierwise.verify.runcheck.diagnose import compare
+    from tierwise.verify.runcheck.price import CannotPrice, price
+    from tierwise.verify.trainlog.read import read_run
+
+    log, configs = files[0], files[1:]
+    record = read_run(log, configs)
+    if record.measured.get("step_time_s") is None:
+        raise CannotPrice(f"{log}: the log states no step time to compare with")
+    result = compare(price(record, cluster, overrides))
+    nccl = _nccl(log, cluster, overrides)
+    out = {
+        "kind": "training-log",
+        "log": str(log),
+        **result,
+        "record": record.as_dict(),
+        "nccl": nccl.as_dict() if nccl is not None else None,
+    }
+    if as_json:
+        print_json(out)
+    else:
+        _print_doctor(out)
+        if nccl is not None:
+            from tierwise.cli.commands.doctor import print_diagnosis
+
+            console.print("\nNCCL lines in the same log:")
+            print_diagnosis(nccl)
+    acted = any(f["severity"] != "info" for f in out["findings"])
+    return 1 if acted or (nccl is not None and nccl.findings) else 0
+
+
+def _nccl(log: Path, cluster: str | None, overrides: dict[str, Any]) -> Any:
+    """The NCCL doctor's diagnosis of NCCL lines in a training log (None when it has none)."""
+    from tierwise.errors import TierwiseError
+    from tierwise.textio import read_text
+    from tierwise.verify.doctor import diagnose
+
+    text = read_text(log)
+    if "NCCL INFO" not in text and "NCCL WARN" not in text:
+        return None
+    try:
+        return diagnose([log], cluster, overrides)
+    except TierwiseError:
+        return None
+
+
+def _print_doctor(out: dict[str, Any]) -> None:
+    run, priced, src = out["run"], out["priced_as"], out["cluster_source"]
+    console.print(
+        f"compared with: {src['cluster']}, by {src['chosen_by']}: {src['reason']}",
+        markup=False,
+        highlight=False,
+    )
+    lay = priced["layout"]
+    console.print(
+        f"priced as: {priced['model']} tp={lay['tp']} pp={lay['pp']} vpp={lay['vpp']} "
+        f"cp={lay['cp']} ep={lay['ep']} dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} "
+        f"seq={lay['seq']} recompute={lay['recompute']} dtype={lay['dtype']} "
+        f"framework={priced['framework'] or 'generic'}",
+        markup=False,
+        highlight=False,
+    )
+    rows = [
+        (
+            "step time (s)",
+            run["measured_step_time_s"],
+            run["predicted_step_time_s"],
+            run["error_pct"],
+        ),
+        (
+            "memory per GPU (GiB)",
+            run["measured_peak_memory_gib"],
+            run["predicted_memory_gib"],
+            run["memory_error_pct"],
+        ),
+        ("TFLOP/s per GPU", run["measured_tflops_per_gpu"], run["predicted_tflops_per_gpu"], None),
+    ]
+    console.print(
+        table(
+            "measured vs predicted (error = predicted / measured - 1)",
+            ["", "measured", "predicted", "error %"],
+            rows,
+        )
+    )
+    if run["step_time_method"]:
+        console.print(f"measured step: {run['step_time_method']}", markup=False, highlight=False)
+    for note in priced["assumed"]:
+        console.print(line(styled("assumed", "yellow"), f" {note}"))
+    if priced["not_modelled"]:
+        console.print(
+            line(styled("not modelled", "yellow"), " " + ", ".join(priced["not_modelled"]))
+        )
+    if not out["findings"]:
+        console.print(line(styled("no finding", "green"), ": the run is what the model expects"))
+    for rank, f in enumerate(out["findings"], start=1):
+        explains = "" if f["explains_s"] is None else f" (explains {f['explains_s']:.3f} s)"
+        console.print(
+            line(
+                "\n",
+                styled(f"{rank}. {f['title']}", "bold"),
+                f"{explains}\n   {f['id']} · term {f['term']} · flag {f['flag']} · {f['severity']}",
+            )
+        )
+        console.print(f"   fix: {f['fix']}", markup=False, highlight=False)

@@ -19,7 +19,8 @@ FilesArg = Annotated[
     list[Path],
     typer.Argument(
         help="Files of one run: NCCL_DEBUG=INFO output, nccl-tests logs, ibstat/ibstatus/"
-        "ibv_devinfo, ethtool/ip link, nvidia-smi topo -m, lspci -vvv, NCCL topology XML, env."
+        "ibv_devinfo, ethtool/ip link, nvidia-smi topo -m, lspci -vvv, NCCL topology XML, env; "
+        "or a training log (Megatron-LM, NeMo, MLPerf, torchtitan) first, then its configs."
     ),
 ]
 
@@ -47,7 +48,7 @@ def _facts_line(facts: dict) -> str:
     return "read: " + ("; ".join(parts) if parts else "no NCCL setup lines")
 
 
-def _print(diagnosis: Diagnosis) -> None:
+def print_diagnosis(diagnosis: Diagnosis) -> None:
     from tierwise.cli.output import console, fmt, line, styled
 
     console.print(_facts_line(diagnosis.facts), markup=False, highlight=False)
@@ -101,17 +102,24 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Read NCCL logs and tool output of one run; rank the causes of low bandwidth or failure.
+    A training log (then its configs) is compared with tierwise's prediction of the same run.
 
     Without --cluster: the preset of the logs' GPU, node count and NIC rate (JSON cluster_source).
     """
     from tierwise.cli.output import print_json
     from tierwise.verify.doctor import diagnose
+    from tierwise.verify.trainlog.read import is_training_log
+
+    if files and is_training_log(files[0]):
+        from tierwise.cli.trainlog_view import doctor_training
+
+        raise typer.Exit(doctor_training(files, cluster_name, cluster_overrides, as_json))
 
     diagnosis = diagnose(files, cluster_name, cluster_overrides)
     if as_json:
         print_json(diagnosis.as_dict())
     else:
-        _print(diagnosis)
+        print_diagnosis(diagnosis)
     if diagnosis.findings:
         raise typer.Exit(1)
 

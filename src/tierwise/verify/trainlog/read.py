@@ -139,7 +139,7 @@ def _prose(text: str, found: Found, source: str) -> None:
             found.put("gpu", named[1], f"{source} (text: {said[1]!r})")
     hf = _HF_MODEL.search(text, 0, PROSE_CHARS)
     if hf:
-        found.put("model.name", hf.group(1), f"{source} (Hugging Face model named)")
+        found.put("model.hf_id", hf.group(1), f"{source} (Hugging Face model named)")
     named = found.get("model.preset") or found.get("titan.model") or found.get("model.layers")
     if named is None:
         low = text[:PROSE_CHARS].lower()
@@ -287,7 +287,9 @@ def _model(found: Found) -> None:
         spec = preset(name)
         found.put("model.name", name, f"preset {name}")
     if spec is None:
+        found.put("model.name", v("model.hf_id"), found.sources.get("model.hf_id", ""))
         return
+    found.values["model.spec"] = spec
     where = f"model {spec.name} ({found.sources.get('model.spec') or 'preset'})"
     for key, val in (
         ("model.name", spec.name),
@@ -298,6 +300,8 @@ def _model(found: Found) -> None:
         ("model.head_dim", spec.head_dim),
         ("model.ffn_hidden", spec.ffn),
         ("model.vocab", spec.vocab),
+        ("model.activation", spec.activation),
+        ("model.tied_embeddings", spec.tied_embeddings),
         ("model.experts", spec.moe.experts if spec.moe else 0),
         ("model.top_k", spec.moe.top_k if spec.moe else None),
         ("model.moe_ffn_hidden", spec.moe.expert_ffn if spec.moe else None),
@@ -309,6 +313,9 @@ def _record(source: str, configs: Sequence[str | Path], found: Found) -> RunReco
     v = found.values
     model = {k: v.get(f"model.{k}") for k in MODEL_KEYS}
     model["preset"] = v.get("model.preset")
+    for extra in ("activation", "tied_embeddings", "hf_id"):
+        if f"model.{extra}" in v:
+            model[extra] = v[f"model.{extra}"]
     layout = {k: v.get(f"layout.{k}") for k in LAYOUT_KEYS}
     run = {
         "gpus": v.get("gpus"),
@@ -347,6 +354,7 @@ def _record(source: str, configs: Sequence[str | Path], found: Found) -> RunReco
         sources=sources,
         unknown=unknown,
         notes=tuple(found.notes),
+        model_spec=v.get("model.spec"),
     )
 
 
@@ -355,3 +363,13 @@ def _get(model: dict, layout: dict, run: dict, measured: dict, key: str) -> Any:
     if not name:
         return run.get(group)
     return {"model": model, "layout": layout, "measured": measured}[group].get(name)
+
+
+def is_training_log(path: str | Path) -> bool:
+    """Whether ``path`` reads as a training log (False for NCCL logs, tool output, configs;
+    a file that cannot be read is left to the caller's reader to report)."""
+    try:
+        text = clean(read_text(path))
+    except ParseError:
+        return False
+    return bool(_readers(text))

@@ -95,6 +95,8 @@ class RunRecord:
     sources: dict[str, str]
     unknown: tuple[str, ...]
     notes: tuple[str, ...]
+    # The ModelSpec of a preset or HF config the log names (None: only the dims above).
+    model_spec: Any = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The `tierwise ingest training-log --json` object (stable keys)."""
