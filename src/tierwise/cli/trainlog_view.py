@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from tierwise.cli.output import console, fmt, line, print_json, styled, table
 from tierwise.verify.trainlog.record import RunRecord

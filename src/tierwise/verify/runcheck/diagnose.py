@@ -140,7 +140,7 @@ WHAT_IFS = (
         ),
         lambda r: r.with_flags(overlap_moe_expert_parallel_comm=True),
         "expert-parallel all-to-alls are not overlapped",
-        "add --overlap-moe-expert-parallel-comm (Megatron-core >= 0.14, with --delay-wgrad-compute)",
+        "add --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute)",
     ),
     _WhatIf(
         "pipeline-bubble",

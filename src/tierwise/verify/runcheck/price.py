@@ -240,11 +240,7 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
     backend = str(s.get("attention_backend", "")).rsplit(".", 1)[-1].lower()
     if backend in _FLASH:
         values["attention_backend"] = _FLASH[backend]
-    elif (
-        s.get("use_flash_attn") is False
-        or record.layout.get("recompute")
-        and ("checkpoint_activations" in " ".join(record.sources.values()))
-    ):
+    elif s.get("use_flash_attn") is False or _before_flash_attention(record):
         values["attention_backend"] = "unfused"
         assumed.append("attention unfused (Megatron-LM before flash attention)")
     if isinstance(s.get("fp8_param_gather"), bool):
@@ -258,6 +254,12 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
         values.pop("moe_token_dispatcher_type")
         assumed.append(f"moe_token_dispatcher_type {dispatcher} priced as alltoall")
     return Flags(**values)
+
+
+def _before_flash_attention(record: RunRecord) -> bool:
+    """A Megatron-LM log of 2020-2021 (v1 header or checkpoint_activations): unfused attention."""
+    said = " ".join(record.sources.values())
+    return "checkpoint_activations" in said or "Megatron-LM v1" in said
 
 
 def preset_for_gpu(key: str | None) -> str | None:
