@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.cli.output import console, fmt, line, print_json, styled, table
+from tierwise.hardware.cluster import ClusterSpec
 from tierwise.verify.trainlog.record import RunRecord
 
 
@@ -157,3 +158,78 @@ def _print_doctor(out: dict[str, Any]) -> None:
             )
         )
         console.print(f"   fix: {f['fix']}", markup=False, highlight=False)
+
+
+def calibrate_training(
+    logs: list[Path], cluster: ClusterSpec, out: Path | None, as_json: bool
+) -> None:
+    """`tierwise calibrate LOG... -c CLUSTER` on training logs: fit, report, write the spec."""
+    import yaml
+
+    from tierwise.hardware.cluster import dump_cluster
+    from tierwise.verify.runcheck.fit import calibrated, fit
+    from tierwise.verify.runcheck.price import CannotPrice, price
+    from tierwise.verify.trainlog.read import is_training_log, read_run
+
+    groups: list[list[Path]] = []
+    for path in logs:  # a training log, then its configs (files that are not training logs)
+        if is_training_log(path) or not groups:
+            groups.append([path])
+        else:
+            groups[-1].append(path)
+    runs = []
+    for log, *configs in groups:
+        record = read_run(log, configs)
+        if record.measured.get("step_time_s") is None:
+            raise CannotPrice(f"{log}: the log states no step time to fit on")
+        runs.append(price(record, cluster))
+    result = fit(runs)
+    spec = calibrated(cluster, result.calibration)
+    if out is not None:
+        out.write_text(yaml.safe_dump(dump_cluster(spec), sort_keys=False))
+    if as_json:
+        print_json({"cluster": spec.name, "out": str(out) if out else None, **result.as_dict()})
+        return
+    cal = result.calibration
+    inter = "model's" if cal.overlap_interference is None else f"{cal.overlap_interference:.3f}"
+    console.print(
+        line(
+            styled(spec.name, "bold"),
+            f": compute_scale {cal.compute_scale:.3f}, overlap_interference {inter} "
+            f"(fitted: {', '.join(result.fitted)}; {len(runs)} run(s))",
+        )
+    )
+    for note in result.notes:
+        console.print(f"  {note}", markup=False, highlight=False)
+    rows = [
+        (
+            "/".join(Path(r["log"]).parts[-2:]),
+            r["measured_step_time_s"],
+            r["before_step_time_s"],
+            r["error_before_pct"],
+            r["after_step_time_s"],
+            r["error_after_pct"],
+            r["error_leave_one_out_pct"],
+        )
+        for r in (run.as_dict() for run in result.runs)
+    ]
+    console.print(
+        table(
+            "step time per run (error = predicted / measured - 1, %)",
+            ["log", "measured s", "catalog s", "error", "calibrated s", "error", "leave-one-out"],
+            rows,
+        )
+    )
+    summary = result.as_dict()
+    console.print(
+        f"mean |error|: {_pct(summary['mean_abs_error_before_pct'])} before, "
+        f"{_pct(summary['mean_abs_error_after_pct'])} after, "
+        f"{_pct(summary['mean_abs_error_leave_one_out_pct'])} leave-one-out",
+        markup=False,
+        highlight=False,
+    )
+    console.print(f"wrote {out}" if out else "use --out mine.yaml to write the calibrated spec")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"

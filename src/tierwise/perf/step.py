@@ -75,6 +75,7 @@ def step_terms(
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
     dispatcher = flags.moe_token_dispatcher_type
+    cal = cluster.step_calibration
     work = compute(
         s,
         flags.flash_attention,
@@ -84,7 +85,7 @@ def step_terms(
         else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
-    )
+    ).scaled(1.0 / cal.compute_scale)
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(
@@ -144,7 +145,10 @@ def step_terms(
     # compute it overlaps.
     overlapped = tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s + ep.total_s - ep.exposed_s
     hidden = micro * share * overlapped + pos(dp.comm.total_s - dp.comm.exposed_s)
-    interference = hidden * OVERLAP_INTERFERENCE
+    share_lost = (
+        OVERLAP_INTERFERENCE if cal.overlap_interference is None else cal.overlap_interference
+    )
+    interference = hidden * share_lost
     step = micro * pipe.busiest_s + bubble + dp.comm.exposed_s + dp.optimizer_s + interference
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])

@@ -11,8 +11,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import ClusterSpec, load_cluster, presets
+from tierwise.hardware.cluster import (
+    ClusterSpec,
+    apply_overrides,
+    dump_cluster,
+    load_cluster,
+    presets,
+)
 from tierwise.perf.flags import Flags
+from tierwise.specio import build
 from tierwise.verify.trainlog.record import RunRecord
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
@@ -36,12 +43,13 @@ MEGATRON_DEFAULTS: dict[str, Any] = {
     "tp_comm_overlap": False,
     "moe_token_dispatcher_type": "allgather",
 }
-# NeMo 2 recipes and Megatron-Bridge build their MegatronStrategy / ConfigContainer with a DDP
-# config that overlaps the gradient reduce-scatter and the parameter all-gather
-# (nemo/collections/llm/recipes/*: DistributedDataParallelConfig(overlap_grad_reduce=True,
-# overlap_param_gather=True)); TP overlap stays off unless the recipe's comm-overlap callback
-# turns it on.
+# NeMo 2 recipes and Megatron-Bridge build their MegatronStrategy / ConfigContainer with the
+# distributed optimizer and a DDP config that overlaps the gradient reduce-scatter and the
+# parameter all-gather (nemo/collections/llm/recipes/*: DistributedDataParallelConfig(
+# overlap_grad_reduce=True, overlap_param_gather=True), use_distributed_optimizer=True); TP
+# overlap stays off unless the recipe's comm-overlap callback turns it on.
 NEMO_DEFAULTS: dict[str, Any] = {
+    "use_distributed_optimizer": True,
     "overlap_grad_reduce": True,
     "overlap_param_gather": True,
     "tp_comm_overlap": False,
@@ -208,10 +216,14 @@ def _layout(record: RunRecord, assumed: list[str]) -> Layout:
     fields["recompute"] = recompute
     framework = FRAMEWORKS.get(record.framework or "")
     settings = record.settings
+    defaults, whose = DEFAULTS_BY_FRAMEWORK.get(record.framework or "", ({}, ""))
+    dist_opt = settings.get("use_distributed_optimizer", defaults.get("use_distributed_optimizer"))
     if framework == "torchtitan":
         fields["zero"] = 3  # FSDP2 over the data-parallel ranks
-    elif settings.get("use_distributed_optimizer") is True:
+    elif dist_opt is True:
         fields["distributed_optimizer"] = True
+        if "use_distributed_optimizer" not in settings:
+            assumed.append(f"use_distributed_optimizer True ({whose}; not in the log)")
     if isinstance(settings.get("sequence_parallel"), bool) and fields["tp"] > 1:
         fields["sp"] = settings["sequence_parallel"]
     try:
@@ -227,6 +239,8 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
     if record.framework in DEFAULTS_BY_FRAMEWORK:
         defaults, whose = DEFAULTS_BY_FRAMEWORK[record.framework or ""]
         for key, default in defaults.items():
+            if key == "use_distributed_optimizer":
+                continue  # a layout field (_layout)
             values[key] = s.get(key, default)
             relevant = key != "tp_comm_overlap" or layout.tp > 1
             if key not in s and relevant and (key != "moe_token_dispatcher_type" or layout.ep > 1):
@@ -262,6 +276,16 @@ def _before_flash_attention(record: RunRecord) -> bool:
     return "checkpoint_activations" in said or "Megatron-LM v1" in said
 
 
+def holding(spec: ClusterSpec, world: int) -> tuple[ClusterSpec, str | None]:
+    """``spec`` with enough nodes for ``world`` GPUs (and what was raised), else ``spec``."""
+    if world <= spec.world:
+        return spec, None
+    nodes = -(-world // spec.gpus_per_node)
+    data = apply_overrides(dump_cluster(spec), nodes=nodes)
+    grown = build(ClusterSpec, data, f"cluster {spec.name}")
+    return grown, f"nodes raised from {spec.nodes} to {nodes} to hold the run's {world} GPUs"
+
+
 def preset_for_gpu(key: str | None) -> str | None:
     """The first cluster preset with GPU ``key``."""
     if key is None:
@@ -278,11 +302,11 @@ def choose_cluster(
     """The cluster to price the run on and why: ``cluster`` when given, else the preset of the
     GPU the log names at the log's node count (big enough for the run's GPUs)."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    if isinstance(cluster, ClusterSpec):
-        return cluster, {"cluster": cluster.name, "chosen_by": "--cluster", "reason": "given"}
     if cluster is not None:
-        spec = load_cluster(cluster, **overrides)
-        return spec, {"cluster": spec.name, "chosen_by": "--cluster", "reason": "given"}
+        spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, **overrides)
+        spec, grown = holding(spec, world)
+        reason = "given" + (f"; {grown}" if grown else "")
+        return spec, {"cluster": spec.name, "chosen_by": "--cluster", "reason": reason}
     gpu_key = record.run.get("gpu_key")
     preset = preset_for_gpu(gpu_key)
     said = []

@@ -85,8 +85,9 @@ def read_run(log: str | Path, configs: Sequence[str | Path] = ()) -> RunRecord:
         reader(text, found, PurePath(source).name)
     if "megatron-arguments" in found.formats or "megatron-iterations" in found.formats:
         found.put("framework", "megatron-lm", "Megatron-LM arguments/iteration lines")
-    for line in _command_lines(text):
-        cmdline.read_command(line, found, PurePath(source).name)
+    for line in _command_lines(text):  # the first launch command is the run's
+        if cmdline.read_command(line, found, PurePath(source).name):
+            break
     _gpus_in_text(text, found, PurePath(source).name)
     _configs(configs, found)
     _prose(text, found, PurePath(source).name)
