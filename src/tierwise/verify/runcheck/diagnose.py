@@ -73,6 +73,11 @@ class _WhatIf:
     change: Callable[[PricedRun], PricedRun]
     title: str
     fix: str
+    # torchtitan's name for the same change (its JobConfig), where it has one.
+    titan: tuple[str, str] | None = None
+
+    def flag_and_fix(self, framework: str | None) -> tuple[str, str]:
+        return self.titan if framework == "torchtitan" and self.titan else (self.flag, self.fix)
 
 
 def _dp(run: PricedRun) -> bool:
@@ -106,6 +111,10 @@ WHAT_IFS = (
         lambda r: r.with_flags(tp_comm_overlap=True),
         "tensor-parallel communication is not overlapped with the GEMMs",
         "add --tp-comm-overlap (Transformer Engine userbuffers; needs --sequence-parallel)",
+        (
+            "--parallelism.enable_async_tensor_parallel",
+            "add --parallelism.enable_async_tensor_parallel (with --compile.enable)",
+        ),
     ),
     _WhatIf(
         "full-recompute",
@@ -115,6 +124,10 @@ WHAT_IFS = (
         lambda r: r.with_layout(recompute="selective"),
         "full activation recompute repeats the whole forward pass",
         "use --recompute-granularity selective (if memory allows: see the memory finding)",
+        (
+            "--activation_checkpoint.mode selective",
+            "use --activation_checkpoint.mode selective (if memory allows: see the memory finding)",
+        ),
     ),
     _WhatIf(
         "moe-allgather-dispatcher",
@@ -182,7 +195,8 @@ def _what_ifs(run: PricedRun, base: dict[str, Any]) -> list[RunFinding]:
                 f" ({run.layout.num_microbatches} micro-batches on {run.layout.pp} stages,"
                 f" bubble {bubble:.0%} of the step)"
             )
-        out.append(RunFinding(w.id, w.term, w.flag, w.title + detail, saved, "warning", w.fix))
+        flag, fix = w.flag_and_fix(run.flags.framework)
+        out.append(RunFinding(w.id, w.term, flag, w.title + detail, saved, "warning", fix))
     return out
 
 
