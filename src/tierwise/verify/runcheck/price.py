@@ -20,6 +20,7 @@ from tierwise.hardware.cluster import (
 )
 from tierwise.perf.flags import Flags
 from tierwise.specio import build
+from tierwise.verify.trainlog.args import PRICED_SETTINGS
 from tierwise.verify.trainlog.record import RunRecord
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
@@ -61,26 +62,8 @@ DEFAULTS_BY_FRAMEWORK = {
     "nemo": (NEMO_DEFAULTS, "NeMo 2 recipes' default"),
     "megatron-bridge": (NEMO_DEFAULTS, "Megatron-Bridge recipes' default"),
 }
-# Settings a cost term reads; a record's other settings are listed as not modelled.
-PRICED = frozenset(
-    {
-        "overlap_grad_reduce",
-        "overlap_param_gather",
-        "tp_comm_overlap",
-        "use_distributed_optimizer",
-        "sequence_parallel",
-        "moe_token_dispatcher_type",
-        "overlap_moe_expert_parallel_comm",
-        "moe_router_force_load_balancing",
-        "attention_backend",
-        "use_flash_attn",
-        "enable_cuda_graph",
-        "fp8_param_gather",
-        "fp8_dot_product_attention",
-        "log_interval",
-        "swiglu",
-    }
-)
+# Settings a cost term reads (and the bookkeeping ones); a record's others are not modelled.
+PRICED = frozenset({*PRICED_SETTINGS, "log_interval"})
 # GPT-2's BPE vocabulary padded to a multiple of 128 (Megatron's --make-vocab-size-divisible-by
 # default): what a Megatron log that prints no vocabulary most likely trained.
 GPT2_PADDED_VOCAB = 50304
