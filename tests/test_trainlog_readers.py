@@ -138,3 +138,35 @@ def test_cli_json_and_table() -> None:
     assert "run as stated" in out and "not stated" in out
     missing = run_cli("ingest", "training-log", "/nonexistent.log", check=False)
     assert_user_error(missing, "/nonexistent.log")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        " iteration 3/9 | elapsed time per iteration (ms): . | global batch size: 1e999 |",
+        "after 1 iterations memory (MB) | allocated: . | max allocated: . | reserved: . | "
+        "max reserved: .",
+        "iteration " + "9" * 5000 + "/1 | elapsed time per iteration (ms): 1.0 |",
+        "[titan] 2025-13-40 10:00:00,000 - root - INFO - step: 2 loss: 1 tps: 5 memory: 1GiB(0%)",
+        ':::MLLOG {"key": "tracked_stats", "value": {"train_step_time": Infinity}}',
+        "using world size: " + "a" * 20000 + " size: 3",
+        "-------------------- arguments --------------------\n" * 2000,
+    ],
+)
+def test_fuzz_regressions_read_or_fail_in_one_line(tmp_path: Path, content: str) -> None:
+    """Inputs the fuzzer once turned into tracebacks or multi-second reads."""
+    log = tmp_path / "run.log"
+    log.write_text(content + "\n")
+    try:
+        record = read_run(log)
+    except TierwiseError as exc:
+        assert "\n" not in str(exc)
+        return
+    step = record.measured["step_time_s"]
+    assert step is None or step > 0
+
+
+def test_shell_sources_with_a_long_line_read_fast(tmp_path: Path) -> None:
+    sh = ShellVars({"a.sh": "source $(dirname ${X[0" + "9" * 30000 + "]})/b.sh\nexport TP=2\n"})
+    sh.run("a.sh")
+    assert sh.env == {"TP": "2"}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from typing import Any
@@ -10,10 +11,13 @@ from typing import Any
 from tierwise.verify.trainlog.args import apply_args
 from tierwise.verify.trainlog.record import Found
 from tierwise.verify.trainlog.steps import Window, from_values, from_windows
-from tierwise.verify.trainlog.text import HEAD_CHARS, number, value
+from tierwise.verify.trainlog.text import HEAD_CHARS, number, positive_int, value
 
 MIB_PER_GIB = 1024.0
 TIMER_BLOCK_CHARS = 8000
+HEADER_CHARS = 1000  # of the `using world size` line
+ARGS_BLOCK_CHARS = 200_000  # an arguments block (~300 lines of < 200 characters)
+ARG_LINE_CHARS = 1000
 # Iteration lines whose other fields (TFLOP/s, tokens/s, global batch) are read: the last ones.
 FIELD_LINES = 512
 
@@ -23,7 +27,7 @@ _ARG_DOTS = re.compile(r"^[ \t]{1,8}([A-Za-z_][A-Za-z0-9_]*) \.{2,} ?(.*?)[ \t]*
 _ARG_RUN_IN = re.compile(r"^[ \t]{1,8}([A-Za-z_][A-Za-z0-9_]*)[ \t]+(?:\.+[ \t]*)?(\S.*?)[ \t]*$")
 _BANNER = re.compile(r"^-{5,} arguments -{5,}[ \t]*$", re.MULTILINE)
 _HEADER = re.compile(r"using world size: .*$", re.MULTILINE)
-_HEADER_PAIR = re.compile(r"([A-Za-z][A-Za-z -]*?)[ -]sizes?: (\d+)")
+_HEADER_PAIR = re.compile(r"([A-Za-z][A-Za-z -]*?)[ -]sizes?: (\d{1,12})")
 _HEADER_KEYS = {
     "using world": "gpus",
     "world": "gpus",
@@ -35,11 +39,12 @@ _HEADER_KEYS = {
     "model-parallel": "layout.tp",
 }
 _ITERATION = re.compile(
-    r"iteration\s+(\d+)\s*/\s*\d+\s*\|([^\n]*?elapsed time per iteration \(ms\): ([\d.]+)[^\n]*)"
+    r"iteration\s+(\d{1,12})\s*/\s*\d+\s*\|"
+    r"([^\n]*?elapsed time per iteration \(ms\): ([\d.]+)[^\n]*)"
 )
-_MICROBATCHES = re.compile(r"setting number of micro-?batches to constant (\d+)")
+_MICROBATCHES = re.compile(r"setting number of micro-?batches to constant (\d{1,12})")
 _MEMORY = re.compile(
-    r"after (\d+) iterations\)? memory \(MB\) \| allocated: ([\d.]+) \| "
+    r"after (\d{1,12}) iterations\)? memory \(MB\) \| allocated: ([\d.]+) \| "
     r"max allocated: ([\d.]+) \| reserved: ([\d.]+) \| max reserved: ([\d.]+)"
 )
 _THEORETICAL = re.compile(
@@ -71,11 +76,13 @@ def arguments(text: str) -> dict[str, Any]:
     text = text[:HEAD_CHARS]
     for m in _ARG_DOTS.finditer(text):
         args.setdefault(m.group(1), value(m.group(2)))
-    for banner in _BANNER.finditer(text):  # 2020: names that ran into their value
-        for raw in text[banner.end() :].splitlines()[1:]:
+    banner = _BANNER.search(text)  # 2020: names that ran into their value (first block)
+    if banner is not None:
+        block = text[banner.end() : banner.end() + ARGS_BLOCK_CHARS]
+        for raw in block.splitlines()[1:]:
             if raw.startswith("-"):
                 break
-            m = _ARG_RUN_IN.match(raw)
+            m = _ARG_RUN_IN.match(raw[:ARG_LINE_CHARS])
             if m is None:
                 if raw.strip() in ("", "[...]", "..."):
                     continue
@@ -92,7 +99,7 @@ def read(text: str, found: Found, source: str) -> None:
         apply_args(found, args, f"{source} arguments")
     header = _HEADER.search(text, 0, HEAD_CHARS)
     if header:
-        for name, n in _HEADER_PAIR.findall(header.group()):
+        for name, n in _HEADER_PAIR.findall(header.group()[:HEADER_CHARS]):
             key = _HEADER_KEYS.get(name.strip().lower())
             if key:
                 found.put(key, int(n), f"{source} header ({name.strip()} size)")
@@ -112,7 +119,7 @@ def read(text: str, found: Found, source: str) -> None:
     _timers(text, found)
     params = _PARAMS.search(text)
     if params:
-        found.put("params_transformer_b", float(params.group(1)), source)
+        found.put("params_transformer_b", number(params.group(1)), source)
 
 
 def _iterations(text: str, found: Found, source: str, log_interval: Any) -> None:
@@ -124,8 +131,8 @@ def _iterations(text: str, found: Found, source: str, log_interval: Any) -> None
         it = int(it_text)
         first = it - interval + 1 if interval else (last + 1 if last < it else it)
         last = it
-        seconds = float(ms) / 1e3
-        if seconds > 0:
+        seconds = (number(ms) or 0.0) / 1e3
+        if seconds > 0 and math.isfinite(seconds):
             windows.append(Window(max(first, 1), it, seconds))
             tail.append(rest)
     if not windows:
@@ -147,7 +154,7 @@ def _iterations(text: str, found: Found, source: str, log_interval: Any) -> None
                 tokens.append(v)
         gbs = fields.get("global batch size")
         if gbs is not None:
-            found.put("layout.gbs", int(number(gbs) or 0) or None, f"{source} iteration lines")
+            found.put("layout.gbs", positive_int(number(gbs)), f"{source} iteration lines")
     if tflops:
         found.put("measured.tflops_per_gpu", _median(tflops), source)
     if tokens:
@@ -156,7 +163,7 @@ def _iterations(text: str, found: Found, source: str, log_interval: Any) -> None
 
 
 def _deepspeed(text: str, found: Found, source: str) -> None:
-    deepspeed = [float(t) for t in _DEEPSPEED.findall(text)]
+    deepspeed = [x for t in _DEEPSPEED.findall(text) if (x := number(t)) and 0 < x < math.inf]
     if deepspeed:
         found.format("megatron-deepspeed")
         found.put("framework", "megatron-deepspeed", f"{source} (DeepSpeed engine lines)")
@@ -189,8 +196,8 @@ def _median(values: list[float]) -> float:
 def _memory(text: str, found: Found, source: str) -> None:
     reports = _MEMORY.findall(text)
     if reports:
-        max_reserved = max(float(r[4]) for r in reports)
-        max_alloc = max(float(r[2]) for r in reports)
+        max_reserved = max(number(r[4]) or 0.0 for r in reports)
+        max_alloc = max(number(r[2]) or 0.0 for r in reports)
         found.put(
             "measured.peak_memory_gib",
             max_reserved / MIB_PER_GIB,
@@ -200,10 +207,14 @@ def _memory(text: str, found: Found, source: str) -> None:
     theory = _THEORETICAL.search(text)
     if theory:
         found.put(
-            "log_estimate.weight_and_optimizer_gib", float(theory.group(1)) / MIB_PER_GIB, source
+            "log_estimate.weight_and_optimizer_gib",
+            (number(theory.group(1)) or 0.0) / MIB_PER_GIB,
+            source,
         )
         if theory.group(3):
-            found.put("log_estimate.total_gib", float(theory.group(3)) / MIB_PER_GIB, source)
+            found.put(
+                "log_estimate.total_gib", (number(theory.group(3)) or 0.0) / MIB_PER_GIB, source
+            )
 
 
 def _timers(text: str, found: Found) -> None:
@@ -217,6 +228,7 @@ def _timers(text: str, found: Found) -> None:
     block = text.rfind("(min, max) time across ranks (ms):")
     if block >= 0:  # the last block printed: its indented lines that follow
         for m in _TIMER_MINMAX.finditer(text, block, block + TIMER_BLOCK_CHARS):
-            timers[m.group(1)] = float(m.group(3))
+            if (x := number(m.group(3))) is not None:
+                timers[m.group(1)] = x
     if timers:
         found.put("measured.timers_ms", timers, "timers")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from pathlib import PurePath
@@ -16,7 +17,7 @@ from tierwise.verify.trainlog.text import gpu_name, positive_int, truthy
 
 _MLLOG = re.compile(r":::MLLOG (\{.*\})[ \t]*$", re.MULTILINE)
 _SYSJSON = re.compile(r":::SYSJSON (\{.*\})[ \t]*$", re.MULTILINE)
-_PLATFORM = re.compile(r"^(\d+)x(.*)$")
+_PLATFORM = re.compile(r"^(\d{1,12})x(.*)$")
 # MLPerf benchmark names -> tierwise model preset (the reference model of each benchmark).
 BENCHMARK_PRESETS = {
     "gpt3": "gpt3-175b",
@@ -63,7 +64,7 @@ CONFIG_SETTINGS = {
 }
 # config_<SYSTEM>_<nodes>x<gpus>x<minibs>[x<tp>x<pp> | xtp<tp>pp<pp>cp<cp>]...sh
 _CONFIG_NAME = re.compile(
-    r"config_([A-Za-z0-9]+)_(\d+)x(\d+)x(\d+)(?:x(\d+)x(\d+)|xtp(\d+)pp(\d+)(?:cp(\d+))?)?"
+    r"config_([A-Za-z0-9]+)_(\d{1,12})x(\d{1,12})x(\d{1,12})(?:x(\d{1,12})x(\d{1,12})|xtp(\d{1,12})pp(\d{1,12})(?:cp(\d{1,12}))?)?"
 )
 
 
@@ -147,9 +148,9 @@ def _step_time(evs: list[dict[str, Any]], found: Found, source: str) -> None:
             continue
         v = e["value"]
         for name in ("train_step_time", "train_step_timing in s"):
-            if isinstance(v.get(name), int | float):
+            if _positive(v.get(name)):
                 per_step.append(float(v[name]))
-        if isinstance(v.get("throughput"), int | float):
+        if _positive(v.get("throughput")):
             throughput.append(float(v["throughput"]))
     step = from_values(per_step, "MLLOG tracked_stats step times")
     if step is not None:
@@ -168,6 +169,11 @@ def _step_time(evs: list[dict[str, Any]], found: Found, source: str) -> None:
                 source,
             )
         found.put("measured.samples_per_s", float(median(used)), source)
+
+
+def _positive(x: Any) -> bool:
+    """A finite positive number (JSON's Infinity, NaN and booleans are not)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0 < x < math.inf
 
 
 def read_configs(files: Mapping[str, str], found: Found) -> None:

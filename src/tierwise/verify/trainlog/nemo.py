@@ -9,7 +9,7 @@ from typing import Any
 from tierwise.verify.trainlog.args import INT_FIELDS, SETTINGS, apply_args
 from tierwise.verify.trainlog.record import Found
 from tierwise.verify.trainlog.steps import Window, from_windows
-from tierwise.verify.trainlog.text import HEAD_CHARS, number, value
+from tierwise.verify.trainlog.text import HEAD_CHARS, number, positive_int, value
 
 GIB = float(1 << 30)
 
@@ -17,13 +17,13 @@ _TASK_START = re.compile(r"^-+ Task Configuration -+[ \t]*$", re.MULTILINE)
 _TASK_END = re.compile(r"^-{10,}[ \t]*$", re.MULTILINE)
 _SECTION = re.compile(r"^([A-Za-z_][\w]*):[ \t]*(.*?)[ \t]*$")
 _KEY = re.compile(r"^  ([A-Za-z_][\w]*):[ \t]*(.*?)[ \t]*$")
-_LIGHTNING = re.compile(r"iteration (\d+)/(\d+) \|([^\n]*train_step_timing in s:[^\n]*)")
+_LIGHTNING = re.compile(r"iteration (\d{1,12})/(\d{1,12}) \|([^\n]*train_step_timing in s:[^\n]*)")
 _BRIDGE_STEP = re.compile(r"Step Time : ([\d.]+)s")
 # NeMo's perf scripts name runs <task>_<model>_<size>_<dtype>_<N>nodes_tp_pp_cp_vp[_ep]_mbs_gbs
 # (scripts/performance/helpers.py, get_user_configs / exp name).
 _RUN_NAME = re.compile(
-    r"_(bf16|fp8|fp16|mxfp8|nvfp4)?_?(\d+)nodes_tp(\d+)_pp(\d+)_cp(\d+)_vp(\d+|None)"
-    r"(?:_ep(\d+))?(?:_etp(\d+|None))?_(\d+)mbs_(\d+)gbs"
+    r"_(bf16|fp8|fp16|mxfp8|nvfp4)?_?(\d{1,12})nodes_tp(\d{1,12})_pp(\d{1,12})_cp(\d{1,12})_vp(\d{1,12}|None)"
+    r"(?:_ep(\d{1,12}))?(?:_etp(\d{1,12}|None))?_(\d{1,12})mbs_(\d{1,12})gbs"
 )
 _YAML_LINE = re.compile(r"^[ \t]*([a-z_]+):[ \t]*([^\s#][^#]*?)[ \t]*$", re.MULTILINE)
 # Bridge sections whose keys are Megatron arguments, most specific first: the dataset's
@@ -70,7 +70,7 @@ def read(text: str, found: Found, source: str) -> None:
     _run_name(text, found, source)
     _lightning(text, found, source)
     for m in _BRIDGE_STEP.finditer(text):
-        found.put("bridge_step_time_s", float(m.group(1)), source)
+        found.put("bridge_step_time_s", number(m.group(1)), source)
     _yaml_lines(text, found, source)
 
 
@@ -107,14 +107,12 @@ def _lightning(text: str, found: Found, source: str) -> None:
             if sep:
                 fields[name.strip()] = v.strip()
         seconds = number(fields.get("train_step_timing in s", ""))
-        if seconds is None or seconds <= 0:
+        if seconds is None or not 0 < seconds < float("inf"):
             continue
         # NeMo's train_step_timing is the time of the step it is printed with.
         windows.append(Window(it if last == 0 or it <= last else last + 1, it, seconds))
         last = it
-        found.put(
-            "layout.gbs", int(number(fields.get("global_batch_size", "")) or 0) or None, source
-        )
+        found.put("layout.gbs", positive_int(number(fields.get("global_batch_size", ""))), source)
         if (v := number(fields.get("max_memory_reserved", ""))) is not None:
             mem.append(v / GIB)
         if (v := number(fields.get("TFLOPS_per_GPU", ""))) is not None:

@@ -15,7 +15,6 @@ from pathlib import PurePath
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _DEFAULT = re.compile(r"^:\s+\"?\$\{([A-Za-z_][A-Za-z0-9_]*):?=([^}]*)\}\"?\s*$")
 _SOURCE = re.compile(r"^(?:source|\.)\s+(.+)$")
-_SCRIPT_NAME = re.compile(r"([\w.+-]+)['\"]?\s*$")
 _EXPAND = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
 )
@@ -27,18 +26,21 @@ MAX_DEPTH = 8
 def _logical_lines(text: str) -> list[str]:
     """Lines with backslash continuations and multi-line double-quoted strings joined."""
     out: list[str] = []
-    buf = ""
+    parts: list[str] = []
+    quoted = False  # inside a double-quoted string that spans lines
     for raw in text.splitlines():
         line = raw.rstrip()
         if line.endswith("\\"):
-            buf += line[:-1] + " "
+            parts.append(line[:-1])
+            quoted ^= bool((line.count('"') - line.count('\\"')) & 1)
             continue
-        buf += line
-        if buf.count('"') - buf.count('\\"') & 1:  # an open double-quoted string
-            buf += " "
+        parts.append(line)
+        quoted ^= bool((line.count('"') - line.count('\\"')) & 1)
+        if quoted:
             continue
-        out.append(buf.strip())
-        buf = ""
+        out.append(" ".join(parts).strip())
+        parts = []
+    buf = " ".join(parts)
     if buf.strip():
         out.append(buf.strip())
     return out
@@ -98,8 +100,8 @@ class ShellVars:
                 block = max(0, block - 1)
                 continue
             if (m := _SOURCE.match(line)) is not None:
-                found = _SCRIPT_NAME.search(expand(m.group(1), self.env))
-                target = PurePath(found.group(1)).name if found else m.group(1)
+                words = expand(m.group(1), self.env).replace('"', " ").replace("'", " ").split()
+                target = PurePath(words[-1]).name if words else ""
                 if target in self.files and target != name:
                     # a file the user gave is the one sourced, also inside an if/else
                     self.run(target, depth + 1)

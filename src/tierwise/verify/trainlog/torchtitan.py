@@ -13,7 +13,7 @@ from tierwise.verify.trainlog.record import Found
 from tierwise.verify.trainlog.steps import Window, from_windows
 from tierwise.verify.trainlog.text import HEAD_CHARS, PROSE_CHARS, number, positive_int
 
-_STEP = re.compile(r"step:\s*(\d+)\s+loss:\s*\S+(?P<rest>[^\n]*)")
+_STEP = re.compile(r"step:\s*(\d{1,12})\s+loss:\s*\S+(?P<rest>[^\n]*)")
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})")
 _MEMORY = re.compile(r"memory:\s*([\d.]+)\s*GiB\s*\(\s*([\d.]+)%\)")
 _TPS = re.compile(r"\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)")
@@ -45,7 +45,7 @@ TITAN_DEFAULTS = {
 }
 # Step lines whose throughput, TFLOP/s and memory are read: the last ones logged.
 FIELD_LINES = 512
-_FSDP_PROSE = re.compile(r"\bFSDP\s?[= ]\s?(\d+)\b", re.IGNORECASE)
+_FSDP_PROSE = re.compile(r"\bFSDP\s?[= ]\s?(\d{1,12})\b", re.IGNORECASE)
 
 
 def looks_like(text: str) -> bool:
@@ -92,8 +92,10 @@ def _steps(text: str, found: Found, source: str) -> None:
         stamp = None
         ts = _STAMP.search(text, text.rfind("\n", 0, m.start()) + 1, m.start())
         if ts is not None:
-            t = datetime.fromisoformat(ts.group(1))
-            stamp = t.timestamp() + int(ts.group(2)) / 1e3
+            try:
+                stamp = datetime.fromisoformat(ts.group(1)).timestamp() + int(ts.group(2)) / 1e3
+            except ValueError:  # not a date (month 13, ...)
+                stamp = None
         seen[step] = (stamp, rest)
     if runs:
         found.note(
@@ -117,11 +119,15 @@ def _steps(text: str, found: Found, source: str) -> None:
     mem = [_MEMORY.search(seen[s][1]) for s in fields]
     mems = [m for m in mem if m]
     if mems:
-        peak = max(float(m.group(1)) for m in mems)
+        peak = max(number(m.group(1)) or 0.0 for m in mems)
         found.put("measured.peak_memory_gib", peak, f"{source} (memory)")
-        pct = float(mems[0].group(2))
+        pct = number(mems[0].group(2)) or 0.0
         if pct > 0:
-            found.put("gpu_memory_gib", float(mems[0].group(1)) * 100 / pct, f"{source} (memory %)")
+            found.put(
+                "gpu_memory_gib",
+                (number(mems[0].group(1)) or 0.0) * 100 / pct,
+                f"{source} (memory %)",
+            )
     windows = []
     for a, b in pairwise(steps):
         ta, tb = seen[a][0], seen[b][0]
@@ -167,11 +173,11 @@ def _benchmark_table(text: str, found: Found, source: str) -> None:
         found.put("measured.peak_memory_gib", mem, f"{source} table row {rows[0][0]!r}")
         if tps:
             found.put("measured.tps_for_step_time", tps, source)
-        if (m := re.search(r"(\d+) GPUs", caption)) is not None:
+        if (m := re.search(r"(\d{1,12}) GPUs", caption)) is not None:
             found.put("gpus", int(m.group(1)), where)
-        if (m := re.search(r"Local batch size (\d+)", caption, re.I)) is not None:
+        if (m := re.search(r"Local batch size (\d{1,12})", caption, re.I)) is not None:
             found.put("layout.mbs", int(m.group(1)), where)
-        if (m := re.search(r"global batch size (\d+)", caption, re.I)) is not None:
+        if (m := re.search(r"global batch size (\d{1,12})", caption, re.I)) is not None:
             found.put("layout.gbs", int(m.group(1)), where)
         ac = re.search(r"(Selective|Full|No) activation checkpointing", caption, re.I)
         if ac:
@@ -189,7 +195,7 @@ def read_toml(text: str, found: Found, source: str) -> None:
     """A torchtitan job config: degrees, batch, sequence, model flavour, AC mode, float8."""
     try:
         cfg = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (ValueError, RecursionError):  # TOMLDecodeError, an integer over 4300 digits
         return
     found.format("torchtitan-toml")
     found.put("framework", "torchtitan", f"{source} (TOML)")
