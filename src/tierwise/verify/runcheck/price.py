@@ -41,6 +41,7 @@ DEFAULT_CLUSTER = "dgx-h100"
 MEGATRON_DEFAULTS: dict[str, Any] = {
     "overlap_grad_reduce": False,
     "overlap_param_gather": False,
+    "align_param_gather": False,
     "tp_comm_overlap": False,
     "moe_token_dispatcher_type": "allgather",
 }
@@ -225,15 +226,21 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
             if key == "use_distributed_optimizer":
                 continue  # a layout field (_layout)
             values[key] = s.get(key, default)
-            relevant = key != "tp_comm_overlap" or layout.tp > 1
+            relevant = (key != "tp_comm_overlap" or layout.tp > 1) and (
+                key != "align_param_gather" or layout.pp > 1
+            )
             if key not in s and relevant and (key != "moe_token_dispatcher_type" or layout.ep > 1):
                 assumed.append(f"{key} {default} ({whose}; not in the log)")
     else:
         for key in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"):
             if isinstance(s.get(key), bool):
                 values[key] = s[key]
-    if isinstance(s.get("overlap_moe_expert_parallel_comm"), bool):
-        values["overlap_moe_expert_parallel_comm"] = s["overlap_moe_expert_parallel_comm"]
+    for key in ("overlap_moe_expert_parallel_comm", "align_param_gather", "delay_wgrad_compute"):
+        if isinstance(s.get(key), bool):
+            values[key] = s[key]
+    group = s.get("microbatch_group_size_per_vp_stage")
+    if isinstance(group, int) and not isinstance(group, bool) and group > 0 and layout.vpp > 1:
+        values["microbatch_group_size_per_vp_stage"] = group
     backend = str(s.get("attention_backend", "")).rsplit(".", 1)[-1].lower()
     if backend in _FLASH:
         values["attention_backend"] = _FLASH[backend]

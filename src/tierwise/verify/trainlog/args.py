@@ -55,12 +55,14 @@ PRICED_SETTINGS = (
     "enable_cuda_graph",
     "fp8_param_gather",
     "fp8_dot_product_attention",
+    "align_param_gather",
+    "delay_wgrad_compute",
+    "microbatch_group_size_per_vp_stage",
 )
 # Settings read and reported that no cost term prices (doctor lists them as not modelled).
 UNPRICED_SETTINGS = (
     "moe_grouped_gemm",
     "overlap_p2p_comm",
-    "align_param_gather",
     "defer_embedding_wgrad_compute",
     "moe_expert_capacity_factor",
     "cp_comm_type",
