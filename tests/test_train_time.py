@@ -412,3 +412,37 @@ def test_ettr_figure_data() -> None:
     assert renewal.y[renewal.x.index(16_384)] == pytest.approx(at_16k["ettr"])
     assert first.y[first.x.index(16_384)] == pytest.approx(at_16k["ettr_first_order"])
     assert data.x_ticks is not None and data.x_ticks[-1] == count_label(131_072) == "128K"
+
+
+def test_plan_and_sweep_train_tokens_cli() -> None:
+    base = ["-m", "llama3-8b", "--nodes", "8", "--gbs", "128", "--top", "2"]
+    out = cli_json("plan", *base, "--train-tokens", "1T", "--objective", "time_to_train")
+    for row in out["plans"]:
+        assert row["time_to_train_days"] == pytest.approx(
+            1e12 / (row["tokens_per_s"] * row["ettr"]) / DAY
+        )
+    days = [row["time_to_train_days"] for row in out["plans"]]
+    assert days == sorted(days)
+    text = run_cli("plan", *base, "--train-tokens", "1T").stdout
+    assert "plan 1: time to train" in text and "ETTR" in text
+    sweep = cli_json(
+        "sweep",
+        "-m",
+        "llama3-8b",
+        "--nodes",
+        "4",
+        "--gbs",
+        "64",
+        "--vary",
+        "nodes=4,8",
+        "--train-tokens",
+        "1T",
+        "--node-failure-rate",
+        "meta-rsc1",
+    )
+    assert [r["gpus"] for r in sweep["rows"]] == [32, 64]
+    assert all(r["ettr"] > 0.9 for r in sweep["rows"])
+    assert sweep["fastest_run"]["gpus"] == 64 and not sweep["fastest_run"]["more_gpus_slower"]
+    assert_user_error(
+        run_cli("plan", *base, "--simulate", check=False), "--simulate", "--train-tokens"
+    )

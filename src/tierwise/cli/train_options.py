@@ -162,3 +162,13 @@ def train_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     elif sim is not None:
         rows.append(("simulated", f"no run of {sim['trials']} finished"))
     return rows
+
+
+def print_train(r: dict[str, Any], title: str = "time to train") -> None:
+    """The time-to-train table of a result with `train_time`'s keys, and its notes."""
+    from tierwise.cli.output import console, line, styled, table
+
+    heading = f"{title} {r['train_tokens']:.4g} tokens"
+    console.print(table(heading, ["quantity", "value"], train_rows(r)))
+    for note in r["time_to_train_notes"]:
+        console.print(line(styled("note", "yellow"), f" {note}"))

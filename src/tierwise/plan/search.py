@@ -24,6 +24,7 @@ from tierwise.workload.recompute import mask_modules
 from tierwise.workload.spec import ModelSpec
 
 Objective = Literal["step_time", "tokens_per_dollar", "time_to_train"]
+OBJECTIVES = ("step_time", "tokens_per_dollar", "time_to_train")
 SMALLER_JOBS = ("tokens_per_dollar", "time_to_train")
 """Objectives a smaller job may win: cost per token, and days once failures dominate."""
 # Step times within this relative distance count as a tie, broken by memory headroom.

@@ -284,10 +284,7 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             "per GPU on its tier"
         )
     if "train_tokens" in r:
-        title = f"time to train {r['train_tokens']:.4g} tokens"
-        console.print(table(title, ["quantity", "value"], T.train_rows(r)))
-        for note in r["time_to_train_notes"]:
-            console.print(line(styled("note", "yellow"), f" {note}"))
+        T.print_train(r)
 
 
 def register(app: typer.Typer) -> None:
