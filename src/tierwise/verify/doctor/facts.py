@@ -41,6 +41,8 @@ _RINGS_FLAGS = re.compile(r"PXN (\d) GDR (\d)")
 _PLUGIN = re.compile(
     r"Loaded (?:net|collnet) plugin (.+?)\s*$|P2P plugin (\S+)|Plugin Path\s*:\s*(\S+)"
 )
+_NO_PLUGIN = re.compile(r"No plugin found|Could not find:? libnccl-net|Plugin load .* returned")
+_CONN_RANKS = re.compile(r":\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[")
 _NETWORK = re.compile(r"^Using network (.+?)\s*$")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _TUNED = re.compile(r"^(\w+):\s+(\d+) Bytes -> Algo (\S+) proto (\S+)")
@@ -158,6 +160,14 @@ class Facts:
     pcie_links: list[tuple[float, Evidence]] = field(default_factory=list)  # GT/s per GPU
     tables: list[tuple[str, NcclTest]] = field(default_factory=list)
     runs: list[HostRun] = field(default_factory=list)
+    # comparative facts: what each host (or rank, when no host is named) says
+    versions: dict[str, dict[str, list[Evidence]]] = field(default_factory=dict)  # kind -> value
+    host_plugins: dict[str, tuple[str, Evidence]] = field(default_factory=dict)  # host -> plugin
+    host_nics: dict[str, tuple[int, Evidence]] = field(default_factory=dict)  # host -> NICs used
+    net_paths: dict[str, dict[bool, list[Evidence]]] = field(default_factory=dict)  # who -> GDR?
+    topo_links: Counter[str] = field(default_factory=Counter)  # nvidia-smi topo GPU-GPU cells
+    topo_lines: list[Evidence] = field(default_factory=list)
+    harmless: list[tuple[Evidence, str, str]] = field(default_factory=list)  # line, why, source
     intra_GBps: float | None = None  # the model cluster's NVLink/PCIe GB/s per GPU
     nic_kind: str | None = None  # the model cluster's NIC kind: ib, roce, eth
     notes: list[str] = field(default_factory=list)
@@ -176,6 +186,12 @@ class Facts:
             if self.messages.get(key):
                 return self.messages[key]
         return []
+
+    def add_version(self, kind: str, value: str, ev: Evidence) -> None:
+        """One version of ``kind`` (``NCCL``, ``CUDA driver``, a package) seen on ``ev``."""
+        lines = self.versions.setdefault(kind, {}).setdefault(value, [])
+        if len(lines) < KEEP:
+            lines.append(ev)
 
     def env_value(self, name: str) -> str | None:
         """The value an NCCL_* variable was set to, if the inputs say."""
@@ -243,7 +259,7 @@ class Facts:
         if " Bytes -> Algo " in msg:  # NCCL_DEBUG_SUBSYS=TUNING: the choice for one call
             self.add_choice(msg)
             return
-        self.add_setting(msg, ev)
+        self.add_setting(msg, ev, host)
 
     def add_choice(self, msg: str) -> None:
         """``AllReduce: 4096 Bytes -> Algo Tree proto LL ...`` (or ids: ``Algo 1 proto 2``):
@@ -277,24 +293,49 @@ class Facts:
         lines = self.transport_lines.setdefault(key, [])
         if len(lines) < KEEP:
             lines.append(ev)
+        if key[0].startswith("NET/IB") and len(self.net_paths) < 4096:
+            self.add_net_path(msg, key[1], ev, host)
 
-    def add_setting(self, msg: str, ev: Evidence) -> None:
-        """Every non-connection message NCCL prints once per rank or communicator."""
+    def add_net_path(self, msg: str, gdr: bool, ev: Evidence, host: str | None) -> None:
+        """Whether this host's (else this rank's) NET/IB connections of one direction use
+        GPUDirect RDMA: ``host [send]`` -> {gdr: lines}."""
+        direction = "[receive]" if "[receive]" in msg else "[send]" if "[send]" in msg else ""
+        who = host
+        if who is None:
+            ranks = _CONN_RANKS.search(msg)
+            if ranks is None:
+                return
+            who = "rank " + ranks.group(2 if direction == "[receive]" else 1)
+        lines = self.net_paths.setdefault(f"{who} {direction}".strip(), {}).setdefault(gdr, [])
+        if len(lines) < 2:
+            lines.append(ev)
+
+    def add_setting(self, msg: str, ev: Evidence, host: str | None = None) -> None:
+        """Every non-connection message NCCL prints once per rank or communicator (``host``:
+        the host that printed it, when the line says)."""
         env = _SET_BY_ENV.match(msg) or _SET_TO.match(msg)
         if env:
             self.env.setdefault(env.group(1), (env.group(2), ev))
             return
         if "NCCL version" in msg:
-            self.version = self.version or _VERSION.search(msg).group(1)  # type: ignore[union-attr]
+            version = _VERSION.search(msg).group(1)  # type: ignore[union-attr]
+            self.version = self.version or version
+            self.add_version("NCCL", version.rstrip(".,;"), ev)
         elif msg.startswith("cudaDriverVersion"):
             found = _DRIVER.search(msg)
             self.cuda_driver = self.cuda_driver or (found.group(1) if found else None)
+            if found:
+                self.add_version("CUDA driver", found.group(1), ev)
         elif msg.startswith("NET/IB") and " Using " in msg:
             nics = _NET_IB.findall(msg)
             for index, name, _port, kind in nics:
                 self.ib_nics[name] = kind
                 self.ib_nic_order.setdefault(index, name)
             self.nics_per_process = max(self.nics_per_process, len(nics))
+            if host and nics:
+                seen = self.host_nics.get(host)
+                if seen is None or seen[0] < len(nics):
+                    self.host_nics[host] = (len(nics), ev)
             if len(self.ib_nic_lines) < KEEP:
                 self.ib_nic_lines.append(ev)
         elif msg.startswith("NET/IB") and "speed=" in msg:
@@ -360,6 +401,13 @@ class Facts:
                 name = next(g for g in plugin.groups() if g)
                 if name not in self.plugins:
                     self.plugins.append(name)
+                if "RDMA" in name or "IBext" in name or "rdma_sharp" in name:
+                    self.mark("rdma_plugin", ev)  # HPC-X's IB plugin: the run expects RDMA
+                if host and (plugin.group(3) or host not in self.host_plugins):
+                    # its path when printed (comparable between hosts), else that one loaded
+                    self.host_plugins[host] = (plugin.group(3) or "loaded", ev)
+            elif host and _NO_PLUGIN.search(msg):
+                self.host_plugins.setdefault(host, ("none", ev))
 
     # -- JSON --------------------------------------------------------------------------------
 

@@ -29,12 +29,15 @@ from tierwise.errors import ParseError
 from tierwise.formats import parse_log
 from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
-from tierwise.verify.doctor.facts import Facts, HostRun, Port
+from tierwise.verify.doctor.facts import KEEP, Facts, HostRun, Port
+from tierwise.verify.doctor.known import harmless
 from tierwise.verify.doctor.model import Evidence
+from tierwise.verify.doctor.printouts import read_printout, topo_matrix
+from tierwise.verify.doctor.records import split_records
 
 _WHERE = re.compile(r"^[\w./\-]+:\d+$")  # "transport/net_ib.cc:839", "ofi_init:700"
 _LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
-_OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
+_OLD_LEVEL = re.compile(r"(?:^|(?<=\s))(?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
 # nvidia-smi -L ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)") and the nvidia-smi table
@@ -62,6 +65,10 @@ _MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "p2p_disabled",
         re.compile(r"cudaDeviceEnablePeerAccess returned|peer access is not supported"),
+    ),
+    (
+        "nccl_error",
+        re.compile(r"unhandled system error|ncclSystemError|ncclInternalError|ncclRemoteError"),
     ),
     (
         "nvls_bind",
@@ -97,6 +104,13 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("sharp_error", "SHARP group create"),
     ("p2p_disabled", "P2P is disabled"),
     ("reg_mr_failed", "ibv_reg_mr"),
+    ("p2p_disabled", "Could not enable P2P"),
+    ("symbol_version", "not found (required by"),  # a plugin built against a newer library
+    ("symbol_version", "undefined symbol"),
+    ("connect_failed", "Connection timed out"),
+    ("connect_failed", "No route to host"),
+    ("connect_failed", "Connection refused"),
+    ("init_complete", "Init COMPLETE"),
 )
 _MAX_BINARY_RATIO = 0.1
 """Share of control bytes in the first 64 KiB above which a file is binary."""
@@ -125,6 +139,7 @@ class _Scan:
         self.model: str | None = None  # NIC model of the ports that follow
         self.prefixes: dict[str, tuple[str | None, int | None, str | None]] = {}
         self.rank_lines: list[int] = []  # nccl-tests "# Rank" lines, to cite a table's hosts
+        self.printout_state: dict[str, int] = {}  # see printouts.read_printout
 
     def ev(self, lineno: int, line: str) -> Evidence:
         return Evidence(self.source, lineno, line.strip()[:300])
@@ -145,22 +160,45 @@ class _Scan:
         """Add one NCCL message; ``before``: what precedes the level (host, GPU, location)."""
         host, dev, where = self.prefix(before)
         ev = Evidence(self.source, lineno, line)  # stripped when a finding cites it
+        # connection and ring lines (most of a big log) are neither harmless nor a known fault
+        plain = msg.startswith("Channel")
+        known_harmless = not plain and self.known_harmless(msg, ev)
+        if known_harmless:
+            level = "INFO"  # a harmless WARN is not a warning
         self.facts.add_nccl(level, msg, host, dev, ev)
-        if not msg.startswith("Channel"):  # connection and ring lines: most of a big log
-            for key, needle in _NCCL_WARN_KEYS:
-                if needle in msg:
-                    self.facts.mark(key, ev)
-                    break
+        if not plain and not known_harmless and not self.keys(msg, ev) and level == "WARN":
+            self.facts.mark("unexplained_warn", ev)
         if level == "WARN" and where and "nvls" in where:
             self.facts.mark("nvls_bind", ev)
 
-    def old_nccl(self, lineno: int, line: str) -> bool:
-        """A line of NCCL before 2.3: ``host:pid:tid [dev] [file:line] INFO|WARN msg``."""
-        match = _OLD_LEVEL.search(line)
-        if not match or self.prefix(line[: match.start()])[1] is None:
+    def keys(self, text: str, ev: Evidence) -> bool:
+        """Mark the first known NCCL message ``text`` holds; False when none."""
+        for key, needle in _NCCL_WARN_KEYS:
+            if needle in text:
+                self.facts.mark(key, ev)
+                return True
+        return False
+
+    def known_harmless(self, text: str, ev: Evidence) -> bool:
+        """Whether ``text`` is a known-harmless line (kept in the facts with its source)."""
+        entry = harmless(text)
+        if entry is None:
             return False
+        if len(self.facts.harmless) < KEEP:
+            self.facts.harmless.append((ev, entry.why, entry.source))
+        return True
+
+    def old_nccl(self, lineno: int, line: str) -> bool:
+        """A line of NCCL before 2.3 (``host:pid:tid [dev] [file:line] INFO|WARN msg``), or a
+        record pasted without its prefix (``file.cc:line WARN msg``, ``INFO msg``)."""
+        match = _OLD_LEVEL.search(line)
+        if not match:
+            return False
+        before = line[: match.start()]
+        if self.prefix(before)[1] is None and not all(_WHERE.match(w) for w in before.split()):
+            return False  # neither ``host:pid:tid [dev]`` nor only a ``file.cc:line`` before it
         level = match.group(0).strip()
-        self.record(lineno, line, level, line[match.end() :].strip(), line[: match.start()])
+        self.record(lineno, line, level, line[match.end() :].strip(), before)
         return True
 
     def prefix(self, text: str) -> tuple[str | None, int | None, str | None]:
@@ -268,6 +306,7 @@ class _Scan:
         if _TOPO_ROW.match(line):
             if _NVLINK_CELL.search(line) and len(facts.nvlink_in_topo) < 8:
                 facts.nvlink_in_topo.append(self.ev(lineno, line))
+            topo_matrix(facts, line, self.ev(lineno, line), self.printout_state)
             return True
         if "<net " in line or "<pci " in line:
             self.xml(lineno, line)
@@ -292,6 +331,8 @@ class _Scan:
             )
             if attrs.get("speed", "").isdigit():
                 p.rate_Gbps, p.rate_evidence = int(attrs["speed"]) / 1000, p.evidence
+            if self.model and self.model.startswith(("0x0200", "0x0207")):  # PCI class
+                p.link_layer = "Ethernet" if self.model.startswith("0x0200") else "InfiniBand"
             facts.ports.append(p)
             if attrs.get("gdr") == "0" and len(facts.xml_gdr_off) < 8:
                 facts.xml_gdr_off.append(self.ev(lineno, line))
@@ -334,7 +375,12 @@ class _Scan:
             if pattern.search(line):
                 self.facts.mark(key, self.ev(lineno, line))
                 hit = True
-        return hit
+        ev = self.ev(lineno, line)
+        if self.known_harmless(line, ev):
+            return True
+        if read_printout(self.facts, line, ev, self.printout_state):
+            hit = True
+        return self.keys(line, ev) or hit
 
     def run(self, lines: list[str]) -> list[str]:
         """Scan every line; returns the text the nccl-tests reader sees (NCCL lines blanked).
@@ -356,12 +402,19 @@ class _Scan:
 
     def line(self, lineno: int, line: str, readers: tuple[Callable[[int, str], bool], ...]) -> str:
         """Read one line into the facts; returns what the nccl-tests reader sees of it."""
-        if ("NCCL" in line and self.nccl(lineno, line)) or (
-            ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line)
-        ):
+        if "NCCL" in line:
+            records = split_records(line)
+            found = [self.nccl(lineno, record) for record in records]
+            if any(found):
+                self.recognised += 1
+                if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
+                    self.other(lineno, line)
+                for record, was in zip(records, found, strict=True):
+                    if not was:
+                        self.line(lineno, record, readers)
+                return ""
+        if ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line):
             self.recognised += 1
-            if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
-                self.other(lineno, line)
             return ""
         if not line.strip():
             self.port = None  # a port block (ibstat, ethtool, ...) has no blank line
