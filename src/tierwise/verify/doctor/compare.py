@@ -20,26 +20,44 @@ MODEL_RATE_RATIO = 0.9
 
 
 def gdr_split(f: Facts) -> tuple[list[Evidence], str]:
-    """Hosts (else ranks) whose NET/IB connections of one direction all use GPUDirect RDMA
-    beside others whose connections of that direction use none: GDR on some paths only."""
-    directions: dict[str, tuple[list[str], list[str], list[Evidence]]] = {}
+    """Hosts (else ranks) whose NET/IB connections use GPUDirect RDMA beside others whose
+    connections use none in a direction where GDR runs elsewhere (receives always use it when
+    it works; sends only where GDR reads are on): GDR on some paths only."""
+    gdr: dict[str, set[str]] = {}  # who -> directions with GDRDMA
+    plain: dict[str, dict[str, Evidence]] = {}  # who -> directions without it -> a line
     for key, by_gdr in f.net_paths.items():
-        who, _, direction = key.rpartition(" ") if key.endswith("]") else (key, "", "")
-        with_gdr, without, ev = directions.setdefault(direction, ([], [], []))
-        if True in by_gdr and False not in by_gdr:
-            with_gdr.append(who)
-            ev += by_gdr[True][:1]
-        elif False in by_gdr and True not in by_gdr:
-            without.append(who)
-            ev += by_gdr[False][:1]
-    for direction, (with_gdr, without, ev) in sorted(directions.items()):
-        if with_gdr and without:
-            side = f" {direction.strip('[]')}s" if direction else ""
-            return ev, (
-                f"GPUDirect RDMA on {', '.join(sorted(with_gdr)[:3])} but not on"
-                f" {', '.join(sorted(without)[:4])}{side}"
-            )
-    return [], ""
+        who, direction = _who(key)
+        if True in by_gdr:
+            gdr.setdefault(who, set()).add(direction)
+        elif False in by_gdr:
+            plain.setdefault(who, {})[direction] = by_gdr[False][0]
+    used_with_gdr = {d for dirs in gdr.values() for d in dirs} | {"[receive]", ""}
+    without = {
+        who: [e for d, e in dirs.items() if d in used_with_gdr]
+        for who, dirs in plain.items()
+        if who not in gdr
+    }
+    without = {who: ev for who, ev in without.items() if ev}
+    if not gdr or not without:
+        return [], ""
+    with_lines = [
+        lines[True][0]
+        for key, lines in sorted(f.net_paths.items())
+        if True in lines and _who(key)[0] in sorted(gdr)[:2]
+    ]
+    ev = with_lines[:2] + [e for who in sorted(without)[:4] for e in without[who][:1]]
+    return ev, (
+        f"GPUDirect RDMA on {', '.join(sorted(gdr)[:3])} but not on"
+        f" {', '.join(sorted(without)[:4])}"
+    )
+
+
+def _who(key: str) -> tuple[str, str]:
+    """(host or rank, direction) of a ``Facts.net_paths`` key (``node1 [send]``, ``rank 3``)."""
+    if key.endswith("]"):
+        who, _, direction = key.rpartition(" ")
+        return who, direction
+    return key, ""
 
 
 def nic_count_split(f: Facts) -> tuple[list[Evidence], str]:

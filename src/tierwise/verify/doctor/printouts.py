@@ -31,6 +31,7 @@ _COLUMNS = re.compile(r"^\s*([A-Za-z][\w.+\-]*)\s+v?(\d[\w.+\-]*)(?:\s+\S+){0,2}
 _LDD = re.compile(r"^\s*(lib[\w+\-]+\.so[\w.]*)\s+=>\s+(not found|\S+)")
 _LD_DEBUG_INIT = re.compile(r"^\s*\d+:\s+calling init:\s+(\S*libnccl\.so\S*)")
 _LIB_VERSION = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)")
+_TORCH_NCCL = re.compile(r"nccl\.version\(\)\)?\s*[:=,]?\s*\(?(\d+), ?(\d+), ?(\d+)\)?")
 _SMI_HEADER = re.compile(r"Driver Version:\s*([\d.]+)(?:\s+CUDA Version:\s*([\d.]+))?")
 _TOPO_HEADER = re.compile(r"^\s*GPU0\s+(?:GPU\d+|NIC\d+|mlx\w+|CPU Affinity)")
 _TOPO_CELL = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
@@ -95,7 +96,7 @@ def read_printout(facts: Facts, line: str, ev: Evidence, state: dict[str, int]) 
         if pattern.search(line):
             facts.mark(key, ev)
             hit = True
-    if "fabricmanager" in line or "Fabric" == line.strip():
+    if "fabricmanager" in line or line.strip() == "Fabric":
         state["fabric_line"] = ev.line
         hit = True
     near_fabric = 0 < ev.line - state.get("fabric_line", -99) <= 8
@@ -136,11 +137,15 @@ def _versions(facts: Facts, line: str, ev: Evidence) -> bool:
         return True
     ldd = _LDD.match(line)
     if ldd:
-        name, target = ldd.groups()
+        target = ldd.group(2)
         if target == "not found":
             facts.mark("lib_not_found", ev)
         elif (found := _LIB_VERSION.search(target)) is not None:
             facts.add_version("libnccl.so", found.group(1), ev)
+        return True
+    torch_nccl = _TORCH_NCCL.search(line)
+    if torch_nccl:
+        facts.add_version("NCCL", ".".join(torch_nccl.groups()), ev)
         return True
     init = _LD_DEBUG_INIT.match(line)
     if init:

@@ -10,6 +10,7 @@ GPU index in brackets, a TRACE time stamp, the ``file.cc:line`` of a WARN).
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 _LEVEL = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ERROR)\b")
 # what NCCL writes before the level, anchored at the level: host:pid:tid, [dev], TRACE time
@@ -25,13 +26,13 @@ def split_records(line: str) -> list[str]:
     """``line`` cut before each NCCL record after the first (one item when it holds one)."""
     if line.count("NCCL ") < 2:
         return [line]
-    levels = [m for m in _LEVEL.finditer(line)]
+    levels = list(_LEVEL.finditer(line))
     if len(levels) < 2:
         return [line]
     cuts = [0]
-    for prev, level in zip(levels, levels[1:], strict=False):
+    for prev, level in pairwise(levels):
         lo = max(prev.end(), level.start() - _LOOKBACK)
         head = _PREFIX.search(line, lo, level.start())
         cuts.append(head.start() if head else level.start())
     cuts.append(len(line))
-    return [line[a:b].strip() for a, b in zip(cuts, cuts[1:], strict=False) if line[a:b].strip()]
+    return [line[a:b].strip() for a, b in pairwise(cuts) if line[a:b].strip()]

@@ -49,6 +49,9 @@ NVLINK_GPUS = ("A100-SXM", "A800-SXM", "V100-SXM", *NVLS_GPUS)
 _DOCKER_BRIDGE = re.compile(r"[:\s]172\.17\.\d+\.\d+")
 """Docker's default bridge subnet (172.17.0.0/16): a container without the host network."""
 
+_CONTAINER_HOST = re.compile(r"^[0-9a-f]{12}$")
+"""A docker container's host name (its id's first 12 hex digits)."""
+
 LOOPBACK_PREFIXES = ("lo", "docker", "virbr", "veth", "cni", "flannel")
 """Interfaces that cannot carry traffic between nodes (NCCL's own default skips lo, docker)."""
 
@@ -188,8 +191,18 @@ def _socket(f: Facts) -> Hit | None:
 def _rdma_expected(f: Facts) -> list[Evidence]:
     """Lines saying the run expects RDMA although NCCL found no device: an RDMA/SHARP net
     plugin loaded (HPC-X), or NCCL_IB_HCA naming devices."""
-    hca = f.env.get("NCCL_IB_HCA")
-    return f.seen("rdma_plugin")[:2] + ([hca[1]] if hca else [])
+    settings = [
+        ev
+        for name, (value, ev) in sorted(f.env.items())
+        if name.startswith("NCCL_IB_") and not (name == "NCCL_IB_DISABLE" and value == "1")
+    ]
+    containers = [h for h in f.hosts if _CONTAINER_HOST.match(h)]
+    return [
+        *f.seen("rdma_plugin")[:2],
+        *f.ib_nic_lines[:1],
+        *settings[:2],
+        *(f.bootstrap_lines[:1] if containers else []),
+    ]
 
 
 # --- no_gdr ------------------------------------------------------------------------------------
@@ -348,6 +361,16 @@ def _p2p(f: Facts) -> Hit | None:
     elif shm and (f.topo_links["PIX"] or f.topo_links["PXB"]):
         ev += shm[:2] + f.topo_lines[:2]
         details.append("GPUs under one PCIe switch talk through host shared memory")
+    elif shm and not f.transport_count("P2P") and max(f.local_ranks or 0, len(f.devices)) >= 8:
+        return Hit(
+            "warning",
+            shm[:3],
+            "8 GPUs of one node talk only through host shared memory: on an NVLink server"
+            " P2P is disabled or blocked",
+            0.45,
+            "`nvidia-smi topo -m` (NV# between GPUs means NVLink), `env | grep NCCL_P2P`, and"
+            " `sudo lspci -vvv | grep -i ACSCtl` on PCIe servers",
+        )
     if f.acs_enabled:
         ev += f.acs_enabled[:3]
         details.append("PCIe ACS is enabled (peer traffic is redirected through the root complex)")
@@ -602,7 +625,7 @@ def channels_needed(f: Facts) -> int:
 
 def _versions(f: Facts) -> Hit | None:
     ev, details = version_splits(f)
-    loader = f.seen("symbol_version")
+    loader = f.seen("symbol_version") + f.seen("lib_not_found")
     driver = f.seen("driver_too_old", "nvml_mismatch")
     if driver:
         details.insert(0, "the NVIDIA driver does not match the CUDA runtime or its kernel module")
