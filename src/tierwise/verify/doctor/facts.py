@@ -124,6 +124,7 @@ class Facts:
     local_ranks: int | None = None
     transports: Counter[tuple[str, bool]] = field(default_factory=Counter)
     transport_lines: dict[tuple[str, bool], list[Evidence]] = field(default_factory=dict)
+    via_kinds: dict[str, tuple[str, bool]] = field(default_factory=dict)  # transport_of cache
     collectives: Counter[str] = field(default_factory=Counter)  # NCCL_DEBUG_SUBSYS=COLL calls
     tuned: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> algo/proto -> bytes
     ring_channels: int | None = None
@@ -232,8 +233,10 @@ class Facts:
 
     def add_nccl(
         self, level: str, msg: str, host: str | None, device: int | None, ev: Evidence
-    ) -> None:
-        """One NCCL INFO/WARN/TRACE message (prefix removed) from ``host``'s GPU ``device``."""
+    ) -> bool:
+        """One NCCL INFO/WARN/TRACE message (prefix removed) from ``host``'s GPU ``device``;
+        False for the lines most of a big log is (connections, rings, trees, calls, tuning),
+        True for the other messages (settings, warnings)."""
         if host:
             self.hosts.add(host)
         if device is not None:
@@ -244,22 +247,23 @@ class Facts:
                 self.warnings.append(ev)
         if " via " in msg:
             self.add_connection(msg, ev, host, device)
-            return
+            return False
         if msg.startswith("Channel "):
             ring = _RING.match(msg)
             if ring:
                 self.ring_channels = max(self.ring_channels or 0, int(ring.group(1)))
-            return
+            return False
         if msg.startswith("Trees"):
             self.trees += 1
-            return
+            return False
         if " opCount " in msg:  # "AllReduce: opCount 1a sendbuff ... [nranks=128] stream ..."
             self.collectives[msg.split(":", 1)[0]] += 1
-            return
+            return False
         if " Bytes -> Algo " in msg:  # NCCL_DEBUG_SUBSYS=TUNING: the choice for one call
             self.add_choice(msg)
-            return
+            return False
         self.add_setting(msg, ev, host)
+        return True
 
     def add_choice(self, msg: str) -> None:
         """``AllReduce: 4096 Bytes -> Algo Tree proto LL ...`` (or ids: ``Algo 1 proto 2``):
@@ -285,7 +289,11 @@ class Facts:
         if "->" not in msg and not msg.startswith("CollNet"):
             return
         via = msg[msg.rfind(" via ") + 5 :].strip()
-        key = transport_of(via)
+        key = self.via_kinds.get(via)
+        if key is None:
+            key = transport_of(via)
+            if len(self.via_kinds) < 4096:
+                self.via_kinds[via] = key
         if key[0].startswith("NET/") and device is not None and len(self.gpu_nets) < 4096:
             net = via.split("/")[2].split("(")[0] if via.count("/") >= 2 else "?"  # 0(4): PXN
             self.gpu_nets.setdefault((host or "?", device), set()).add(net)

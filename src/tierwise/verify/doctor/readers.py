@@ -21,11 +21,15 @@ Empty, binary and unrecognisable files are a ``ParseError`` naming the file.
 
 from __future__ import annotations
 
+import io
+import os
 import re
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tierwise.errors import ParseError
+from tierwise.textio import MAX_INPUT_BYTES
 from tierwise.formats import parse_log
 from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
@@ -133,6 +137,7 @@ class _Scan:
         self.facts = facts
         self.source = source
         self.recognised = 0
+        self.nonblank = 0  # lines with anything on them
         self.port: Port | None = None  # the ibstat/ibstatus/ibv_devinfo/ethtool block being read
         self.device: str | None = None
         self.width = 1  # ibv_devinfo active_width, for the active_speed line after it
@@ -140,6 +145,7 @@ class _Scan:
         self.prefixes: dict[str, tuple[str | None, int | None, str | None]] = {}
         self.rank_lines: list[int] = []  # nccl-tests "# Rank" lines, to cite a table's hosts
         self.printout_state: dict[str, int] = {}  # see printouts.read_printout
+        self.key_cache: dict[str, str | None] = {}  # message -> its _NCCL_WARN_KEYS key
 
     def ev(self, lineno: int, line: str) -> Evidence:
         return Evidence(self.source, lineno, line.strip()[:300])
@@ -160,24 +166,27 @@ class _Scan:
         """Add one NCCL message; ``before``: what precedes the level (host, GPU, location)."""
         host, dev, where = self.prefix(before)
         ev = Evidence(self.source, lineno, line)  # stripped when a finding cites it
-        # connection and ring lines (most of a big log) are neither harmless nor a known fault
-        plain = msg.startswith("Channel")
-        known_harmless = not plain and self.known_harmless(msg, ev)
+        known_harmless = level == "WARN" and self.known_harmless(msg, ev)
         if known_harmless:
             level = "INFO"  # a harmless WARN is not a warning
-        self.facts.add_nccl(level, msg, host, dev, ev)
-        if not plain and not known_harmless and not self.keys(msg, ev) and level == "WARN":
+        if not self.facts.add_nccl(level, msg, host, dev, ev) or known_harmless:
+            return  # connection, ring and call lines (most of a big log) name no fault
+        if not self.known_harmless(msg, ev) and not self.keys(msg, ev) and level == "WARN":
             self.facts.mark("unexplained_warn", ev)
         if level == "WARN" and where and "nvls" in where:
             self.facts.mark("nvls_bind", ev)
 
     def keys(self, text: str, ev: Evidence) -> bool:
         """Mark the first known NCCL message ``text`` holds; False when none."""
-        for key, needle in _NCCL_WARN_KEYS:
-            if needle in text:
-                self.facts.mark(key, ev)
-                return True
-        return False
+        key = self.key_cache.get(text, "")
+        if key == "":
+            key = next((k for k, needle in _NCCL_WARN_KEYS if needle in text), None)
+            if len(self.key_cache) < 100_000:  # ranks repeat their messages word for word
+                self.key_cache[text] = key
+        if key is None:
+            return False
+        self.facts.mark(key, ev)
+        return True
 
     def known_harmless(self, text: str, ev: Evidence) -> bool:
         """Whether ``text`` is a known-harmless line (kept in the facts with its source)."""
@@ -382,7 +391,7 @@ class _Scan:
             hit = True
         return self.keys(line, ev) or hit
 
-    def run(self, lines: list[str]) -> list[str]:
+    def run(self, lines: Iterable[str]) -> list[str]:
         """Scan every line; returns the text the nccl-tests reader sees (NCCL lines blanked).
         A line holding a number no reader can take ('²', thousands of digits) is skipped."""
         readers: tuple[Callable[[int, str], bool], ...] = (self.topology, self.tools, self.other)
@@ -403,10 +412,17 @@ class _Scan:
     def line(self, lineno: int, line: str, readers: tuple[Callable[[int, str], bool], ...]) -> str:
         """Read one line into the facts; returns what the nccl-tests reader sees of it."""
         if "NCCL" in line:
+            if line.count("NCCL ") < 2 and self.nccl(lineno, line):  # one record: most lines
+                self.recognised += 1
+                self.nonblank += 1
+                if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
+                    self.other(lineno, line)
+                return ""
             records = split_records(line)
             found = [self.nccl(lineno, record) for record in records]
             if any(found):
                 self.recognised += 1
+                self.nonblank += 1
                 if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
                     self.other(lineno, line)
                 for record, was in zip(records, found, strict=True):
@@ -415,36 +431,51 @@ class _Scan:
                 return ""
         if ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line):
             self.recognised += 1
+            self.nonblank += 1
             return ""
         if not line.strip():
             self.port = None  # a port block (ibstat, ethtool, ...) has no blank line
             return line
+        self.nonblank += 1
         if any(reader(lineno, line) for reader in readers):
             self.recognised += 1
         return line
 
 
 def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
-    """Add one file's facts; returns {path, lines, recognised, tables}. Raises ParseError."""
+    """Add one file's facts; returns {path, lines, recognised, tables}. Raises ParseError.
+    The file is read as a stream of lines (a 50 MB log is never held as one string)."""
     path = Path(path)
     source = str(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as raw:
+            info = os.fstat(raw.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ParseError("not a regular file (a device, FIFO or directory)", source=source)
+            if info.st_size > MAX_INPUT_BYTES:
+                raise ParseError(
+                    f"{info.st_size} bytes is more than the {MAX_INPUT_BYTES >> 20} MiB a log may"
+                    " have",
+                    source=source,
+                )
+            head = raw.read(65536)
+            if _is_binary(head):
+                raise ParseError(
+                    "binary file; expected text (NCCL_DEBUG output, nccl-tests log, ibstat, ...)",
+                    source=source,
+                )
+            raw.seek(0)
+            encoding = "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8-sig"
+            text = io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline=None)
+            scan = _Scan(facts, source)
+            table_text = scan.run(line.rstrip("\n") for line in text)
     except OSError as exc:
         raise ParseError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
-    if not data.strip():
+    if not scan.nonblank:
         raise ParseError(
             "the file is empty; expected NCCL_DEBUG output, an nccl-tests log or a tool printout",
             source=source,
         )
-    if _is_binary(data[:65536]):
-        raise ParseError(
-            "binary file; expected text (NCCL_DEBUG output, nccl-tests log, ibstat, ...)",
-            source=source,
-        )
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    scan = _Scan(facts, source)
-    table_text = scan.run(lines)
     tables = _tables("\n".join(table_text), source, path.name, facts, scan.rank_lines)
     if not scan.recognised and not tables:
         raise ParseError(
@@ -454,7 +485,7 @@ def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
         )
     return {
         "path": source,
-        "lines": len(lines),
+        "lines": len(table_text),
         "recognised_lines": scan.recognised,
         "tables": tables,
     }
