@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tierwise.errors import ParseError
-from tierwise.textio import MAX_INPUT_BYTES
 from tierwise.formats import parse_log
 from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
+from tierwise.textio import MAX_INPUT_BYTES
 from tierwise.verify.doctor.facts import KEEP, Facts, HostRun, Port
 from tierwise.verify.doctor.known import harmless
 from tierwise.verify.doctor.model import Evidence
