@@ -92,6 +92,8 @@ def read_printout(facts: Facts, line: str, ev: Evidence, state: dict[str, int]) 
     ``state`` carries what a printout's earlier lines said (the topology header's width, a
     Fabric Manager unit named above an ``Active:`` line)."""
     hit = False
+    if line.lstrip().startswith("#"):
+        return False  # a comment or a root shell prompt: a command, not its output
     for key, pattern in SYSTEM_LINES:
         if pattern.search(line):
             facts.mark(key, ev)
