@@ -480,5 +480,18 @@ class Facts:
             "warnings": self.warning_count,
             "warning_lines": [f"{e.file}:{e.line}: {e.text.strip()[:300]}" for e in self.warnings],
             "tables": len(self.tables),
+            "versions": {kind: sorted(values) for kind, values in sorted(self.versions.items())},
+            "net_plugin_per_host": {h: p for h, (p, _) in sorted(self.host_plugins.items())},
+            "nics_per_host": {h: n for h, (n, _) in sorted(self.host_nics.items())},
+            "gpu_links": dict(sorted(self.topo_links.items())),  # nvidia-smi topo -m pairs
+            "harmless_lines": [
+                {
+                    "line": f"{e.file}:{e.line}",
+                    "text": e.text.strip()[:300],
+                    "why": why,
+                    "source": source,
+                }
+                for e, why, source in self.harmless
+            ],
             "notes": self.notes,
         }
