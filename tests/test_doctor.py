@@ -431,3 +431,117 @@ def test_gap_compares_the_table_with_the_collective_model(calibration_dir: Path)
     assert gap.expected_busbw_GBps == pytest.approx(
         float(predict("all_reduce", shape, [gap.size_bytes]).busbw_GBps[0])
     )
+
+
+# --- records, printouts, comparisons -------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_records_run_together_read_as_lines(rnd: random.Random) -> None:
+    """A paste that lost its line breaks (records joined by a space, launcher prefixes and
+    bare `[dev] NCCL INFO` forms) gives the facts the original lines give."""
+    import tempfile
+
+    lines = [
+        ln
+        for name in ("nccl-1412-no-gdrdma.log", "nccl-398-aws-socket.log")
+        for ln in (DATA / name).read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
+    cut = sorted(rnd.sample(range(1, len(lines)), 5))
+    chunks = [lines[a:b] for a, b in zip([0, *cut], [*cut, len(lines)], strict=True)]
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, joined = Path(tmp) / "plain.log", Path(tmp) / "joined.log"
+        plain.write_text("\n".join(lines) + "\n")
+        joined.write_text("\n".join(" ".join(chunk) for chunk in chunks) + "\n")
+        want, _ = read_facts([plain])
+        got, _ = read_facts([joined])
+    assert got.transports == want.transports and got.hosts == want.hosts
+    assert got.messages.keys() == want.messages.keys()
+    assert got.socket_ifaces == want.socket_ifaces == {"ens5"}
+
+
+def test_records_without_host_or_prefix(tmp_path: Path) -> None:
+    text = (
+        "[0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>"
+        " [1] NCCL INFO Channel 00/0 : 9[1] -> 1[1] [receive] via NET/IB/1"
+        " NCCL INFO NCCL version 2.18.5+cuda12.2\n"
+        "include/socket.h:344 WARN Socket creation failed : Address family not supported\n"
+        "INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+    )
+    facts, _ = read_facts([_write(tmp_path, text)])
+    assert facts.ib_nics == {"mlx5_0": "IB", "mlx5_1": "IB"}
+    assert facts.transport_count("NET/IB", gdr=False) == 1
+    assert facts.version == "2.18.5+cuda12.2"
+    assert facts.seen("no_interface") and facts.gdr_disabled
+    assert facts.net_paths == {
+        "rank 1 [receive]": {False: [facts.transport_lines[("NET/IB", False)][0]]}
+    }
+
+
+def test_package_library_and_driver_versions(tmp_path: Path) -> None:
+    text = (
+        "nvidia-nccl-cu12==2.20.5\n"
+        "nvidia-nccl-cu12          2.19.3\n"
+        "ii  libnccl2   2.18.3-1+cuda12.2   amd64   NVIDIA Collective Communication Library\n"
+        "torch    2.3.0    py3.11_cuda12.1_cudnn8.9.2_0    pytorch\n"
+        "\tlibnccl.so.2 => /usr/lib/x86_64-linux-gnu/libnccl.so.2.17.1 (0x00007f)\n"
+        "\tlibnccl-net.so => not found\n"
+        "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |\n"
+        "CUDA 12.2 and NCCL 2.18 were installed from the runfile\n"
+    )
+    facts, _ = read_facts([_write(tmp_path, text)])
+    assert facts.versions["package nvidia-nccl-cu12"].keys() == {"2.20.5", "2.19.3"}
+    assert facts.versions["package libnccl2"].keys() == {"2.18.3-1+cuda12.2"}
+    assert facts.versions["package torch"].keys() == {"2.3.0"}
+    assert facts.versions["libnccl.so"].keys() == {"2.17.1"}
+    assert facts.versions["NVIDIA driver"].keys() == {"535.104.05"}
+    assert "package cuda" not in facts.versions  # prose is not a package list
+    (finding,) = diagnose([_write(tmp_path, text)], CLUSTER).findings
+    assert finding.category == "version_mismatch" and "2.20.5" in finding.title
+
+
+def test_same_nccl_number_is_no_mismatch(tmp_path: Path) -> None:
+    text = (
+        "a:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, NCCL version 2.21.5\n"
+        "b:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    )
+    assert diagnose([_write(tmp_path, text)], CLUSTER).findings == ()
+
+
+def test_nic_model_rate_needs_infiniband_single_port(tmp_path: Path) -> None:
+    port = (
+        "CA 'mlx5_{i}'\n\tCA type: MT4129\n\tPort {p}:\n\t\tState: Active\n\t\tRate: 200\n"
+        "\t\tLink layer: {layer}\n"
+    )
+    one = port.format(i=0, p=1, layer="InfiniBand")
+    (finding,) = diagnose([_write(tmp_path, one)], CLUSTER).findings
+    assert "mlx5_0 at 200 Gb/s, a ConnectX-7 runs 400" in finding.title
+    assert finding.confirm and 0.5 <= finding.confidence < 0.7
+    assert (
+        diagnose([_write(tmp_path, port.format(i=0, p=1, layer="Ethernet"))], CLUSTER).findings
+        == ()
+    )
+    dual = one + port.format(i=0, p=2, layer="InfiniBand")
+    assert diagnose([_write(tmp_path, dual)], CLUSTER).findings == ()
+
+
+def test_fewer_nics_on_one_host(tmp_path: Path) -> None:
+    text = (
+        "a:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB\n"
+        "b:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB\n"
+        "b:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [receive] via NET/IB/0/GDRDMA\n"
+    )
+    (finding,) = diagnose([_write(tmp_path, text)], CLUSTER).findings
+    assert finding.id == "link-degraded" and "fewer NICs on b (2)" in finding.title
+
+
+def test_gdr_read_off_on_sends_is_no_split(tmp_path: Path) -> None:
+    """Sends without GDRDMA beside receives with it: GDR reads are off, GDR works."""
+    text = (
+        "a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n"
+        "b:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [receive] via NET/IB/0/GDRDMA\n"
+    )
+    assert diagnose([_write(tmp_path, text)], CLUSTER).findings == ()
