@@ -114,6 +114,8 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("connect_failed", "Connection timed out"),
     ("connect_failed", "No route to host"),
     ("connect_failed", "Connection refused"),
+    ("connect_failed", "socketStartConnect"),
+    ("bad_address", "is neither AF_INET"),  # no interface matched, or mismatched NCCL versions
     ("init_complete", "Init COMPLETE"),
 )
 _MAX_BINARY_RATIO = 0.1

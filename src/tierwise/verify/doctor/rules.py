@@ -46,8 +46,9 @@ NVLS_GPUS = ("H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300")
 NVLINK_GPUS = ("A100-SXM", "A800-SXM", "V100-SXM", *NVLS_GPUS)
 """GPU names on NVLink baseboards (SXM): their peers are NVLink, not PCIe, away."""
 
-_DOCKER_BRIDGE = re.compile(r"[:\s]172\.17\.\d+\.\d+")
-"""Docker's default bridge subnet (172.17.0.0/16): a container without the host network."""
+_UNROUTABLE = re.compile(r"[:\s](?:172\.17|169\.254)\.\d+\.\d+")
+"""Addresses other nodes cannot reach: docker's default bridge (172.17.0.0/16, a container
+without the host network) and IPv4 link-local (169.254.0.0/16)."""
 
 _CONTAINER_HOST = re.compile(r"^[0-9a-f]{12}$")
 """A docker container's host name (its id's first 12 hex digits)."""
@@ -281,7 +282,7 @@ def _bootstrap(f: Facts) -> Hit | None:
     connection, no table, no ``Init COMPLETE``) or its connections failed."""
     progressed = bool(f.transports or f.tables or f.seen("init_complete") or f.coll_channels)
     failed = [e for e in f.seen("connect_failed") if "NCCL WARN" in e.text or "WARN" in e.text]
-    bridge = [e for e in f.bootstrap_lines + f.socket_lines if _DOCKER_BRIDGE.search(e.text)]
+    bridge = [e for e in f.bootstrap_lines + f.socket_lines if _UNROUTABLE.search(e.text)]
     confirm = (
         "`ip -br addr` on every node: set NCCL_SOCKET_IFNAME to the interface that holds the"
         " address the other nodes reach (the same on every node), rerun with"
@@ -291,7 +292,8 @@ def _bootstrap(f: Facts) -> Hit | None:
         return Hit(
             "error",
             bridge[:3],
-            "NCCL uses the container's bridge address (172.17.x.x), other nodes cannot reach it",
+            "NCCL uses a docker bridge (172.17.x.x) or link-local (169.254.x.x) address that"
+            " other nodes cannot reach",
             0.75,
             confirm,
         )
@@ -305,6 +307,17 @@ def _bootstrap(f: Facts) -> Hit | None:
             " further; only NCCL_SOCKET_IFNAME picks that interface",
             0.6 if failed else 0.45,
             confirm,
+        )
+    bad_address = f.seen("bad_address")
+    if bad_address:
+        forced = f.env.get("NCCL_SOCKET_IFNAME")
+        return Hit(
+            "error",
+            [*bad_address[:2], *([forced[1]] if forced else [])],
+            "NCCL got no usable socket address (NCCL_SOCKET_IFNAME matches no interface, or"
+            " the ranks run different NCCL versions)",
+            0.5,
+            confirm + "; compare `NCCL version` on every node",
         )
     if failed and not progressed:
         return Hit(
@@ -690,7 +703,7 @@ its cause most often has; anything else (sockets, bootstrap, proxy) is nic_selec
 def unexplained(f: Facts) -> Finding | None:
     """A finding for NCCL warnings or errors no rule explains, so a broken run is never
     reported clean; its category follows the warning's subsystem (``_WARN_CATEGORIES``)."""
-    lines = [*f.seen("unexplained_warn"), *f.seen("nccl_error")]
+    lines = [*f.seen("unexplained_warn"), *f.seen("connect_failed"), *f.seen("nccl_error")]
     if not lines:
         return None
     first = lines[0].text
