@@ -356,6 +356,10 @@ class Facts:
                 self.socket_ifaces.add(name)
             if len(self.socket_lines) < KEEP:
                 self.socket_lines.append(ev)
+        elif msg.startswith("NET : Using interface "):  # NCCL before 2.4
+            self.socket_ifaces.add(msg[22:].split(":", 1)[0])
+            if len(self.socket_lines) < KEEP:
+                self.socket_lines.append(ev)
         elif msg.startswith("Bootstrap"):
             boot = _BOOTSTRAP.match(msg)
             if boot:

@@ -117,6 +117,8 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("connect_failed", "socketStartConnect"),
     ("bad_address", "is neither AF_INET"),  # no interface matched, or mismatched NCCL versions
     ("init_complete", "Init COMPLETE"),
+    ("using_network_socket", "Using internal Network Socket"),  # NCCL 2.2/2.3
+    ("no_ib_device", "returned 0 devices"),  # NCCL 2.3: "Net/IB: call to devices() returned 0"
 )
 _MAX_BINARY_RATIO = 0.1
 """Share of control bytes in the first 64 KiB above which a file is binary."""
@@ -159,6 +161,7 @@ class _Scan:
         if level not in _LEVELS:
             if version := _VERSION_LINE.search(line):
                 self.facts.add_setting(version.group(0), self.ev(lineno, line))
+                self.other(lineno, line)  # a framework's error quoting the version
                 return True
             return False
         self.record(lineno, line, level, line[at + 6 + len(level) :].strip(), line[:at])

@@ -50,6 +50,9 @@ _UNROUTABLE = re.compile(r"[:\s](?:172\.17|169\.254)\.\d+\.\d+")
 """Addresses other nodes cannot reach: docker's default bridge (172.17.0.0/16, a container
 without the host network) and IPv4 link-local (169.254.0.0/16)."""
 
+_IPOIB = re.compile(r"(?:\]|\s)ib[\w.]*:\d")
+"""An IPoIB interface with its address (``[0]ib0:10.0.0.1``, ``interface ib0:...``)."""
+
 _CONTAINER_HOST = re.compile(r"^[0-9a-f]{12}$")
 """A docker container's host name (its id's first 12 hex digits)."""
 
@@ -198,10 +201,12 @@ def _rdma_expected(f: Facts) -> list[Evidence]:
         if name.startswith("NCCL_IB_") and not (name == "NCCL_IB_DISABLE" and value == "1")
     ]
     containers = [h for h in f.hosts if _CONTAINER_HOST.match(h)]
+    ipoib = [e for e in f.socket_lines + f.bootstrap_lines if _IPOIB.search(e.text)]
     return [
         *f.seen("rdma_plugin")[:2],
         *f.ib_nic_lines[:1],
         *settings[:2],
+        *ipoib[:1],  # sockets over IPoIB: the node has an InfiniBand NIC
         *(f.bootstrap_lines[:1] if containers else []),
     ]
 
