@@ -124,7 +124,7 @@ class Facts:
     local_ranks: int | None = None
     transports: Counter[tuple[str, bool]] = field(default_factory=Counter)
     transport_lines: dict[tuple[str, bool], list[Evidence]] = field(default_factory=dict)
-    via_kinds: dict[str, tuple[str, bool]] = field(default_factory=dict)  # transport_of cache
+    conn_plans: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)  # cache
     collectives: Counter[str] = field(default_factory=Counter)  # NCCL_DEBUG_SUBSYS=COLL calls
     tuned: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> algo/proto -> bytes
     ring_channels: int | None = None
@@ -283,40 +283,48 @@ class Facts:
     def add_connection(
         self, msg: str, ev: Evidence, host: str | None = None, device: int | None = None
     ) -> None:
-        """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms."""
+        """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms. What
+        a (host, GPU, transport, direction) means is worked out once (``_conn_plan``)."""
         if not msg.startswith(("Channel", "Ring", "Tree", "CollNet")):
             return
         if "->" not in msg and not msg.startswith("CollNet"):
             return
         via = msg[msg.rfind(" via ") + 5 :].strip()
-        key = self.via_kinds.get(via)
-        if key is None:
-            key = transport_of(via)
-            if len(self.via_kinds) < 4096:
-                self.via_kinds[via] = key
-        if key[0].startswith("NET/") and device is not None and len(self.gpu_nets) < 4096:
-            net = via.split("/")[2].split("(")[0] if via.count("/") >= 2 else "?"  # 0(4): PXN
-            self.gpu_nets.setdefault((host or "?", device), set()).add(net)
+        direction = "[receive]" if "[receive]" in msg else "[send]" if "[send]" in msg else ""
+        plan_key = (host, device, via, direction)
+        plan = self.conn_plans.get(plan_key)
+        if plan is None:
+            plan = self._conn_plan(host, device, via, direction)
+            if len(self.conn_plans) < 4096:
+                self.conn_plans[plan_key] = plan
+        key, net, who = plan
+        if net is not None and len(self.gpu_nets) < 4096:
+            self.gpu_nets.setdefault((host or "?", device), set()).add(net)  # type: ignore[arg-type]
         self.transports[key] += 1
         lines = self.transport_lines.setdefault(key, [])
         if len(lines) < KEEP:
             lines.append(ev)
-        if key[0].startswith("NET/IB") and len(self.net_paths) < 4096:
-            self.add_net_path(msg, key[1], ev, host)
+        if key[0] == "NET/IB" and len(self.net_paths) < 4096:
+            if who is None:  # no host printed: the rank on this side of the connection
+                ranks = _CONN_RANKS.search(msg)
+                if ranks is None:
+                    return
+                who = "rank " + ranks.group(2 if direction == "[receive]" else 1)
+            paths = self.net_paths.setdefault(f"{who} {direction}".strip(), {})
+            same = paths.setdefault(key[1], [])
+            if len(same) < 2:
+                same.append(ev)
 
-    def add_net_path(self, msg: str, gdr: bool, ev: Evidence, host: str | None) -> None:
-        """Whether this host's (else this rank's) NET/IB connections of one direction use
-        GPUDirect RDMA: ``host [send]`` -> {gdr: lines}."""
-        direction = "[receive]" if "[receive]" in msg else "[send]" if "[send]" in msg else ""
-        who = host
-        if who is None:
-            ranks = _CONN_RANKS.search(msg)
-            if ranks is None:
-                return
-            who = "rank " + ranks.group(2 if direction == "[receive]" else 1)
-        lines = self.net_paths.setdefault(f"{who} {direction}".strip(), {}).setdefault(gdr, [])
-        if len(lines) < 2:
-            lines.append(ev)
+    @staticmethod
+    def _conn_plan(
+        host: str | None, device: int | None, via: str, direction: str
+    ) -> tuple[tuple[str, bool], str | None, str | None]:
+        """(transport kind and GDR, the NET/<i> a GPU uses or None, the host) of a connection."""
+        key = transport_of(via)
+        net = None
+        if key[0].startswith("NET/") and device is not None:
+            net = via.split("/")[2].split("(")[0] if via.count("/") >= 2 else "?"  # 0(4): PXN
+        return key, net, host
 
     def add_setting(self, msg: str, ev: Evidence, host: str | None = None) -> None:
         """Every non-connection message NCCL prints once per rank or communicator (``host``:

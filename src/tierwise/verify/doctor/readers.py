@@ -226,9 +226,9 @@ class _Scan:
         if words and words[-1][:1].isdigit() and words[-1].replace(".", "").isdigit():
             words.pop()  # TRACE time stamp
         host = dev = None
-        if len(words) >= 2 and words[-1].startswith("[") and words[-1][1:-1].isdigit():
-            dev = int(words[-1][1:-1])
-            parts = words[-2].rsplit(":", 2)
+        if words and words[-1].startswith("[") and words[-1][1:-1].isdigit():
+            dev = int(words[-1][1:-1])  # ``[dev] NCCL INFO`` also without a host before it
+            parts = words[-2].rsplit(":", 2) if len(words) >= 2 else []
             if len(parts) == 3:
                 host = parts[0].rsplit("]", 1)[-1].rsplit(":", 1)[-1].rsplit(">", 1)[-1] or None
         result = (host, dev, where)
