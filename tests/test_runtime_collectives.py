@@ -193,3 +193,23 @@ def pid_gone(pid: int) -> bool:
 
 if __name__ == "__main__":
     _worker()
+
+
+def test_collectives_take_the_names_an_older_torch_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before torch renamed them (e.g. torch 2.11 in CUDA 13 images), only
+    `all_gather_into_tensor` / `reduce_scatter_tensor` exist; bench must use those there."""
+    import importlib
+
+    import torch.distributed as dist
+
+    from tierwise.runtime import dist_compat
+
+    monkeypatch.delattr(dist, "all_gather_single", raising=False)
+    monkeypatch.delattr(dist, "reduce_scatter_single", raising=False)
+    try:
+        old = importlib.reload(dist_compat)
+        assert old.all_gather_single is dist.all_gather_into_tensor
+        assert old.reduce_scatter_single is dist.reduce_scatter_tensor
+    finally:
+        monkeypatch.undo()
+        importlib.reload(dist_compat)

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from tierwise.errors import TierwiseError
+from tierwise.runtime.dist_compat import all_gather_single
 from tierwise.runtime.faults import HEARTBEAT_DIR_ENV, Heartbeat, RankFailure
 from tierwise.runtime.faults import describe_collective_error as _describe
 from tierwise.runtime.hierarchical import Collectives, FlatCollectives, collectives
@@ -227,7 +228,7 @@ def gather_latencies(lat: list[float], device: torch.device) -> torch.Tensor:
     """``[world, len(lat)]`` latencies of every rank (all ranks ran the same iterations)."""
     mine = torch.tensor(lat, dtype=torch.float64, device=device)
     everyone = torch.empty(dist.get_world_size() * len(lat), dtype=torch.float64, device=device)
-    dist.all_gather_single(everyone, mine)
+    all_gather_single(everyone, mine)
     return everyone.view(dist.get_world_size(), len(lat)).cpu()
 
 

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from tierwise.errors import TierwiseError
+from tierwise.runtime.dist_compat import all_gather_single, reduce_scatter_single
 from tierwise.runtime.mesh import HierarchicalMesh
 
 REDUCE_OPS: dict[str, dist.ReduceOp.RedOpType] = {
@@ -112,7 +113,7 @@ class FlatCollectives:
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
         """``out[r*n:(r+1)*n] = inp of rank r``."""
         _check_split(out, inp, self.world, "all_gather")
-        dist.all_gather_single(_flat(out, "out"), _flat(inp, "inp"), group=self.group)
+        all_gather_single(_flat(out, "out"), _flat(inp, "inp"), group=self.group)
         return out
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, op: str = "sum") -> torch.Tensor:
@@ -120,7 +121,7 @@ class FlatCollectives:
         _check_split(inp, out, self.world, "reduce_scatter")
         red = reduce_op(op, inp.dtype)
         src = inp.clone() if _aliases(out, inp) else inp
-        dist.reduce_scatter_single(_flat(out, "out"), _flat(src, "inp"), red, group=self.group)
+        reduce_scatter_single(_flat(out, "out"), _flat(src, "inp"), red, group=self.group)
         if op == "avg":
             out.div_(self.world)
         return out
@@ -214,7 +215,7 @@ class HierarchicalCollectives:
             src = flat
         chunk = torch.empty(chunk_len, dtype=flat.dtype, device=flat.device)
         if local > 1:
-            dist.reduce_scatter_single(chunk, src, red, group=m.local_group)
+            reduce_scatter_single(chunk, src, red, group=m.local_group)
         else:
             chunk.copy_(src)
         if m.nodes > 1:
@@ -223,7 +224,7 @@ class HierarchicalCollectives:
             chunk.div_(self.world)
         gathered = src if padded else dst  # the reduce-scatter has consumed the input
         if local > 1:
-            dist.all_gather_single(gathered, chunk, group=m.local_group)
+            all_gather_single(gathered, chunk, group=m.local_group)
         else:
             gathered.copy_(chunk)
         if padded:
@@ -239,13 +240,13 @@ class HierarchicalCollectives:
             return out
         rail = torch.empty(m.nodes * n, dtype=src.dtype, device=src.device)
         if m.nodes > 1:
-            dist.all_gather_single(rail, src, group=m.rail_group)
+            all_gather_single(rail, src, group=m.rail_group)
         else:
             rail.copy_(src)
         by_node = rail.view(m.nodes, n).index_select(0, self._index("_node_rail", src.device))
         both = torch.empty(self.world * n, dtype=src.dtype, device=src.device)
         if m.local_size > 1:
-            dist.all_gather_single(both, by_node.view(-1), group=m.local_group)
+            all_gather_single(both, by_node.view(-1), group=m.local_group)
         else:
             both.copy_(by_node.view(-1))
         order = self._index("_local_node_ranks", src.device)
@@ -264,12 +265,12 @@ class HierarchicalCollectives:
         by_local = rows.index_select(0, self._index("_local_node_ranks", rows.device))
         mine = torch.empty(m.nodes * n, dtype=rows.dtype, device=rows.device)
         if m.local_size > 1:
-            dist.reduce_scatter_single(mine, by_local.view(-1), red, group=m.local_group)
+            reduce_scatter_single(mine, by_local.view(-1), red, group=m.local_group)
         else:
             mine.copy_(by_local.view(-1))
         by_rail = mine.view(m.nodes, n).index_select(0, self._index("_rail_node", rows.device))
         if m.nodes > 1:
-            dist.reduce_scatter_single(dst, by_rail.view(-1), red, group=m.rail_group)
+            reduce_scatter_single(dst, by_rail.view(-1), red, group=m.rail_group)
         else:
             dst.copy_(by_rail.view(-1))
         if op == "avg":

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
 from tierwise.errors import TierwiseError
+from tierwise.runtime.dist_compat import all_gather_single
 from tierwise.runtime.faults import RankFailure, describe_rendezvous_error
 from tierwise.runtime.launch import RankEnv
 from tierwise.runtime.placement import Placement
@@ -75,7 +76,7 @@ def exchange_placement(node_rank: int, device: torch.device) -> Placement:
     """Every rank's node id, gathered from all ranks (works for any launcher's rank order)."""
     mine = torch.tensor([node_rank], dtype=torch.int64, device=device)
     everyone = torch.empty(dist.get_world_size(), dtype=torch.int64, device=device)
-    dist.all_gather_single(everyone, mine)
+    all_gather_single(everyone, mine)
     return Placement.from_node_ids(everyone.tolist())
 
 
