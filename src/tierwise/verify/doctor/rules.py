@@ -655,11 +655,13 @@ def _versions(f: Facts) -> Hit | None:
         return None
     if loader or driver:
         return Hit("error", ev, "; ".join(details), 0.9)
+    # NCCL itself or its plugin differing breaks the run; a driver differing only may not
+    nccl = any(d.startswith(("NCCL", "libnccl", "net plugin", "package")) for d in details)
     return Hit(
         "warning",
         ev,
         "; ".join(details),
-        0.75,
+        0.75 if nccl else 0.5,
         "on every node: `python -c 'import torch; print(torch.cuda.nccl.version())'`,"
         " `ldconfig -p | grep nccl`, `nvidia-smi` (driver), `pip list | grep -i nccl`, and"
         " NCCL_DEBUG=INFO's `NCCL version` line of each rank",
@@ -708,7 +710,8 @@ its cause most often has; anything else (sockets, bootstrap, proxy) is nic_selec
 def unexplained(f: Facts) -> Finding | None:
     """A finding for NCCL warnings or errors no rule explains, so a broken run is never
     reported clean; its category follows the warning's subsystem (``_WARN_CATEGORIES``)."""
-    lines = [*f.seen("unexplained_warn"), *f.seen("connect_failed"), *f.seen("nccl_error")]
+    keys = ("unexplained_warn", "connect_failed", "ib_completion_error", "no_net_plugin")
+    lines = sorted({e for key in (*keys, "nccl_error") for e in f.seen(key)})
     if not lines:
         return None
     first = lines[0].text
