@@ -545,3 +545,41 @@ def test_gdr_read_off_on_sends_is_no_split(tmp_path: Path) -> None:
         "b:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [receive] via NET/IB/0/GDRDMA\n"
     )
     assert diagnose([_write(tmp_path, text)], CLUSTER).findings == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "category", "likely"),
+    [
+        (
+            "h:1:2 [0] transport/p2p.cc:200 NCCL WARN Cuda failure 'peer access is not"
+            " supported between these two devices'",
+            "p2p_disabled_or_acs",
+            False,
+        ),
+        (
+            "h:1:2 [0] include/socket.h:423 NCCL WARN NET/Socket : message truncated :"
+            " receiving 1048576 bytes instead of 65536",
+            "version_mismatch",
+            True,
+        ),
+        (
+            "h:1:2 [0] transport/net_ib.cc:90 NCCL WARN NET/IB : Got async event : port error",
+            "link_degraded",
+            True,
+        ),
+        (
+            "h:1:2 [0] transport/net_ib.cc:1000 NCCL WARN NET/IB : Got completion from peer"
+            " 10.0.0.2<1234> with error 5, opcode 0, len 0, vendor err 249",
+            "roce_config",
+            True,
+        ),
+    ],
+)
+def test_single_warnings_name_a_category(
+    line: str, category: str, likely: bool, tmp_path: Path
+) -> None:
+    (finding,) = diagnose([_write(tmp_path, line + "\n")], CLUSTER).findings
+    assert finding.category == category
+    assert (
+        finding.title.startswith("likely: ") == likely and (finding.confirm is not None) == likely
+    )

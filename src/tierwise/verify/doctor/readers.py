@@ -107,6 +107,10 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("sharp_error", "SHARP coll init error"),
     ("sharp_error", "SHARP group create"),
     ("p2p_disabled", "P2P is disabled"),
+    ("p2p_disabled", "peer access is not supported"),
+    ("p2p_disabled", "cudaDeviceEnablePeerAccess"),
+    ("nvls_bind", "Failed to bind NVLink SHARP"),
+    ("truncated", "message truncated"),  # ranks disagree on sizes: versions or settings differ
     ("reg_mr_failed", "ibv_reg_mr"),
     ("p2p_disabled", "Could not enable P2P"),
     ("symbol_version", "not found (required by"),  # a plugin built against a newer library

@@ -651,6 +651,17 @@ def _versions(f: Facts) -> Hit | None:
     if loader:
         details.insert(0, "a library was built against a newer version than the one installed")
         ev = [*loader[:3], *ev]
+    truncated = f.seen("truncated")
+    if not details and truncated:
+        return Hit(
+            "error",
+            truncated[:3],
+            "a rank received more bytes than it expected: the ranks disagree on the operation"
+            " (NCCL versions or NCCL_* settings that differ between nodes, or mismatched calls)",
+            0.45,
+            "print `NCCL version` and `env | grep NCCL_` on every node; compare the collective"
+            " calls of each rank (NCCL_DEBUG_SUBSYS=COLL)",
+        )
     if not details:
         return None
     if loader or driver:
@@ -696,6 +707,7 @@ def _slow_node(f: Facts) -> Hit | None:
 
 _WARN_CATEGORIES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("nvls",), "nvls_unavailable"),
+    (("port error", "catastrophic", "link down", "LinkDown"), "link_degraded"),
     (("shm", "/dev/shm"), "container_limits"),
     (("p2p", "P2P"), "p2p_disabled_or_acs"),
     (("graph/", "topo", "xml.cc"), "topology_detection"),
