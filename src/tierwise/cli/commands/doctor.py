@@ -68,11 +68,12 @@ def _print(diagnosis: Diagnosis) -> None:
         )
     for note in diagnosis.facts["notes"]:
         console.print(f"note: {note}", markup=False, highlight=False)
+    harmless: dict[tuple[str, str], list[str]] = {}
     for item in diagnosis.facts["harmless_lines"]:
+        harmless.setdefault((item["why"], item["source"]), []).append(Path(item["line"]).name)
+    for (why, source), where in harmless.items():
         console.print(
-            f"harmless: {Path(item['line']).name}: {item['why']} ({item['source']})",
-            markup=False,
-            highlight=False,
+            f"harmless: {', '.join(where)}: {why} ({source})", markup=False, highlight=False
         )
     if not diagnosis.findings:
         console.print(
