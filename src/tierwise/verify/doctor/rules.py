@@ -175,20 +175,14 @@ def _socket(f: Facts) -> Hit | None:
     if f.seen("ofi_efa_only"):
         return "error", ev, "no EFA device for the OFI plugin, traffic goes over TCP"
     if f.ib_nics and socket_conns:
-        return (
-            "error",
-            [*f.ib_nic_lines[:1], *ev],
-            ("RDMA NICs were found but the rings run over TCP sockets"),
-        )
+        detail = "RDMA NICs were found but the rings run over TCP sockets"
+        return "error", [*f.ib_nic_lines[:1], *ev], detail
     if expected and not _multi_node(f):
-        return (
-            "error",
-            [*expected[:2], *ev],
-            (
-                "NCCL found no RDMA device where one is expected (RDMA plugin or container),"
-                " so it uses TCP sockets"
-            ),
+        detail = (
+            "NCCL found no RDMA device where one is expected (an RDMA plugin, NCCL_IB_*"
+            " settings, IPoIB or a container), so it uses TCP sockets"
         )
+        return "error", [*expected[:2], *ev], detail
     return "error", ev, "NCCL found no RDMA device and fell back to TCP sockets"
 
 
@@ -286,7 +280,7 @@ def _bootstrap(f: Facts) -> Hit | None:
     """The interface NCCL's bootstrap chose, when the run did not get past bootstrap (no
     connection, no table, no ``Init COMPLETE``) or its connections failed."""
     progressed = bool(f.transports or f.tables or f.seen("init_complete") or f.coll_channels)
-    failed = [e for e in f.seen("connect_failed") if "NCCL WARN" in e.text or "WARN" in e.text]
+    failed = [e for e in f.seen("connect_failed") if "WARN" in e.text]
     bridge = [e for e in f.bootstrap_lines + f.socket_lines if _UNROUTABLE.search(e.text)]
     confirm = (
         "`ip -br addr` on every node: set NCCL_SOCKET_IFNAME to the interface that holds the"
