@@ -108,6 +108,7 @@ def flags_of(run: dict[str, Any]) -> Flags:
         moe_token_dispatcher_type="flex" if run_id in FLEX_DISPATCH else "alltoall",
         moe_router_force_load_balancing=lay.get("moe_routing") == "balanced",
         overlap_moe_expert_parallel_comm=run_id in A2A_OVERLAP,
+        delay_wgrad_compute=run_id in A2A_OVERLAP,  # the notes: "EP A2A overlap + delay_wgrad"
         cuda_graphs=run_id in CUDA_GRAPHS,
         fp8_dot_product_attention=run_id in FP8_ATTENTION,
     )

@@ -84,10 +84,15 @@ def test_a2a_overlap_hides_steady_state_micro_batches() -> None:
     s = stage()  # 64 / 8 = 8 micro-batches
     plain = ep_comm(s, fake_comm)
     per_layer = plain.total_s / (8 * 2)  # 8 layers x 2 passes
-    lapped = ep_comm(s, fake_comm, overlap=True, layer_compute_s=per_layer / 2)
+    lapped = ep_comm(s, fake_comm, overlap=True, layer_compute_s=per_layer / 2, delay_wgrad=True)
     steady = 16 * (per_layer - EP_OVERLAP_EFFICIENCY * per_layer / 2)
     assert lapped.exposed_s == pytest.approx(7 / 8 * steady + 1 / 8 * plain.total_s)
     assert lapped.total_s == plain.total_s
+    # Without --delay-wgrad-compute the weight-gradient GEMMs (1/3 of the layer) run before
+    # the backward all-to-all: 2/3 of the layer's compute to hide behind.
+    early = ep_comm(s, fake_comm, overlap=True, layer_compute_s=per_layer / 2)
+    steady = 16 * (per_layer - EP_OVERLAP_EFFICIENCY * per_layer / 3)
+    assert early.exposed_s == pytest.approx(7 / 8 * steady + 1 / 8 * plain.total_s)
 
 
 def test_ep64_inside_an_nvl72_rack_beats_ep64_across_racks() -> None:

@@ -34,10 +34,41 @@ LLAMA405 = ["-m", "llama3-405b", "-c", "dgx-h100", "--seq", "8192", "--gbs", "51
     t=st.floats(1e-4, 1.0),
 )
 def test_equal_stages_idle_pp_minus_one_over_vpp_m(pp: int, vpp: int, m: int, t: float) -> None:
+    # Megatron's interleaved schedule: (pp-1)/(v*m) whenever m >= pp, a multiple of pp or
+    # not (m < pp*v included); with fewer micro-batches than pp each of the v-1 chunk
+    # changes also idles pp-m chunk times.
     r = ranks(pp, pp * 4, 4, 4, 4, t / 4, 0.0, 0.0, 0.0)
     assert r.busiest_s == pytest.approx(t)
-    bubble = bubble_seconds(r, vpp, "Interleaved1F1B", False)
-    assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1) / (vpp * m))
+    bubble = bubble_seconds(r, pp, vpp, m, "Interleaved1F1B", False)
+    extra = (vpp - 1) * max(pp - m, 0)
+    assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1 + extra) / (vpp * m))
+    if m >= pp:
+        assert bubble / (m * r.busiest_s) == pytest.approx((pp - 1) / (vpp * m))
+
+
+def test_interleaved_bubble_by_hand_and_group_size() -> None:
+    # pp 4, v 2, t = 1 s: m = 2 idles (3 + 1 * 2) / 2 = 2.5 s; m = 6 (not a multiple of 4)
+    # 3 / 2 = 1.5 s; a group of 2 with m = 8 waits as m = 2 does.
+    r = ranks(4, 16, 4, 4, 4, 0.25, 0.0, 0.0, 0.0)
+    assert bubble_seconds(r, 4, 2, 2, "Interleaved1F1B", False) == pytest.approx(2.5)
+    assert bubble_seconds(r, 4, 2, 6, "Interleaved1F1B", False) == pytest.approx(1.5)
+    assert bubble_seconds(r, 4, 2, 8, "Interleaved1F1B", False, group=2) == pytest.approx(2.5)
+    # 1F1B with m < pp: (m + pp - 1) t in all, the textbook fill and drain.
+    assert bubble_seconds(r, 4, 1, 2, "1F1B", False) == pytest.approx(3.0)
+
+
+def test_dualpipe_bubble_share() -> None:
+    # DeepSeek-V3 Table 2: (pp/2 - 1)(F&B + B - 3W) against 1F1B's (pp-1)(F + B), F = W = 1,
+    # B = 2 (input + weight gradient), F&B = F + B: pp 16 -> 7 * 2 / (15 * 3).
+    assert bubble_share("DualPipe", False, 16) == pytest.approx(14 / 45)
+    assert bubble_share("DualPipeV", False, 16) == pytest.approx(14 / 45)
+    assert bubble_share("DualPipe", False, 2) == 0.0
+    # Full recompute: B = 3, (pp/2-1) * 4 / ((pp-1) * 4).
+    assert bubble_share("DualPipe", True, 8) == pytest.approx(3 / 7)
+    with pytest.raises(SpecError, match="even pp"):
+        schedule_for("DualPipe", 7, 1)
+    with pytest.raises(SpecError, match="DualPipeV runs 2"):
+        schedule_for("DualPipeV", 8, 1)
 
 
 def test_uneven_ranks_hand_computed() -> None:
@@ -46,11 +77,11 @@ def test_uneven_ranks_hand_computed() -> None:
     assert r.busiest_s == pytest.approx(9.1)  # the last rank: 7 + 2 + 0.1
     assert (r.layers, r.embedding, r.loss) == (7, 0, 1)
     assert r.total_s == pytest.approx(30 + 0.5 + 2 + 0.4)
-    assert bubble_seconds(r, 1, "1F1B", False) == pytest.approx(32.9 - 9.1)
+    assert bubble_seconds(r, 4, 1, 8, "1F1B", False) == pytest.approx(32.9 - 9.1)
     # One rank runs everything, embedding and loss included, and never idles.
     one = ranks(1, 30, 30, 0, 30, 1.0, 0.5, 2.0, 0.0)
     assert one.busiest_s == pytest.approx(32.5) and (one.embedding, one.loss) == (1, 1)
-    assert bubble_seconds(one, 1, "1F1B", False) == pytest.approx(0.0)
+    assert bubble_seconds(one, 1, 1, 8, "1F1B", False) == pytest.approx(0.0)
 
 
 def test_zero_bubble_shares() -> None:
@@ -68,8 +99,9 @@ def test_schedule_defaults_and_vpp_rules() -> None:
     assert schedule_for(None, 8, 4) == "Interleaved1F1B"
     with pytest.raises(SpecError, match="ZBVZeroBubble runs 2"):
         schedule_for("ZBVZeroBubble", 8, 4)
-    with pytest.raises(SpecError, match="allowed: 1F1B"):
-        schedule_for("DualPipe", 8, 1)
+    with pytest.raises(SpecError, match="megatron runs 1F1B"):
+        schedule_for("DualPipe", 8, 1, "megatron")
+    assert schedule_for("DualPipe", 8, 1) == "DualPipe"  # DeepSeek's own framework
 
 
 def test_megatron_layout_strings() -> None:
@@ -87,6 +119,20 @@ def test_megatron_layout_strings() -> None:
     ]:
         with pytest.raises(SpecError, match=re.escape(needle)):
             parse_layout(text, pp, 126)
+
+
+def test_layout_strings_with_mtp_layers() -> None:
+    # DeepSeek-V3 (61 layers, 1 MTP layer): the MTP layer in the last virtual stage.
+    split = parse_layout("Et*3|(t*4|)*14ttmL", 16, 61, mtp_layers=1)
+    assert split.stage_layers == (3, *[4] * 14, 2) and split.vpp == 1
+    for text, mtp, needle in [
+        ("Et*3|(t*4|)*14ttmL", 0, "this one has none"),
+        ("Et*3|(t*4|)*14ttmmL", 1, "holds 2 MTP layers"),
+        ("Et*3|(t*4|)*14tmtL", 1, "before L"),
+        ("Emt*3|(t*4|)*14ttL", 1, "before L"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            parse_layout(text, 16, 61, mtp_layers=mtp)
 
 
 def test_standard_splits() -> None:
@@ -198,3 +244,34 @@ def test_plan_with_a_pipeline_schedule() -> None:
     )  # fmt: skip
     clash = [*base[:-2], "--fix", "pp=4,vpp=4", "--pipeline-schedule", "ZBVZeroBubble"]
     assert_user_error(run_cli(*clash, check=False), "runs vpp 2", "vpp=4")
+
+
+def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
+    # DeepSeek-V3 technical report, section 3: 2,048 H800 (80 GB), tp 1, pp 16, ep 64, dp 128,
+    # mbs 1, 15,360 x 4,096 tokens, FP8 (1x128 block scaling), the norms and MLA
+    # up-projections recomputed, the experts' inputs cached in FP8, DualPipe (two stages a
+    # rank, a second parameter copy), the MTP layer on the last stage.
+    from tierwise.hardware.cluster import load_cluster
+    from tierwise.perf.estimate import estimate
+    from tierwise.perf.flags import Flags
+    from tierwise.workload.pipeline import with_split
+
+    m = load_model("tests/data/hf/deepseek-v3.json")
+    assert m.mtp_layers == 1
+    cluster = load_cluster("dgx-h100", nodes=256)
+    layout = Layout(tp=1, pp=16, ep=64, dp=128, mbs=1, gbs=15360, seq=4096, dtype="fp8",
+                    fp8_recipe="blockwise", recompute="selective", distributed_optimizer=True,
+                    recompute_modules=("layernorm", "mla_up_proj"))  # fmt: skip
+    layout, rule = with_split(m, layout, "Et*3|(t*4|)*14ttmL")
+    dual = Flags(pipeline_schedule="DualPipe", cache_expert_inputs=True)
+    r = estimate(m, cluster, layout, dual, rule)
+    assert r["fits"] and r["memory_gib_per_gpu"] < 80 * 1e9 / 2**30
+    assert r["pipeline"]["schedule"] == "DualPipe"
+    # Without the expert caching the activations alone overflow 80 GB; DualPipe doubles the
+    # weights and gradients of 1F1B and hides the expert all-to-all.
+    plain = estimate(m, cluster, layout, Flags(), rule)
+    assert not plain["fits"]
+    one = estimate(m, cluster, layout, Flags(cache_expert_inputs=True), rule)
+    assert r["memory"]["weights_gib"] == pytest.approx(2 * one["memory"]["weights_gib"])
+    assert r["breakdown"]["ep_comm_s"] < 0.1 * one["breakdown"]["ep_comm_s"]
+    assert r["breakdown"]["pipeline_bubble_s"] < one["breakdown"]["pipeline_bubble_s"]

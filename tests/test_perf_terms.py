@@ -19,7 +19,7 @@ from tierwise.perf.terms.dp import (
 from tierwise.perf.terms.ep import ep_comm
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import Stage, stage_of
-from tierwise.perf.terms.tp import TP_OVERLAP_EXPOSED, tp_comm
+from tierwise.perf.terms.tp import TP_OVERLAP_EXPOSED, edge_tp_comm, regather_count, tp_comm
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
 
@@ -46,17 +46,51 @@ def test_tp_two_collectives_per_layer_and_pass() -> None:
     assert t.total_s == pytest.approx(32 * 2e-12 * ACT)
     assert t.exposed_s == t.total_s and t.group == "tp"
     assert t.bytes == pytest.approx(32 * ACT * 2 * 3 / 4)  # ring: 2(p-1)/p of the buffer
-    # Full recompute adds a forward pass; SP turns each all-reduce into AG + RS.
+    # Full recompute adds a forward pass; SP turns each all-reduce into AG + RS, and each of
+    # the 8 x 2 column-parallel linears re-gathers its input once in backward.
     sp = tp_comm(stage(tp=4, recompute="full"), fake_comm, overlap=True)
-    assert sp.total_s == pytest.approx(48 * (1e-12 + 1e-12) * ACT)
+    assert sp.total_s == pytest.approx((48 * (1e-12 + 1e-12) + 16 * 1e-12) * ACT)
     assert sp.exposed_s == pytest.approx(TP_OVERLAP_EXPOSED * sp.total_s)
 
 
-def test_tp_bytes_are_the_same_with_and_without_sequence_parallelism() -> None:
-    # AG + RS each send (p-1)/p of the activation: 2(p-1)/p in all, as one all-reduce does.
+def test_sequence_parallel_regather_is_one_all_gather_per_column_parallel_linear() -> None:
+    # Megatron's LinearWithGradAccumulationAndAsyncCommunication.backward: 8 layers x (QKV,
+    # fc1) = 16 more all-gathers per micro-batch, whatever the recompute; none without SP.
+    calls: list[str] = []
+
+    def counting(kind: str, op: str, nbytes: float) -> float:
+        calls.append(op)
+        return 0.0
+
+    for recompute in ("none", "full"):
+        calls.clear()
+        s = stage(tp=4, sp=True, recompute=recompute)
+        tp_comm(s, counting)
+        pairs = 8 * 2 * s.tp_passes
+        assert regather_count(s) == 16
+        # One AG + RS per pair is evaluated once; the re-gather is its own all-gather.
+        assert calls.count("all_gather") == 2 and calls.count("reduce_scatter") == 1
+        total = tp_comm(s, fake_comm).total_s
+        assert total == pytest.approx((pairs * 2e-12 + 16 * 1e-12) * ACT)
+    assert regather_count(stage(tp=4, sp=False)) == 0
+
+
+def test_tp_bytes_with_sequence_parallelism_add_the_regather() -> None:
+    # AG + RS each send (p-1)/p of the activation: 2(p-1)/p in all, as one all-reduce does;
+    # SP's backward re-gathers send (p-1)/p more per column-parallel linear.
     with_sp = tp_comm(stage(tp=4, sp=True), fake_comm)
     without = tp_comm(stage(tp=4, sp=False), fake_comm)
-    assert with_sp.bytes == pytest.approx(without.bytes)
+    assert with_sp.bytes == pytest.approx(without.bytes + 16 * ACT * 3 / 4)
+
+
+def test_edge_tp_collectives_of_embedding_and_loss() -> None:
+    # SP: embedding RS fwd + AG bwd; output layer AG fwd, RS + re-gather AG bwd; the loss's
+    # three fp32 all-reduces per token. Without TP: nothing.
+    edge = edge_tp_comm(stage(tp=4, sp=True), fake_comm)
+    assert edge.embedding_s == pytest.approx(2e-12 * ACT)
+    ce = 3 * 2e-12 * 4096 * 4
+    assert edge.loss_s == pytest.approx(3e-12 * ACT + ce)
+    assert edge_tp_comm(stage(tp=1), fake_comm).loss_s == 0
 
 
 def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:
@@ -86,9 +120,15 @@ def test_ep_dispatch_and_combine_per_moe_layer() -> None:
 
 
 def test_pp_one_send_each_way_per_virtual_stage() -> None:
-    p = pp_comm(stage(vpp=2), fake_comm)
-    assert p.exposed_s == pytest.approx(2 * 2 * 3e-12 * ACT)
+    p = pp_comm(stage(vpp=2), fake_comm, overlap=False)
+    assert p.exposed_s == p.total_s == pytest.approx(2 * 2 * 3e-12 * ACT)
     assert p.bytes == pytest.approx(4 * ACT)
+    # --overlap-p2p-communication: one virtual stage's sends wait, the other's hide.
+    hidden = pp_comm(stage(vpp=2), fake_comm, overlap=True)
+    assert hidden.exposed_s == pytest.approx(p.total_s / 2) and hidden.total_s == p.total_s
+    # Without interleaving there is nothing to overlap with.
+    plain = pp_comm(stage(vpp=1), fake_comm, overlap=True)
+    assert plain.exposed_s == plain.total_s
     assert pp_comm(stage(pp=1, dp=8), fake_comm).bytes == 0.0
 
 

@@ -27,6 +27,7 @@ from tierwise.plan.sweep import workload_needed_bandwidth
 from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model
 from tierwise.workload.memory import GiB, memory
+from tierwise.workload.pipeline import parse_layout
 from tierwise.workload.spec import ModelSpec
 
 
@@ -44,8 +45,13 @@ def parse_megatron(args: list[str], layers: int) -> dict[str, object]:
         if ("--num-layers-per-virtual-pipeline-stage" in flags)
         else 1
     )
-    ends = {}
-    if "--decoder-first-pipeline-num-layers" in flags:
+    ends: dict[str, object] = {}
+    if "--pipeline-model-parallel-layout" in flags:  # uneven chunks: Megatron's layout string
+        split = parse_layout(flags["--pipeline-model-parallel-layout"].strip('"'), pp, layers)
+        vpp = split.vpp
+        if len(set(split.stage_layers)) > 1:
+            ends["pp_layers"] = list(split.stage_layers)
+    elif "--decoder-first-pipeline-num-layers" in flags:
         first = int(flags["--decoder-first-pipeline-num-layers"])
         last = int(flags["--decoder-last-pipeline-num-layers"])
         ends["pp_layers"] = [first, *[(layers - first - last) // (pp - 2)] * (pp - 2), last]
@@ -304,9 +310,13 @@ def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
         assert plan["layout"]["pp_layers"] == [7, *[8] * 14, 7]
         lay = Layout(**plan["layout"])
         args = megatron_args(model, lay)
-        assert "--decoder-first-pipeline-num-layers 7" in args
-        assert parse_megatron(args, model.layers)["pp_layers"] == plan["layout"]["pp_layers"]
-        fsdp = lay.model_copy(update={"zero": 3, "distributed_optimizer": False})
+        if lay.vpp == 1:
+            assert "--decoder-first-pipeline-num-layers 7" in args
+        else:  # 7 layers do not divide into vpp chunks: a layout string states them
+            assert any(a.startswith("--pipeline-model-parallel-layout") for a in args)
+        back = parse_megatron(args, model.layers)
+        assert back["pp_layers"] == plan["layout"]["pp_layers"] and back["vpp"] == lay.vpp
+        fsdp = lay.model_copy(update={"zero": 3, "distributed_optimizer": False, "vpp": 1})
         toml = tomllib.loads(torchtitan_toml(fsdp, model))
         points = toml["parallelism"]["pipeline_parallel_split_points"]
         assert points[:2] == ["layers.7", "layers.15"] and len(points) == 15

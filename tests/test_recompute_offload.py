@@ -246,4 +246,8 @@ def test_recomputed_tp_mlp_repeats_its_collective() -> None:
     lay = Layout(seq=4096, gbs=8, tp=4, dp=2, recompute="selective")
     mlp = lay.model_copy(update={"recompute_modules": ("mlp",)})
     base, again = estimate(L8, c, lay), estimate(L8, c, mlp)
-    assert again["comm_total_s"]["tp"] / base["comm_total_s"]["tp"] == pytest.approx(1.25)
+    # Of the layers' 2 passes x 2 collective pairs, one pair more; the sequence-parallel
+    # backward re-gathers (one all-gather per column-parallel linear) and the embedding's
+    # and output layer's collectives stay as they were, so TP time grows by a bit less.
+    ratio = again["comm_total_s"]["tp"] / base["comm_total_s"]["tp"]
+    assert 1.15 < ratio < 1.25

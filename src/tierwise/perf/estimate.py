@@ -104,8 +104,10 @@ def estimate(
             "split": split_rule or ("given" if layout.pp_layers is not None else "even"),
             "schedule": schedule,
             "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
+            "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or layout.pp,
         },
         "framework": flags.framework,
+        "overlap": flags.overlaps(),
         "moe": None
         if model.moe is None
         else {

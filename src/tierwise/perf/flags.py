@@ -13,20 +13,57 @@ FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 ATTENTION_BACKENDS = ("flash", "fused", "unfused")
 # Megatron-core's token dispatchers (flex: DeepEP / HybridEP).
 MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
+# Megatron-LM's overlap flags, as `Flags` fields (--overlap-grad-reduce ... on the CLI).
+OVERLAP_FLAGS = (
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "tp_comm_overlap",
+    "overlap_p2p_communication",
+    "delay_wgrad_compute",
+    "align_param_gather",
+)
+# Megatron-LM before August 2023 (core_r0.3 and older: no --overlap-grad-reduce,
+# --overlap-param-gather or --tp-comm-overlap in megatron/arguments.py; those arrived with
+# the distributed-optimizer overlap and Transformer Engine userbuffers in core_r0.4): every
+# DP and TP collective on the critical path. Pass as `Flags(**MEGATRON_2023_NO_OVERLAP)`.
+MEGATRON_2023_NO_OVERLAP = dict.fromkeys(OVERLAP_FLAGS, False)
 
 
 @dataclass(frozen=True)
 class Flags:
     """Framework behaviour a layout runs with."""
 
+    # Megatron-LM's communication-overlap flags (megatron/training/arguments.py; each has a
+    # --no- form in tierwise). Megatron-LM before 2023-08 had none of the first three: DP
+    # gradients were reduced after backward (DDP "local"), weights gathered after the
+    # optimizer step, TP collectives waited on (`MEGATRON_2023_NO_OVERLAP`).
+    # --tp-comm-overlap: Transformer Engine userbuffers hide TP collectives (the SP
+    # all-gathers and reduce-scatters, the backward re-gather) inside the GEMMs they feed.
     tp_comm_overlap: bool = False
+    # --overlap-grad-reduce: DP gradient buckets reduced as backward produces them.
     overlap_grad_reduce: bool = True
+    # --overlap-param-gather: distributed-optimizer weight buckets gathered ahead of forward.
     overlap_param_gather: bool = True
+    # --overlap-p2p-communication (Megatron's default on; interleaved schedule only): a
+    # virtual stage's sends and receives run while the next chunk computes.
+    overlap_p2p_communication: bool = True
+    # --delay-wgrad-compute: weight-gradient GEMMs run after the input gradient's, so the
+    # backward all-to-all (with --overlap-moe-expert-parallel-comm) hides behind them.
+    delay_wgrad_compute: bool = False
+    # --align-param-gather (on by default in current Megatron-LM, whose flag is
+    # --no-align-param-gather; absent in 2023 releases): with interleaving, every virtual
+    # stage's first weight bucket is gathered at the start of the step, not as each chunk's
+    # forward begins.
+    align_param_gather: bool = True
+    # --microbatch-group-size-per-virtual-pipeline-stage (Megatron's default: pp): the
+    # interleaved schedule runs micro-batches in groups of this size through each chunk.
+    microbatch_group_size_per_vp_stage: int | None = None
     order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
     scatter_nodes: bool = False
     cp_comm: str = "p2p"  # context parallelism: "p2p" ring attention or "a2a" (Ulysses)
     attention_backend: str = "flash"  # one of ATTENTION_BACKENDS
-    pipeline_schedule: str | None = None  # torchtitan's names; None: 1F1B / Interleaved1F1B
+    # torchtitan's names, and DeepSeek's DualPipe / DualPipeV; None: 1F1B / Interleaved1F1B
+    pipeline_schedule: str | None = None
     framework: str | None = None  # one of FRAMEWORKS; None: the generic DP model
     # MoE, Megatron's names (tierwise.perf.terms.ep): --moe-token-dispatcher-type,
     # --moe-router-force-load-balancing, --overlap-moe-expert-parallel-comm.
@@ -41,6 +78,10 @@ class Flags:
     # (NeMo's and Megatron-Bridge's FP8 and MXFP8 recipes set it; torchtitan's float8 FSDP2
     # gathers per-tensor float8 whatever this says, DeepSpeed never).
     fp8_param_gather: bool = True
+    # DeepSeek-V3's low-precision activation caching (technical report, section 3.3.3): the
+    # routed experts keep their dispatched inputs and SwiGLU inputs in the layout's format
+    # and recompute the SwiGLU output (tierwise.workload.memory); no Megatron flag.
+    cache_expert_inputs: bool = False
     # Megatron-core's TransformerConfig.fp8_dot_product_attention: the attention core in FP8
     # (cuDNN), not BF16.
     fp8_dot_product_attention: bool = False
@@ -56,8 +97,17 @@ class Flags:
                 f"--moe-token-dispatcher-type: {self.moe_token_dispatcher_type!r}; allowed: "
                 f"{', '.join(MOE_DISPATCHERS)}"
             )
+        group = self.microbatch_group_size_per_vp_stage
+        if group is not None and group < 1:
+            raise SpecError(
+                f"--microbatch-group-size-per-virtual-pipeline-stage: {group}; allowed: >= 1"
+            )
         if self.framework is not None and self.framework not in FRAMEWORKS:
             raise SpecError(f"--framework: {self.framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+
+    def overlaps(self) -> dict[str, bool]:
+        """The Megatron overlap flags the estimate assumed, by Megatron's dest names."""
+        return {name: getattr(self, name) for name in OVERLAP_FLAGS}
 
     @property
     def flash_attention(self) -> bool:

@@ -16,6 +16,22 @@ schedule) (p-1)(T_F + T_B - T_W), the V-shaped ZB-V (ZBVZeroBubble, two stages p
 (backward = 2 x forward); full recompute reruns the forward inside B.
 Schedule names are torchtitan's (`pipeline_parallel_schedule`); Megatron-LM runs 1F1B and,
 with virtual stages, Interleaved1F1B.
+
+Megatron's interleaved schedule runs micro-batches through each chunk in groups of
+``--microbatch-group-size-per-virtual-pipeline-stage`` (default pp). With m >= pp the bubble
+is (pp-1)/(v*m) of the step whether or not m is a multiple of pp (the last, smaller group
+interleaves with the previous group's backward). With fewer micro-batches than pp (or a
+smaller group) a group's micro-batches leave rank 0 before the first of them is back for the
+next chunk: each of the v-1 chunk changes idles (pp - g) chunk times forward and backward,
+(pp - 1 + (v-1)(pp - g)) / (v*m) in all with g = min(group, m).
+
+DeepSeek's DualPipe (DeepSeek-V3 technical report, section 3.2.1, Table 2; github.com/
+deepseek-ai/DualPipe) feeds micro-batches from both ends of the pipeline: each rank holds
+two stages (DualPipe: stage r and pp-1-r, a second copy of the parameters; DualPipeV, the
+"cut-in-half" variant: 2*pp chunks in a V, one copy), pairs one micro-batch's forward with
+another's backward so each hides the other's all-to-all and sends, and idles
+(pp/2 - 1)(F&B + B - 3W) with F&B = F + B, against 1F1B's (pp-1)(F + B); pp+1 micro-batches'
+activations in flight.
 """
 
 from __future__ import annotations
@@ -23,22 +39,38 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tierwise.errors import SpecError
-from tierwise.workload.flops import Array, maximum
+from tierwise.workload.flops import Array, maximum, minimum, pos
 
-SCHEDULES = ("1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble")
+SCHEDULES = (
+    "1F1B",
+    "Interleaved1F1B",
+    "InterleavedZeroBubble",
+    "ZBVZeroBubble",
+    "DualPipe",
+    "DualPipeV",
+)
+# The two-direction schedules: forward and backward chunks of two micro-batches paired, each
+# hiding the other's all-to-all and pipeline sends.
+DUAL_SCHEDULES = ("DualPipe", "DualPipeV")
+# Copies of the stage parameters a rank holds under each schedule (DualPipe: two stages).
+PARAM_COPIES = {"DualPipe": 2}
 # Virtual stages per rank each schedule runs: None = any.
 SCHEDULE_VPP: dict[str, int | None] = {
     "1F1B": 1,
     "Interleaved1F1B": None,
     "InterleavedZeroBubble": None,
     "ZBVZeroBubble": 2,
+    "DualPipe": 1,
+    "DualPipeV": 2,
 }
 # What each framework runs: Megatron-LM 1F1B and its interleaved schedule, DeepSpeed's
-# pipeline engine 1F1B only (deepspeed/runtime/pipe/schedule.py TrainSchedule), torchtitan all.
+# pipeline engine 1F1B only (deepspeed/runtime/pipe/schedule.py TrainSchedule), torchtitan
+# its own (DualPipeV: torchtitan's ScheduleDualPipeV, torch.distributed.pipelining). DualPipe
+# itself runs in DeepSeek's own framework: no framework named (the generic model).
 FRAMEWORK_SCHEDULES = {
     "megatron": ("1F1B", "Interleaved1F1B"),
     "deepspeed": ("1F1B",),
-    "torchtitan": SCHEDULES,
+    "torchtitan": tuple(s for s in SCHEDULES if s != "DualPipe"),
 }
 # Weight-gradient passes (in units of T_W) each schedule moves into the bubble.
 W_FILLED = {"1F1B": 0, "Interleaved1F1B": 0, "InterleavedZeroBubble": 1, "ZBVZeroBubble": 2}
@@ -49,7 +81,7 @@ def schedule_for(schedule: str | None, pp: int, vpp: int, framework: str | None 
     that cannot run `vpp` virtual stages, or that `framework` lacks, is a one-line error."""
     if schedule is None:
         schedule = "Interleaved1F1B" if vpp > 1 else "1F1B"
-    allowed = FRAMEWORK_SCHEDULES.get(framework or "torchtitan", SCHEDULES)
+    allowed = FRAMEWORK_SCHEDULES.get(framework, SCHEDULES) if framework else SCHEDULES
     if schedule not in allowed:
         runs = f" --framework {framework} runs" if framework else " allowed:"
         raise SpecError(f"--pipeline-schedule: {schedule!r};{runs} {', '.join(allowed)}")
@@ -59,11 +91,16 @@ def schedule_for(schedule: str | None, pp: int, vpp: int, framework: str | None 
             f"--pipeline-schedule {schedule} runs {need} virtual stage(s) per rank; the layout "
             f"has vpp {vpp}"
         )
+    if schedule in DUAL_SCHEDULES and pp % 2:
+        raise SpecError(f"--pipeline-schedule {schedule} needs an even pp; the layout has {pp}")
     return schedule
 
 
-def bubble_share(schedule: str, full_recompute: Array) -> Array:
+def bubble_share(schedule: str, full_recompute: Array, pp: Array = 2) -> Array:
     """Share of the 1F1B bubble left by `schedule` (T_F = T_W = 1, T_B = 1 + full recompute)."""
+    if schedule in DUAL_SCHEDULES:  # (pp/2-1)(F + 2B - 3W) over (pp-1)(F + B + W)
+        backward = 2 + full_recompute  # input and weight gradient, recompute forward
+        return (pp / 2 - 1) * (1 + 2 * backward - 3) / (maximum(pp - 1, 1) * (1 + backward))
     filled = W_FILLED[schedule]
     if filled == 0:
         return 1.0
@@ -112,7 +149,20 @@ def ranks(
     )
 
 
-def bubble_seconds(r: Ranks, vpp: Array, schedule: str, full_recompute: Array) -> Array:
+def bubble_seconds(
+    r: Ranks,
+    pp: Array,
+    vpp: Array,
+    micro: Array,
+    schedule: str,
+    full_recompute: Array,
+    group: int | None = None,
+) -> Array:
     """Idle seconds per step: the other ranks' time once, over vpp, times the schedule's
-    share of the 1F1B bubble."""
-    return (r.total_s - r.busiest_s) / vpp * bubble_share(schedule, full_recompute)
+    share of the 1F1B bubble; interleaved with fewer than pp micro-batches per group
+    (`group`: Megatron's group size, default pp) each chunk change idles too (module
+    docstring)."""
+    fill = (r.total_s - r.busiest_s) / vpp * bubble_share(schedule, full_recompute, pp)
+    g = minimum(pp if group is None else group, micro)
+    waits = (vpp - 1) * pos(pp - g) * r.busiest_s / vpp  # (pp - g) chunk times per change
+    return fill + (schedule not in DUAL_SCHEDULES) * waits

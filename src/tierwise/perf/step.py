@@ -18,17 +18,17 @@ from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf import comm as C
 from tierwise.perf.flags import Flags
-from tierwise.perf.pipeline import bubble_seconds, ranks
+from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
-from tierwise.perf.terms.dp import dp_comm
+from tierwise.perf.terms.dp import deepspeed_live_bytes, dp_comm
 from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
 from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
-from tierwise.perf.terms.tp import tp_comm
+from tierwise.perf.terms.tp import edge_tp_comm, tp_comm
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
-from tierwise.workload.memory import GiB, memory_batch
+from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
 from tierwise.workload.spec import ModelSpec
@@ -85,18 +85,22 @@ def step_terms(
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
     )
+    schedule = flags.pipeline_schedule or "1F1B"
+    dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
     tp = tp_comm(s, comm, flags.tp_comm_overlap)
+    edge = edge_tp_comm(s, comm)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(
         s,
         comm,
         dispatcher,
         flags.moe_router_force_load_balancing,
-        flags.overlap_moe_expert_parallel_comm,
+        flags.overlap_moe_expert_parallel_comm or dual,
         work.layers_s / s.layers,
         cluster.domain_gpus,
+        flags.delay_wgrad_compute or dual,
     )
-    pp = pp_comm(s, comm)
+    pp = pp_comm(s, comm, flags.overlap_p2p_communication or dual)
     flash = flags.flash_attention
     mem = memory_batch(
         m,
@@ -105,6 +109,12 @@ def step_terms(
         dropout=not flash,
         low_precision_params=flags.fp8_param_gather
         and flags.framework not in ("torchtitan", "deepspeed"),
+        param_copies=PARAM_COPIES.get(schedule, 1),
+        dual_pipe=dual,
+        zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
+        if flags.framework == "deepspeed"
+        else None,
+        cache_expert_inputs=flags.cache_expert_inputs,
     )
     host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
@@ -117,8 +127,8 @@ def step_terms(
         s.middle,
         s.last,
         per_layer,
-        work.embedding_s,
-        work.logits_s + work.loss_s,
+        work.embedding_s + edge.embedding_s,
+        work.logits_s + work.loss_s + edge.loss_s,
         pp.exposed_s,
     )
     share = pipe.layers / s.layers  # of each layer-priced term, on the busiest rank
@@ -129,7 +139,9 @@ def step_terms(
     )
     micro = s.micro
     full = f["recompute"] == RECOMPUTE_FULL
-    bubble = bubble_seconds(pipe, f["vpp"], flags.pipeline_schedule or "1F1B", full)
+    bubble = bubble_seconds(
+        pipe, f["pp"], f["vpp"], micro, schedule, full, flags.microbatch_group_size_per_vp_stage
+    )
     dp = dp_comm(
         s,
         comm,
@@ -138,6 +150,7 @@ def step_terms(
         flags.overlap_param_gather,
         flags.framework,
         flags.fp8_param_gather,
+        flags.align_param_gather,
     )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
@@ -151,6 +164,8 @@ def step_terms(
     tflops = model_flops / (step * world) / 1e12
     mem_bytes = mem.total_bytes
     per_rank = micro * share  # the layer-priced terms, scaled to the busiest rank's layers
+    edge_s = micro * (pipe.embedding * edge.embedding_s + pipe.loss * edge.loss_s)
+    edge_bytes = micro * (pipe.embedding * edge.embedding_bytes + pipe.loss * edge.loss_bytes)
     return {
         "step_time_s": step,
         "tokens_per_s": f["gbs"] * f["seq"] / step,
@@ -163,7 +178,7 @@ def step_terms(
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
         "breakdown": {
             "compute_s": micro * t_compute,
-            "tp_comm_s": per_rank * tp.exposed_s,
+            "tp_comm_s": per_rank * tp.exposed_s + edge_s,
             "cp_comm_s": per_rank * cp.exposed_s,
             "ep_comm_s": per_rank * ep.exposed_s,
             "offload_s": per_rank * host.exposed_s,
@@ -174,14 +189,14 @@ def step_terms(
             "overlap_interference_s": interference,
         },
         "comm_total_s": {
-            "tp": per_rank * tp.total_s,
+            "tp": per_rank * tp.total_s + edge_s,
             "cp": per_rank * cp.total_s,
             "ep": per_rank * ep.total_s,
             "pp": micro * pp.total_s,
             "dp": dp.comm.total_s,
         },
         "comm_bytes_per_gpu": {
-            "tp": per_rank * tp.bytes,
+            "tp": per_rank * tp.bytes + edge_bytes,
             "cp": per_rank * cp.bytes,
             "ep": per_rank * ep.bytes,
             "pp": micro * pp.bytes,

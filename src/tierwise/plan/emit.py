@@ -246,6 +246,13 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         args.append("--overlap-grad-reduce")
     if flags.overlap_param_gather and layout.distributed_optimizer:
         args.append("--overlap-param-gather")
+        if not flags.align_param_gather and layout.vpp > 1:  # Megatron's default: on
+            args.append("--no-align-param-gather")
+    if layout.vpp > 1 and not flags.overlap_p2p_communication:  # Megatron's default: on
+        args.append("--no-overlap-p2p-communication")
+    group = flags.microbatch_group_size_per_vp_stage
+    if group is not None and layout.vpp > 1:
+        args.append(f"--microbatch-group-size-per-virtual-pipeline-stage {group}")
     if layout.cp > 1:
         args.append(f"--cp-comm-type {flags.cp_comm}")
     if flags.tp_comm_overlap and layout.tp > 1:
@@ -261,7 +268,9 @@ def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> l
         if model.moe.capacity_factor:
             args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
         if flags.overlap_moe_expert_parallel_comm:
-            args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+            args.append("--overlap-moe-expert-parallel-comm")
+    if flags.delay_wgrad_compute:
+        args.append("--delay-wgrad-compute")
     return args
 
 

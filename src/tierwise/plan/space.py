@@ -298,8 +298,11 @@ def build_space(
     layers = model.layers
     even = (ends_short == 0) & (layers % (pp * vpp) == 0)
     # Megatron's --decoder-first/last-pipeline-num-layers: the embedding and logits stages
-    # one layer short of the rest (how Llama 3 405B splits 126 layers over 16 stages).
-    short = (ends_short == 1) & (pp >= 3) & (vpp == 1) & ((layers + 2) % pp == 0)
+    # one layer short of the rest (how Llama 3 405B splits 126 layers over 16 stages), at any
+    # vpp whose chunks each hold a layer (chunks of a rank may differ by one: the emitter
+    # writes a --pipeline-model-parallel-layout string then).
+    fits_chunks = (layers + 2) // np.maximum(pp, 1) - 1 >= vpp
+    short = (ends_short == 1) & (pp >= 3) & fits_chunks & ((layers + 2) % pp == 0)
     ok = (
         (gbs % (mbs * np.maximum(dp, 1)) == 0)
         & (even | short)

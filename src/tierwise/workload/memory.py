@@ -293,6 +293,7 @@ def activation_bytes_per_token(
     dropout: bool = False,
     linear_bytes: Array = ACT_BYTES,
     discard: Array = 0,
+    cache_expert_inputs: bool = False,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
@@ -309,7 +310,12 @@ def activation_bytes_per_token(
     fc1 and expert fc1 inputs, the out-projection and fc2 inputs), less than 16 bits where
     Transformer Engine keeps them quantized. ``discard``: the mask of the selective-recompute
     modules (``tierwise.workload.recompute``) whose tensors are not kept; the s^2 part is
-    dropped by ``core_attn``, which the caller applies.
+    dropped by ``core_attn``, which the caller applies. ``cache_expert_inputs``: DeepSeek-V3's
+    low-precision activation caching of the routed experts (technical report, section 3.3.3):
+    each expert keeps only its dispatched input and its SwiGLU input, both in the linear
+    inputs' format, and recomputes the SwiGLU output in backward; the routing weight's
+    gradient is then taken at the down-projection's input, so the expert outputs before the
+    combine are not kept.
     """
     shape, h = _shape(m), m.hidden
     etp = tp if etp is None else etp
@@ -330,12 +336,18 @@ def activation_bytes_per_token(
     fc2_kept = 1 - low / store
     if moe_layer and m.moe is not None:
         gathered = expert_token_share(tp, sp, etp)
-        routed_body = gathered * shape.act_mlp_routed / etp
         shared = fc2_kept * shape.act_mlp_shared / tp
-        dispatch = gathered * shape.act_dispatch  # expert fc1 inputs (half) and outputs
-        mlp = shared + fc2_kept * routed_body + dispatch * (1 - low / (2 * ACT_BYTES))
-        mlp = mlp + shape.act_router * rep
-        expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
+        if cache_expert_inputs:  # the dispatched inputs and the SwiGLU inputs, quantized
+            act_inputs = store / ACT_BYTES - 1  # columns of the activation's input: SwiGLU 2
+            routed = gathered * shape.act_mlp_routed / etp / store * act_inputs * linear_bytes
+            routed = routed + gathered * shape.act_dispatch / (2 * ACT_BYTES) * linear_bytes
+            expert_act = 0.0  # nothing left for moe_act to free
+        else:
+            routed_body = gathered * shape.act_mlp_routed / etp
+            dispatch = gathered * shape.act_dispatch  # expert fc1 inputs (half) and outputs
+            routed = fc2_kept * routed_body + dispatch * (1 - low / (2 * ACT_BYTES))
+            expert_act = linear_bytes * routed_body / store  # the expert fc2 inputs
+        mlp = shared + routed + shape.act_router * rep
         dense_mlp, fc2_inputs = 0.0, shape.act_mlp_shared / tp  # (shared experts')
     else:
         mlp = dense_mlp = fc2_kept * shape.act_mlp_dense / tp
@@ -394,12 +406,22 @@ def memory_batch(
     last_stage_layers: Array | None = None,
     flash_attention: bool = True,
     dropout: bool = False,
+    param_copies: int = 1,
+    dual_pipe: bool = False,
+    zero3_buffer_bytes: Array | None = None,
+    cache_expert_inputs: bool = False,
 ) -> MemoryBreakdown:
     """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
 
     ``sp`` should already be False where tp == 1 (it has no effect then anyway). Stage layer
     counts default to ``layers / pp``. ``flash_attention=False, dropout=True`` reproduces
-    Korthikanti et al.'s unfused-attention accounting.
+    Korthikanti et al.'s unfused-attention accounting. ``param_copies``: stages' worth of
+    weights and gradients a rank holds (DualPipe: 2; the optimizer states shard over both
+    copies' ranks); ``dual_pipe``: DualPipe / DualPipeV, pp + 1 micro-batches' activations in
+    flight on every rank (DeepSeek-V3 report, Table 2). ``zero3_buffer_bytes``: a
+    framework's own ZeRO-3 working buffers (DeepSpeed's live-parameter and bucket limits),
+    instead of two gathered layers and one layer's gradients. ``cache_expert_inputs``:
+    DeepSeek-V3's expert activation caching (``activation_bytes_per_token``).
     """
     shape, moe_cfg, h = _shape(m), m.moe, m.hidden
     etp = tp if etp is None else etp
@@ -437,6 +459,7 @@ def memory_batch(
             dropout=dropout,
             linear_bytes=ELEMENT_BYTES[precision],
             discard=discard,
+            cache_expert_inputs=cache_expert_inputs,
         )
         working = working + share * (act + scores)
         kept = kept + share * (full * inp + (1 - full) * act + keep_scores * scores)
@@ -451,7 +474,11 @@ def memory_batch(
         + (ep > 1) * moe_a2a  # all-to-all send + recv buffers
         + (pp > 1) * 2 * ACT_BYTES * h * rep  # p2p send + recv of a stage boundary
     )
-    fsdp = (zero >= 3) * (FSDP_PREFETCH_LAYERS * WEIGHT_BYTES + FSDP_REDUCE_BYTES) * biggest_layer
+    if zero3_buffer_bytes is None:
+        zero3_buffer_bytes = (
+            FSDP_PREFETCH_LAYERS * WEIGHT_BYTES + FSDP_REDUCE_BYTES
+        ) * biggest_layer
+    fsdp = (zero >= 3) * zero3_buffer_bytes
     edp = tp * cp * dp / (ep * etp)
 
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
@@ -475,6 +502,8 @@ def memory_batch(
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
             expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
+        if param_copies != 1:  # weights and grads per copy; optimizer over both copies
+            states = [states[0] * param_copies, states[1] * param_copies, states[2]]
         # CPU offloading: `offload` of the stage's layers keep their activations in host
         # memory between forward and backward (Transformer Engine holds at most the others).
         resident = n - minimum(activation_offload_layers, n) if offloading else n
@@ -485,7 +514,10 @@ def memory_batch(
         return [*body, overhead]
 
     micro = gbs / (mbs * dp)
-    first = terms(n_first, 1, single, minimum(pp, micro) * interleave, 0)
+    if dual_pipe:
+        interleave = 1.0
+    inflight_first = pp + 1 if dual_pipe else minimum(pp, micro) * interleave
+    first = terms(n_first, 1, single, inflight_first, 0)
     # CPU offloading runs with one pipeline stage only (Layout checks it).
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
@@ -497,10 +529,12 @@ def memory_batch(
     # skips it where neither can make it the busiest.)
     chosen, stage = first, 0 * pp
     n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
-    others = [(terms(n_last, single, 1, 1, m.layers - n_last), pp - 1, pp > 1)]
+    last_inflight = pp + 1 if dual_pipe else 1
+    others = [(terms(n_last, single, 1, last_inflight, m.layers - n_last), pp - 1, pp > 1)]
     mixed = 0 < m.dense_layers < m.layers or m.mtp_layers > 0
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or mixed)):
-        mid = terms(n_mid, 0, 0, minimum(pp - 1, micro) * interleave, n_first)
+        mid_inflight = pp + 1 if dual_pipe else minimum(pp - 1, micro) * interleave
+        mid = terms(n_mid, 0, 0, mid_inflight, n_first)
         others.append((mid, 1, pp > 2))
     for other, index, exists in others:
         take = exists & (sum(other) > sum(chosen))

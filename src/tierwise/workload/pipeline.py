@@ -109,9 +109,11 @@ def expand_layout(text: str) -> list[str]:
     return flat.split("|")
 
 
-def parse_layout(text: str, pp: int, layers: int) -> Split:
+def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> Split:
     """Decoder layers per rank and vpp of a Megatron pipeline layout string (module docstring);
-    every problem is a one-line `SpecError` naming the string."""
+    every problem is a one-line `SpecError` naming the string. A model with `mtp_layers`
+    multi-token-prediction layers may place them (``m``) in the last virtual stage, before
+    the loss, as Megatron-core builds them there (DeepSeek-V3: "Et*3|(tt|)*29m|L"...)."""
     stages = expand_layout(text)
     flat = "".join(stages)
     problem = None
@@ -121,8 +123,12 @@ def parse_layout(text: str, pp: int, layers: int) -> Split:
         problem = "the embedding E must come once, first"
     elif flat.count("L") != 1 or not flat.endswith("L"):
         problem = "the loss L must come once, last"
-    elif "m" in flat:
+    elif "m" in flat and not mtp_layers:
         problem = "MTP layers (m) need a model with multi-token prediction; this one has none"
+    elif flat.count("m") not in (0, mtp_layers):
+        problem = f"it holds {flat.count('m')} MTP layers (m); the model has {mtp_layers}"
+    elif "m" in flat and not stages[-1].endswith("m" * flat.count("m") + "L"):
+        problem = "MTP layers (m) must sit together in the last virtual stage, before L"
     elif flat.count("t") != layers:
         problem = f"it holds {flat.count('t')} decoder layers (t); the model has {layers}"
     if problem is not None:
@@ -156,7 +162,7 @@ def with_split(
     if len(chosen) > 1:
         raise SpecError(f"{' and '.join(chosen)} both set the pipeline split; give one")
     if pp_layout is not None:
-        split = parse_layout(pp_layout, layout.pp, model.layers)
+        split = parse_layout(pp_layout, layout.pp, model.layers, model.mtp_layers)
         if layout.vpp not in (1, split.vpp):
             raise SpecError(
                 f"--vpp {layout.vpp}: {LAYOUT_FLAG} {pp_layout!r} has {split.vpp * layout.pp} "

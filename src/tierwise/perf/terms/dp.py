@@ -14,7 +14,9 @@ As frameworks run it (`Flags.framework`):
   max(40M, 1M x dp) parameters as backward produces them (megatron/training/training.py,
   ``--ddp-bucket-size`` default; DistributedDataParallelConfig.bucket_size), weights gathered
   bucket by bucket ahead of the forward (``--overlap-param-gather``): each bucket pays its
-  collective's latency, and the last gradient bucket and the first weight bucket stay exposed.
+  collective's latency, and the last gradient bucket and the first weight bucket stay exposed
+  (interleaved: the first of every virtual stage, unless ``--align-param-gather``). Without
+  the overlap flags (Megatron-LM before 2023-08) all of it is exposed.
 - torchtitan FSDP2 (``fully_shard`` per transformer block, bf16 parameters, fp32 reduce
   ``mixed_precision_reduce``): each block's all-gather is prefetched one block ahead of its
   forward; zero 3 reshards after forward (``reshard_after_forward``) and gathers again ahead
@@ -39,7 +41,7 @@ from typing import NamedTuple
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import hbm_bytes_per_s
 from tierwise.perf.terms.stage import CommTerm, Stage, select
-from tierwise.workload.flops import Array, maximum, pos
+from tierwise.workload.flops import Array, maximum, minimum, pos
 from tierwise.workload.memory import main_grad_bytes
 from tierwise.workload.params import NORMS_PER_LAYER, ParamCounts, norm_params, param_counts
 from tierwise.workload.precision import BF16_BYTES, FLOAT8_FSDP, gather_bytes
@@ -60,6 +62,13 @@ MEGATRON_BUCKET_PARAMS_PER_RANK = 1_000_000
 FSDP2_REDUCE_BYTES = 4
 # DeepSpeed's reduce_bucket_size default, elements.
 DEEPSPEED_REDUCE_BUCKET = 500_000_000
+# DeepSpeed's stage3_param_persistence_threshold default (deepspeed/runtime/zero/config.py):
+# parameters with fewer elements stay whole on every rank, never gathered.
+DEEPSPEED_PERSISTENCE_THRESHOLD = 100_000
+# DeepSpeed's stage3_max_live_parameters default, elements: gathered parameters resident
+# before the coordinator releases them; the next module is prefetched only while the
+# current one and it fit under it.
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
 
 
 class DataParallel(NamedTuple):
@@ -111,11 +120,13 @@ def dp_comm(
     overlap_param_gather: bool = True,
     framework: str | None = None,
     fp8_param_gather: bool = True,
+    align_param_gather: bool = False,
 ) -> DataParallel:
     """DP/ZeRO/FSDP communication and optimizer step of the stage `s`, per step; `compute_s`:
     one micro-batch's compute, the window the collectives hide in; `framework`: how it runs
     (module docstring; None: the generic model); `fp8_param_gather`: Megatron's
-    --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format)."""
+    --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format);
+    `align_param_gather`: Megatron's --align-param-gather (module docstring)."""
     f, micro = s.f, s.micro
     groups = _dp_groups(s)
     params = groups[0][1] if len(groups) == 1 else groups[0][1] + groups[1][1]
@@ -139,8 +150,12 @@ def dp_comm(
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.
     tail = (buckets > 1) / buckets
+    # Interleaved, each virtual stage's first weight bucket waits as its chunk's forward
+    # begins, unless --align-param-gather gathers them all at the start of the step.
+    first_buckets = 1 + (framework == "megatron") * (not align_param_gather) * (f["vpp"] - 1)
     once = shard * (
-        maximum(pos(rs - bwd_window), rs * tail) + maximum(pos(ag - fwd_window), ag * tail)
+        maximum(pos(ag - fwd_window), minimum(ag * tail * first_buckets, ag))
+        + maximum(pos(rs - bwd_window), rs * tail)
     ) + (1 - shard) * maximum(pos(ar - bwd_window), ar * tail)
     per_micro = micro * pos(2 * ag + rs - compute_s * DP_OVERLAP_EFFICIENCY)
     exposed = fsdp * per_micro + (1 - fsdp) * once
@@ -264,28 +279,66 @@ def layer_modules(m: ModelSpec) -> list[tuple[float, float]]:
 
 
 def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
-    """DeepSpeed ZeRO-3, per step: module-by-module gathers forward and backward, bucketed
-    gradient reduce-scatters every micro-step."""
+    """DeepSpeed ZeRO-3, per step: every micro-batch gathers each module's parameters before
+    its forward, again before the recompute forward under full recompute (the module hooks
+    fire again and the forward released them: deepspeed/runtime/zero/
+    partitioned_param_coordinator.py) and again before its backward; modules under
+    ``stage3_param_persistence_threshold`` (1e5 elements: the norms) stay whole. Each gather
+    is prefetched one module ahead (``stage3_prefetch_bucket_size`` 5e7 elements holds at
+    least the next module), so a layer's gathers hide behind the previous layer's compute of
+    that pass, the first one exposed; where two modules exceed ``stage3_max_live_parameters``
+    (1e9 elements: a 530B model's 1.3e9-element QKV) nothing is prefetched and every gather
+    waits. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8
+    elements) buckets; the last, filled as backward ends, is exposed. None of it shrinks with
+    dp: each GPU receives the whole model's weights per pass."""
     f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
     ag = sum(
         [
             count * comm("dpcp", "all_gather", size / tp * BF16_BYTES)  # DeepSpeed: no FP8
             for count, size in layer_modules(s.model)
+            if size >= DEEPSPEED_PERSISTENCE_THRESHOLD
         ]
     )  # one layer's modules, each its own collective
     grads = params * main_grad_bytes(f["grad_reduce_bf16"])
     buckets = -(-params // DEEPSPEED_REDUCE_BUCKET)
     rs = buckets * comm("dpcp", "reduce_scatter", grads / buckets)
-    fwd = compute_s * FORWARD_SHARE / blocks * DP_OVERLAP_EFFICIENCY
-    bwd = compute_s * (1 - FORWARD_SHARE) / blocks * DP_OVERLAP_EFFICIENCY
+    full = s.passes - 2  # 1 under full recompute: a second forward, gathering again
+    units = 3 + full  # forward 1, recompute forward, backward 2
+    prefetch = 2 * largest_module(s.model) / tp <= DEEPSPEED_MAX_LIVE_PARAMETERS
+    fwd = prefetch * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
+    bwd = prefetch * 2 * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
     per_micro = (
-        _prefetched(ag, ag, fwd, blocks)
+        (1 + full) * _prefetched(ag, ag, fwd, blocks)
         + _prefetched(ag, ag + rs / blocks, bwd, blocks)
         + rs / buckets  # the last bucket, filled as backward ends
     )
-    total = micro * (2 * blocks * ag + rs)
-    moved = micro * (2 * params * BF16_BYTES + grads)
+    gathers = s.passes  # forward, recompute forward, backward
+    total = micro * (gathers * blocks * ag + rs)
+    gathered = _gathered_share(s.model) * params * BF16_BYTES
+    moved = micro * (gathers * gathered + grads)
     return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
+
+
+def largest_module(m: ModelSpec) -> float:
+    """Parameters of the largest module ZeRO-3 gathers as one (before TP)."""
+    return max(size for _, size in layer_modules(m))
+
+
+def deepspeed_live_bytes(m: ModelSpec, tp: Array, grad_bytes: Array) -> Array:
+    """Bytes of DeepSpeed ZeRO-3's working buffers on a GPU: the gathered parameters it lets
+    live (``stage3_max_live_parameters``, at least the largest module, 16-bit) and the
+    gradient bucket it reduces from (``reduce_bucket_size`` elements)."""
+    live = maximum(DEEPSPEED_MAX_LIVE_PARAMETERS, largest_module(m) / tp)
+    return live * BF16_BYTES + DEEPSPEED_REDUCE_BUCKET * grad_bytes
+
+
+@cache
+def _gathered_share(m: ModelSpec) -> float:
+    """Share of a layer's parameters ZeRO-3 gathers (those at or over the persistence
+    threshold; a module's size before TP, which splits only matrices)."""
+    modules = layer_modules(m)
+    gathered = sum(c * n for c, n in modules if n >= DEEPSPEED_PERSISTENCE_THRESHOLD)
+    return gathered / sum(c * n for c, n in modules)
 
 
 SHARDED_PER_BLOCK = {"torchtitan": fsdp2, "deepspeed": deepspeed_zero3}

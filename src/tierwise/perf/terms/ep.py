@@ -24,9 +24,12 @@ model's capacity factor, ``--moe-expert-capacity-factor``) buffers padded to the
 ``dropless`` (the default) MOE_DROPLESS_IMBALANCE. The slowest rank sets the pace of each
 all-to-all and of the expert GEMMs after it.
 
-``--overlap-moe-expert-parallel-comm`` (Megatron's combined 1F1B) hides each layer's
-dispatch and combine behind the other micro-batch's compute of that layer in the steady
-state; the first and last micro-batch of a step stay exposed.
+``--overlap-moe-expert-parallel-comm`` (Megatron's combined 1F1B; DualPipe's paired
+directions do the same) hides each layer's dispatch and combine behind the other
+micro-batch's compute of that layer in the steady state; the first and last micro-batch of
+a step stay exposed. Without ``--delay-wgrad-compute`` the backward's weight-gradient GEMMs
+run before its all-to-all is issued, so only the forward and input-gradient compute
+(WGRAD_FREE_SHARE of the layer) is left to hide behind.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ from tierwise.workload.spec import ModelSpec
 MOE_DROPLESS_IMBALANCE = 1.2
 # Share of the other micro-batch's layer compute the overlapped all-to-alls can use.
 EP_OVERLAP_EFFICIENCY = 0.9
+# Share of a layer's forward + backward compute that is not weight-gradient GEMMs: forward 1,
+# input gradient 1, weight gradient 1 (backward = 2 x forward).
+WGRAD_FREE_SHARE = 2.0 / 3.0
 
 
 def permute_scale(dispatcher: str, ep: Array, top_k: int, local_experts: Array = 1) -> Array:
@@ -94,10 +100,11 @@ def ep_comm(
     overlap: bool = False,
     layer_compute_s: Array = 0.0,
     domain_gpus: int = 8,
+    delay_wgrad: bool = False,
 ) -> CommTerm:
     """EP communication of one micro-batch on the stage `s` (zero for a dense model);
     `layer_compute_s`: one layer's compute, what overlap hides behind; `domain_gpus`: GPUs
-    per NVLink domain (flex)."""
+    per NVLink domain (flex); `delay_wgrad`: --delay-wgrad-compute."""
     m, f = s.model, s.f
     if m.moe is None:
         return CommTerm(0.0, 0.0, 0.0, "ep")
@@ -126,6 +133,7 @@ def ep_comm(
     exposed = total
     if overlap:  # steady-state micro-batches hide behind the other one's layer compute
         hidden_share = (s.micro - 1) / s.micro
-        steady = layers * pos(per_layer - EP_OVERLAP_EFFICIENCY * layer_compute_s)
+        window = layer_compute_s * (1.0 if delay_wgrad else WGRAD_FREE_SHARE)
+        steady = layers * pos(per_layer - EP_OVERLAP_EFFICIENCY * window)
         exposed = hidden_share * steady + (1 - hidden_share) * total
     return CommTerm(exposed, total, layers * sent, "ep")

@@ -1,6 +1,12 @@
 """Pipeline point-to-point: per micro-batch one activation send forward and one gradient
 send backward per stage boundary (per virtual stage when interleaved), scattered over the
-TP ranks with sequence parallelism. Counted as exposed."""
+TP ranks with sequence parallelism.
+
+Exposed, except where Megatron's --overlap-p2p-communication (its default; interleaved
+schedule only: megatron/core/pipeline_parallel/schedules.py) runs a virtual stage's sends
+and receives while the next chunk computes: then only the first send of each micro-batch's
+pass waits (one boundary's, as without interleaving).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,13 @@ from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
 
 
-def pp_comm(s: Stage, comm: C.CommFn) -> CommTerm:
-    """PP sends and receives of one micro-batch on the stage `s`."""
+def pp_comm(s: Stage, comm: C.CommFn, overlap: bool = True) -> CommTerm:
+    """PP sends and receives of one micro-batch on the stage `s` (`overlap`:
+    --overlap-p2p-communication)."""
     f = s.f
     tp, sp, pp, vpp = f["tp"], f["sp"], f["pp"], f["vpp"]
     boundary = s.act / (1 + sp * (tp - 1))
-    exposed = 2 * vpp * comm("pp", "sendrecv", boundary)
-    return CommTerm(exposed, exposed, 2 * vpp * boundary * (pp > 1), "pp")
+    total = 2 * vpp * comm("pp", "sendrecv", boundary)
+    hidden = overlap * (vpp > 1)  # all but one of the vpp boundaries' sends
+    exposed = total / (1 + hidden * (vpp - 1))
+    return CommTerm(exposed, total, 2 * vpp * boundary * (pp > 1), "pp")
