@@ -20,7 +20,14 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-FIGURES = ("#fig-topology", "#fig-busbw-1", "#fig-mapping", "#fig-breakdown", "#fig-sweep")
+FIGURES = (
+    "#fig-topology",
+    "#fig-busbw-1",
+    "#fig-mapping",
+    "#fig-breakdown",
+    "#fig-sweep",
+    "#fig-ettr",
+)
 MAX_BYTES = 5_000_000
 MAX_RENDER_S = 3.0
 

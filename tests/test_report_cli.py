@@ -59,6 +59,7 @@ def test_report_with_logs_and_contract(tmp_path: Path) -> None:
         "fig-mapping",
         "fig-breakdown",
         "fig-sweep",
+        "fig-ettr",
     ):
         assert f'id="{fig}"' in html
     assert "measured: h100_2x8_all_reduce_mpi.txt" in html

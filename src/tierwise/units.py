@@ -1,4 +1,5 @@
-"""Parsing of sizes and durations as users type them (8, 1K, 64M, 8G; 500ms, 60s, 5m)."""
+"""Parsing of sizes, counts and durations as users type them (8, 1K, 64M, 8G; 15T tokens;
+500ms, 60s, 5m)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,19 @@ def parse_size(text: str, field: str = "size") -> int:
     if value != int(value) or value < 1:
         raise TierwiseError(f"{field}: size {text!r} is not a whole number of bytes >= 1")
     return int(value)
+
+
+_COUNT_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e\d+)?)\s*([KMBGTP]?)\s*$", re.IGNORECASE)
+
+
+def parse_count(text: str, field: str = "count") -> float:
+    """A positive count from ``15T``, ``2.5e12``, ``300B`` or ``1000`` (decimal units, as
+    token counts are quoted: K, M, B or G, T, P)."""
+    match = _COUNT_RE.match(str(text))
+    if not match or float(match.group(1)) <= 0:
+        raise TierwiseError(f"{field}: cannot read count {text!r}; use e.g. 15T, 2.5e12, 300B")
+    return float(match.group(1)) * _COUNT_UNITS[match.group(2).upper()]
 
 
 def parse_duration(text: str, field: str = "duration") -> float:

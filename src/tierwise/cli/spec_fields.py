@@ -30,7 +30,14 @@ FIELD_NOTES: dict[str, str] = {
     "ClusterSpec.calibration": (
         "Per-tier constants fitted by `tierwise calibrate`; they override the catalog's."
     ),
-    "ClusterSpec.price_per_gpu_hour": "Price of one GPU hour (tokens per dollar objective).",
+    "ClusterSpec.price_per_gpu_hour": (
+        "Price of one GPU hour in US dollars (tokens per dollar objective, the cost of a run "
+        "with --train-tokens). Assumed: a typical 2024-25 H100 rental rate."
+    ),
+    "ClusterSpec.reliability": (
+        "Node failures, restarts, checkpoint storage and spares (time to train: --train-tokens)."
+    ),
+    "ClusterSpec.power": "What the cluster draws: GPU and node power, PUE (energy of a run).",
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (
@@ -66,6 +73,7 @@ FIELD_NOTES: dict[str, str] = {
     "GPU.pcie": "Catalog key of its PCIe generation.",
     "GPU.host_GBps": "GB/s per direction to host memory (CPU activation offloading) where it "
     "is not the GPU's PCIe link: NVLink-C2C on Grace hosts; default the pcie link's rate.",
+    "GPU.board_power_w": "Maximum board power (TDP), W, from the datasheet; none: not known.",
     "GPU.gemm_efficiency": (
         "Fixed fraction of peak a GEMM reaches; none: the calibrated shape-dependent curve."
     ),

@@ -43,6 +43,8 @@ class GPU(_Frozen):
     host_GBps: float | None = Field(default=None, gt=0)
     """GB/s per direction between the GPU and host memory (CPU offloading) where that is not
     its own PCIe link (Grace's NVLink-C2C; a host of an older PCIe generation)."""
+    board_power_w: float | None = Field(default=None, gt=0)
+    """Maximum board power (TDP), W, from the datasheet; None: not known."""
     gemm_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Fixed achieved share of peak for every GEMM, for a device whose peak was measured (the
     lab's CPU ranks); None: the shape-dependent curve of `tierwise.perf.efficiency`."""

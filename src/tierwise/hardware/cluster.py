@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
+from tierwise.hardware.reliability import PowerSpec, ReliabilitySpec
 from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
 
@@ -117,6 +118,8 @@ class ClusterSpec(_Spec):
     in_network_reduction: InNetworkReduction = "none"
     calibration: dict[Literal["intra", "leaf", "spine", "core"], TierCalibration] = {}
     price_per_gpu_hour: float = Field(default=2.5, gt=0)
+    reliability: ReliabilitySpec = ReliabilitySpec()
+    power: PowerSpec = PowerSpec()
 
     @field_validator("gpu", mode="before")
     @classmethod

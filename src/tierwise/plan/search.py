@@ -13,15 +13,20 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.step import Flags
+from tierwise.perf.train_time import checkpoint_terms, ettr
 from tierwise.plan.diagnose import why_no_layout
 from tierwise.plan.space import RECOMPUTE, Space, build_space
+from tierwise.workload.checkpoint import checkpoint_bytes_per_gpu, state_replicas
 from tierwise.workload.layout import Layout, middle_stage_layers
 from tierwise.workload.memory import GiB
 from tierwise.workload.precision import dtype_and_recipe
 from tierwise.workload.recompute import mask_modules
 from tierwise.workload.spec import ModelSpec
 
-Objective = Literal["step_time", "tokens_per_dollar"]
+Objective = Literal["step_time", "tokens_per_dollar", "time_to_train"]
+OBJECTIVES = ("step_time", "tokens_per_dollar", "time_to_train")
+SMALLER_JOBS = ("tokens_per_dollar", "time_to_train")
+"""Objectives a smaller job may win: cost per token, and days once failures dominate."""
 # Step times within this relative distance count as a tie, broken by memory headroom.
 TIE_TOLERANCE = 1e-3
 _RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE.items()}
@@ -72,13 +77,32 @@ def tokens_per_dollar(tokens_per_s: Any, gpus: Any, cluster: ClusterSpec) -> Any
 
 
 def job_sizes(cluster: ClusterSpec, gpus: int, objective: Objective) -> list[int]:
-    """GPU counts a search covers: all `gpus` for step time; for tokens per dollar also every
-    power-of-two number of whole nodes below it (a smaller job may cost less per token)."""
-    if objective == "step_time":
+    """GPU counts a search covers: all `gpus` for step time; for tokens per dollar and time
+    to train also every power-of-two number of whole nodes below it (a smaller job may cost
+    less per token, or lose less to failures)."""
+    if objective not in SMALLER_JOBS:
         return [gpus]
     per_node = cluster.gpus_per_node
     smaller = (2**i * per_node for i in range(max(gpus // per_node, 1).bit_length()))
     return sorted({gpus, *(n for n in smaller if n < gpus)})
+
+
+def effective_tokens_per_s(
+    terms: dict[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    cluster: ClusterSpec,
+    interval_min: float | None = None,
+) -> np.ndarray:
+    """Tokens per second of wall-clock time once failures, restarts and checkpoints take
+    their share (tokens/s x ETTR, `tierwise.perf.train_time`), per candidate."""
+    world = arrays["tp"] * arrays["cp"] * arrays["pp"] * arrays["dp"]
+    replicas = state_replicas(
+        arrays["zero"], arrays["distributed_optimizer"], arrays["dp"], arrays["cp"]
+    )
+    saved = checkpoint_bytes_per_gpu(terms["memory"].optimizer, replicas)
+    t = checkpoint_terms(cluster, saved, world, interval_min)
+    share = ettr(t["rate"], t["restart_s"], t["interval_s"], t["write_s"], t["lag_s"])
+    return terms["tokens_per_s"] * share
 
 
 def _score(
@@ -86,10 +110,15 @@ def _score(
     arrays: Mapping[str, np.ndarray],
     objective: Objective,
     cluster: ClusterSpec,
+    interval_min: float | None,
 ) -> np.ndarray:
-    """Lower is better: step time, or negated tokens per dollar."""
+    """Lower is better: step time, negated tokens per dollar, or seconds of wall-clock time
+    per token (the expected days of any fixed number of tokens; inf: never finishes)."""
     if objective == "step_time":
         return terms["step_time_s"]
+    if objective == "time_to_train":
+        with np.errstate(divide="ignore"):
+            return 1.0 / effective_tokens_per_s(terms, arrays, cluster, interval_min)
     world = arrays["tp"] * arrays["cp"] * arrays["pp"] * arrays["dp"]
     return -tokens_per_dollar(terms["tokens_per_s"], world, cluster)
 
@@ -106,9 +135,13 @@ def search(
     flags: Flags = Flags(),
     gpus: int | None = None,
     framework: str = "any",
+    all_gpus: bool = False,
+    interval_min: float | None = None,
 ) -> PlanResult:
     """Best `top` layouts of `model` on `gpus` (default: all) GPUs of `cluster` (or, for
-    tokens per dollar, on `gpus` or a power-of-two number of nodes fewer: `job_sizes`)."""
+    tokens per dollar and time to train unless `all_gpus`, on `gpus` or a power-of-two number
+    of nodes fewer: `job_sizes`). `interval_min`: the checkpoint interval time to train is
+    ranked with (None: Young-Daly's)."""
     started = time.perf_counter()
     gpus = gpus or cluster.world
     for name, value in (("gbs", gbs), ("seq", seq), ("top", top)):
@@ -117,7 +150,7 @@ def search(
     space = Space.join(
         [
             build_space(model, cluster, n, gbs, seq, fix, framework)
-            for n in job_sizes(cluster, gpus, objective)
+            for n in ([gpus] if all_gpus else job_sizes(cluster, gpus, objective))
         ]
     )
     if space.size == 0:
@@ -126,7 +159,9 @@ def search(
     fits = np.asarray(terms["fits"], dtype=bool)
     if not fits.any():
         raise SpecError(_nothing_fits_message(model, cluster, space, terms))
-    score = np.where(fits, _score(terms, space.arrays, objective, cluster), np.inf)
+    score = np.where(fits, _score(terms, space.arrays, objective, cluster, interval_min), np.inf)
+    if not np.isfinite(score).any():  # no layout finishes a run: show the fastest steps
+        score = np.where(fits, terms["step_time_s"], np.inf)
     headroom = cluster.gpu.hbm_gib * GiB - terms["memory"].total_bytes
     best_score = abs(score[fits].min())  # the best plan's: step time or tokens per dollar
     order = np.lexsort((-headroom, np.round(score / best_score / TIE_TOLERANCE)))

@@ -13,6 +13,7 @@ from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
 from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
 from tierwise.perf.step import Flags
+from tierwise.perf.train_time import RUN_KEYS, estimate_train_time
 from tierwise.plan.search import search
 from tierwise.specio import build
 from tierwise.workload.spec import ModelSpec
@@ -68,10 +69,15 @@ def sweep(
     flags: Flags = Flags(),
     framework: str = "any",
     fix: Mapping[str, str] | None = None,
+    train_tokens: float | None = None,
+    interval_min: float | None = None,
 ) -> list[dict[str, Any]]:
     """Best plan per combination of the varied parameters, each row with the nodes, GPUs,
     gbs and seq it ran; a combination that is no valid cluster, or where nothing divides or
-    fits, is a row with ``error`` (and no numbers)."""
+    fits, is a row with ``error`` (and no numbers). With `train_tokens`, each row's plan is
+    the one of least expected time to train on all its GPUs, and the row carries its days,
+    ETTR, GPU-hours, cost, energy and interruptions (`tierwise.perf.train_time`)."""
+    objective = "step_time" if train_tokens is None else "time_to_train"
     keys = [k for k, _ in varies]
     rows = []
     for values in itertools.product(*(v for _, v in varies)):
@@ -81,7 +87,17 @@ def sweep(
             c = with_params(cluster, params)
             row |= {"nodes": c.nodes, "gpus": c.world}
             best = search(
-                model, c, gbs, seq, top=1, fix=fix, flags=flags, framework=framework
+                model,
+                c,
+                gbs,
+                seq,
+                top=1,
+                fix=fix,
+                flags=flags,
+                framework=framework,
+                objective=objective,
+                all_gpus=True,
+                interval_min=interval_min,
             ).plans[0]
         except SpecError as exc:
             rows.append({**row, "tokens_per_s": None, "mfu": None, "error": str(exc)})
@@ -93,9 +109,39 @@ def sweep(
                 "mfu": best["mfu"],
                 "step_time_s": best["step_time_s"],
                 "layout": layout_summary(best["layout"]),
+                **(
+                    {}
+                    if train_tokens is None
+                    else train_fields(c, best, train_tokens, interval_min)
+                ),
             }
         )
     return rows
+
+
+def train_fields(
+    cluster: ClusterSpec, plan: dict[str, Any], tokens: float, interval_min: float | None
+) -> dict[str, Any]:
+    """The time-to-train numbers of a sweep row's plan."""
+    out = estimate_train_time(cluster, plan, tokens, interval_min)
+    return {key: out[key] for key in RUN_KEYS}
+
+
+def fastest_run(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The sweep row whose run finishes first (fewest GPUs among ties), with whether adding
+    GPUs beyond it lengthens the run; None when no row has a time to train."""
+    timed = [r for r in rows if r.get("time_to_train_days") is not None]
+    if not timed:
+        return None
+    best = min(timed, key=lambda r: (r["time_to_train_days"], r["gpus"]))
+    # Rows that never finish (ETTR 0) are slower too.
+    larger = [r for r in rows if "ettr" in r and r["gpus"] > best["gpus"]]
+    return {
+        "gpus": best["gpus"],
+        "time_to_train_days": best["time_to_train_days"],
+        "ettr": best["ettr"],
+        "more_gpus_slower": bool(larger),
+    }
 
 
 def layout_summary(layout: Mapping[str, Any]) -> dict[str, Any]:

@@ -379,3 +379,42 @@ def sweep_figure_file(
         x_ticks=None if numeric else tuple(str(v) for v in first),
     )
     save(sweep_figure(data), path, salt="sweep")
+
+
+ETTR_MAX_GPUS = 131_072
+"""The ETTR figure reaches at least this many GPUs (the scale the failure papers project to)."""
+
+
+def ettr_data(cluster: ClusterSpec, gpus: int, bytes_per_gpu: float) -> SweepData:
+    """ETTR against job size for the cluster's reliability facts: a job of `gpus` GPUs writes
+    `bytes_per_gpu` per checkpoint, a larger or smaller one the same total spread over its GPUs;
+    each at its Young-Daly interval. Two lines: the renewal form (`ettr`) and Kokolis et al.'s
+    first-order one; whole nodes, powers of two from one node to 8x the cluster or 131,072
+    GPUs."""
+    from tierwise.perf.train_time import checkpoint_terms, ettr, ettr_first_order
+
+    top = max(8 * cluster.world, ETTR_MAX_GPUS)
+    sizes = np.array(
+        [cluster.gpus_per_node * 2**i for i in range(64) if cluster.gpus_per_node * 2**i <= top]
+    )
+    t = checkpoint_terms(cluster, bytes_per_gpu * gpus / sizes, sizes)
+    costs = (t["rate"], t["restart_s"], t["interval_s"], t["write_s"], t["lag_s"])
+    x = tuple(float(n) for n in sizes)
+    rate = cluster.reliability.node_failures_per_1000_node_days
+    return SweepData(
+        title=f"ETTR vs GPUs at {rate:.2f} node failures per 1,000 node-days",
+        x_label="GPUs in the job",
+        y_label="effective training time ratio",
+        series=(
+            SweepSeries("expected (restarts fail too)", x, tuple(map(float, ettr(*costs)))),
+            SweepSeries(
+                "first order (Kokolis et al.)", x, tuple(map(float, ettr_first_order(*costs)))
+            ),
+        ),
+        x_ticks=tuple(count_label(n) for n in x),
+    )
+
+
+def count_label(n: float) -> str:
+    """A GPU count as 8, 512, 4K, 128K (binary thousands, as GPU counts come)."""
+    return f"{n / 1024:g}K" if n >= 1024 else f"{n:g}"

@@ -11,11 +11,13 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from tierwise import __version__
 from tierwise.hardware.cluster import dump_cluster
 from tierwise.hardware.tiers import Tier, tiers
+from tierwise.perf.train_time import estimate_run
 from tierwise.report.figures import (
     TIER_COLORS,
     Breakdown,
     breakdown_figure,
     busbw_figure,
+    ettr_data,
     sweep_figure,
 )
 from tierwise.report.inputs import ReportInputs, ReportPlan
@@ -77,12 +79,16 @@ def figures(inputs: ReportInputs, mapping: MappingData | None) -> dict[str, Any]
         "mapping": None,
         "breakdown": None,
         "sweep": None,
+        "ettr": None,
     }
     best = inputs.best
     if best is not None and mapping is not None:
         labels = {t.name: tier_caption(t) for t in tiers(c)}
         out["mapping"] = to_svg(mapping_figure(mapping, labels), "mapping")
         out["breakdown"] = to_svg(breakdown_figure(breakdowns(best, c.gpu.hbm_gib)), "breakdown")
+        saved = estimate_run(best.estimate, 1.0).bytes_per_gpu  # its checkpoint share
+        ettr = ettr_data(c, best.estimate["gpus"], saved)
+        out["ettr"] = to_svg(sweep_figure(ettr), "ettr")
     if inputs.sweep is not None:
         out["sweep"] = to_svg(sweep_figure(inputs.sweep), "sweep")
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli import train_options as T
 from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, line, print_json, styled, table
@@ -59,9 +60,20 @@ def estimate_command(
     enable_cuda_graph: L.CudaGraphOpt = False,
     fp8_dot_product_attention: L.Fp8AttentionOpt = False,
     fp8_param_gather: L.Fp8ParamGatherOpt = True,
+    train_tokens: T.TrainTokensOpt = None,
+    node_failure_rate: T.NodeFailureRateOpt = None,
+    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
+    simulate: T.SimulateOpt = False,
+    simulate_trials: T.TrialsOpt = 200,
+    seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier."""
+    """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier;
+    with --train-tokens, the whole run's days, cost, energy and failures."""
+    train = T.train_request(
+        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
+    )
+    cluster_spec = train.on(cluster_spec)
     spec, force_balance = resolve_routing(
         load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
     )
@@ -137,6 +149,10 @@ def estimate_command(
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
     result["assumed"] = assumed
+    if train.tokens is not None:
+        from tierwise.perf.train_time import run_train_time
+
+        result |= run_train_time(cluster_spec, train, result)
     if as_json:
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
@@ -267,6 +283,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f"DP/FSDP stays hidden with >= {r['nic_GBps_needed_per_gpu']:.1f} GB/s "
             "per GPU on its tier"
         )
+    if "train_tokens" in r:
+        T.print_train(r)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli import train_options as T
 from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
@@ -16,10 +18,11 @@ from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.pipeline import FRAMEWORK_SCHEDULES, SCHEDULE_VPP, schedule_for
 from tierwise.perf.step import Flags
+from tierwise.perf.train_time import run_train_time
 from tierwise.plan.emit import EMIT_FILES, EMITTERS, emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
-from tierwise.plan.search import search, tokens_per_dollar
+from tierwise.plan.search import OBJECTIVES, search, tokens_per_dollar
 from tierwise.plan.space import (
     FIX_HELP,
     FRAMEWORK_NAMES,
@@ -127,7 +130,12 @@ def plan_command(
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
     fix: Annotated[str | None, typer.Option("--fix", help=FIX_HELP)] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help="step_time|tokens_per_dollar")
+        str,
+        typer.Option(
+            "--objective",
+            help="step_time | tokens_per_dollar | time_to_train (wall-clock time per token once "
+            "failures, restarts and checkpoints take their share; fewer nodes are tried too)",
+        ),
     ] = "step_time",
     framework: Annotated[
         str, typer.Option("--framework", help="any|megatron|torchtitan|deepspeed")
@@ -156,14 +164,25 @@ def plan_command(
     enable_cuda_graph: L.CudaGraphOpt = False,
     fp8_dot_product_attention: L.Fp8AttentionOpt = False,
     fp8_param_gather: L.Fp8ParamGatherOpt = True,
+    train_tokens: T.TrainTokensOpt = None,
+    node_failure_rate: T.NodeFailureRateOpt = None,
+    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
+    simulate: T.SimulateOpt = False,
+    simulate_trials: T.TrialsOpt = 200,
+    seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search layouts for a fixed global batch and sequence; show the best, map them, emit."""
+    """Search layouts for a fixed global batch and sequence; show the best, map them, emit;
+    with --train-tokens, each plan's days, cost and ETTR."""
+    train = T.train_request(
+        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
+    )
+    cluster_spec = train.on(cluster_spec)
     spec, force_balance = resolve_routing(
         load_model(model), moe_routing, moe_router_force_load_balancing, moe_expert_capacity_factor
     )
-    if objective not in {"step_time", "tokens_per_dollar"}:
-        raise SpecError(f"--objective: {objective!r}; allowed: step_time, tokens_per_dollar")
+    if objective not in OBJECTIVES:
+        raise SpecError(f"--objective: {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if framework not in FRAMEWORK_NAMES:
         raise SpecError(f"--framework: {framework!r}; allowed: {', '.join(FRAMEWORK_NAMES)}")
     for kind in emit_kinds or []:
@@ -204,8 +223,14 @@ def plan_command(
         objective=objective,
         flags=flags,
         framework=framework,
+        interval_min=train.interval_min,
     )  # type: ignore[arg-type]
     best = result.plans[0]
+    closed_form = replace(train, simulate=False)  # the first plan alone is simulated
+    runs = [
+        run_train_time(cluster_spec, train if i == 0 else closed_form, p)
+        for i, p in enumerate(result.plans)
+    ]
     layout = Layout(**best["layout"])
     mapping = group_summary(cluster_spec, layout)
     ratios = placement_ratios(spec, cluster_spec, layout, flags)
@@ -220,7 +245,10 @@ def plan_command(
                 "model": spec.name,
                 "cluster": cluster_spec.name,
                 "gpus": cluster_spec.world,
-                "plans": [plan_row(p, cluster_spec) for p in result.plans],
+                "plans": [
+                    plan_row(p, cluster_spec) | run
+                    for p, run in zip(result.plans, runs, strict=True)
+                ],
                 "candidates_evaluated": result.candidates_evaluated,
                 "candidates_fitting": result.candidates_fitting,
                 "search_time_s": result.search_time_s,
@@ -252,6 +280,10 @@ def plan_command(
         if r["pp_layers"]:  # uneven split: first and last stage's layers
             r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
         cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()
+        if runs[i - 1]:  # the whole run: GPUs (the search may take fewer), days, ETTR
+            days = runs[i - 1]["time_to_train_days"]
+            ettr = runs[i - 1]["ettr"]
+            cost = (r["gpus"], "never" if days is None else f"{days:.1f}", f"{ettr:.1%}")
         rows.append(
             (
                 i,
@@ -265,8 +297,12 @@ def plan_command(
             )
         )
     cost_header = ["GPUs", "tokens/$"] if by_cost else []
+    if train.tokens is not None:
+        cost_header = ["GPUs", "days", "ETTR"]
     header = ["#", *shown, *cost_header, "step s", "tokens/s", "MFU (bf16 peak)", "GiB", "why"]
     console.print(table("top plans", header, rows))
+    if runs[0]:
+        T.print_train(runs[0], "plan 1: time to train")
     console.print(
         table(
             "mapping of plan 1 onto the cluster",

@@ -8,12 +8,19 @@ from typing import Annotated, Any
 import typer
 
 from tierwise.cli import layout_options as L
+from tierwise.cli import train_options as T
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.plan.space import FIX_HELP, parse_fix
-from tierwise.plan.sweep import MIN_RATE_GBPS, parse_vary, sweep, workload_needed_bandwidth
+from tierwise.plan.sweep import (
+    MIN_RATE_GBPS,
+    fastest_run,
+    parse_vary,
+    sweep,
+    workload_needed_bandwidth,
+)
 from tierwise.workload.load import load_model
 
 
@@ -37,10 +44,17 @@ def sweep_command(
     framework: Annotated[str, typer.Option("--framework")] = "any",
     fix: Annotated[str | None, typer.Option("--fix", help=f"In every search: {FIX_HELP}")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")] = None,
+    train_tokens: T.TrainTokensOpt = None,
+    node_failure_rate: T.NodeFailureRateOpt = None,
+    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
     as_json: JsonOpt = False,
 ) -> None:
-    """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each."""
+    """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each
+    (with --train-tokens: the days, ETTR and cost of the whole run, and where adding GPUs stops
+    shortening it)."""
     writable(plot, "--plot")
+    train = T.train_request(train_tokens, node_failure_rate, checkpoint_interval, False, 1, 0)
+    cluster_spec = train.on(cluster_spec)
     spec = load_model(model)
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
@@ -56,8 +70,21 @@ def sweep_command(
             raise
         need = {"needed_Gbps_per_gpu": None, "within_pct": within, "error": str(exc)}
     rows = (
-        sweep(spec, cluster_spec, gbs, seq, varies, framework=framework, fix=pins) if varies else []
+        sweep(
+            spec,
+            cluster_spec,
+            gbs,
+            seq,
+            varies,
+            framework=framework,
+            fix=pins,
+            train_tokens=train.tokens,
+            interval_min=train.interval_min,
+        )
+        if varies
+        else []
     )
+    fastest = fastest_run(rows) if train.tokens is not None else None
     if plot is not None and rows:
         from tierwise.report.figures import sweep_figure_file
 
@@ -68,23 +95,62 @@ def sweep_command(
                 "model": spec.name,
                 "cluster": cluster_spec.name,
                 "rows": rows,
+                **({} if train.tokens is None else {"train_tokens": train.tokens}),
+                **({} if fastest is None else {"fastest_run": fastest}),
                 **need,
             }
         )
         return
     keys = [k for k, _ in varies]
+    timed = train.tokens is not None
     if rows:
+        run_header = ["days", "ETTR", "MTTF h", "cost $M"] if timed else []
         console.print(
             table(
                 "best plan per value",
-                [*keys, "GPUs", "gbs", "seq", "tokens/s", "MFU", "layout"],
+                [*keys, "GPUs", "gbs", "seq", "tokens/s", "MFU", *run_header, "layout"],
                 [
-                    (*(r[k] for k in keys), r.get("gpus"), r["gbs"], r["seq"], *_cells(r))
+                    (
+                        *(r[k] for k in keys),
+                        r.get("gpus"),
+                        r["gbs"],
+                        r["seq"],
+                        *_cells(r)[:2],
+                        *(_run_cells(r) if timed else ()),
+                        _cells(r)[2],
+                    )
                     for r in rows
                 ],
             )
         )
+    if fastest is not None:
+        console.print(_fastest_line(fastest, train.tokens or 0.0))
     console.print(_need_line(spec.name, cluster_spec.name, within, need))
+
+
+def _run_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    """Days, ETTR, MTTF and cost cells of a sweep row with a time to train."""
+    if row.get("error") or row.get("time_to_train_days") is None:
+        return ("never" if not row.get("error") else "-", "-", "-", "-")
+    return (
+        f"{row['time_to_train_days']:.1f}",
+        f"{row['ettr']:.1%}",
+        f"{row['mttf_h']:.2f}",
+        f"{row['cost_usd'] / 1e6:,.1f}",
+    )
+
+
+def _fastest_line(fastest: dict[str, Any], tokens: float) -> str:
+    """Where adding GPUs stops shortening the run, in words."""
+    where = (
+        "more GPUs make the run longer: failures and restarts eat the gain"
+        if fastest["more_gpus_slower"]
+        else "the largest value tried is still the fastest"
+    )
+    return (
+        f"{tokens:.3g} tokens train fastest on {fastest['gpus']:,} GPUs "
+        f"({fastest['time_to_train_days']:.1f} days, ETTR {fastest['ettr']:.1%}); {where}"
+    )
 
 
 def layout_text(layout: dict[str, Any]) -> str:
