@@ -14,7 +14,13 @@ from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model
 
 L70 = load_model("llama3-70b")
-PER_STEP_TERMS = {"pipeline_bubble_s", "dp_comm_s", "optimizer_s", "overlap_interference_s"}
+PER_STEP_TERMS = {
+    "pipeline_bubble_s",
+    "dp_comm_s",
+    "optimizer_s",
+    "overlap_interference_s",
+    "straggler_s",
+}
 
 
 def est(cluster: str = "dgx-h100", nodes: int = 8, flags: Flags = Flags(), **layout: object):

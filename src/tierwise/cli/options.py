@@ -66,6 +66,27 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "routing": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "--routing",
+                help="How switches spread flows over uplinks: ecmp, adaptive, static "
+                "(default: the NIC kind's, InfiniBand adaptive, RoCE ecmp).",
+            ),
+        ],
+        None,
+    ),
+    "qps_per_connection": (
+        Annotated[
+            int | None,
+            typer.Option(
+                "--qps-per-connection",
+                help="Flows per NCCL connection (NCCL_IB_QPS_PER_CONNECTION; default 1).",
+            ),
+        ],
+        None,
+    ),
 }
 
 F = TypeVar("F", bound=Callable[..., Any])

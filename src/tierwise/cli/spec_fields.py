@@ -38,6 +38,12 @@ FIELD_NOTES: dict[str, str] = {
         "Node failures, restarts, checkpoint storage and spares (time to train: --train-tokens)."
     ),
     "ClusterSpec.power": "What the cluster draws: GPU and node power, PUE (energy of a run).",
+    "ClusterSpec.fleet": (
+        "Slow-node statistics of the fleet: a named fleet (well-run, the default: nothing "
+        "added; megascale-nsdi24: 0.5% of nodes 10% slower) or the fields below. A step "
+        "waits for its slowest rank: breakdown term straggler_s."
+    ),
+    "FleetSpec.name": "Name of the fleet (a named example, or custom).",
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (

@@ -17,12 +17,26 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
+from tierwise.hardware.fleet import FleetSpec
 from tierwise.hardware.reliability import PowerSpec, ReliabilitySpec
 from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
 
 TopologyKind = Literal["rail-optimized", "rail-only", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
+RoutingKind = Literal["ecmp", "adaptive", "static"]
+# How each NIC kind's fabric routes a flow when the spec leaves `routing` out. InfiniBand:
+# adaptive (NCCL_IB_ADAPTIVE_ROUTING defaults to 1 on IB, 0 on RoCE: NCCL env docs; Quantum
+# switches spread packets of one QP over the uplinks); AWS EFA: adaptive (SRD sprays each
+# flow's packets over many paths, Shalev et al., IEEE Micro 2020); RoCE and Ethernet: ECMP
+# (5-tuple hash per flow, one uplink per flow); the lab's veth fabric: the kernel's ECMP.
+DEFAULT_ROUTING: dict[str, RoutingKind] = {
+    "ib": "adaptive",
+    "efa": "adaptive",
+    "roce": "ecmp",
+    "eth": "ecmp",
+    "veth": "ecmp",
+}
 TIER_NAMES = ("intra", "leaf", "spine", "core")
 # Largest cluster tierwise models, in nodes: the placement and group models hold a few arrays
 # per rank, so 10^5 nodes (800k GPUs) stay within seconds and a few GB (benchmarks/scale.py).
@@ -89,6 +103,25 @@ class TopologySpec(_Spec):
         description="Leaves under each pod in leaf order (instead of leaves_per_pod).",
     )
     pod_oversubscription: float = Field(default=1.0, ge=1.0)
+    routing: RoutingKind | None = Field(
+        default=None,
+        description=(
+            "How switches spread flows over their uplinks: ecmp (one uplink per flow, by "
+            "hash), adaptive (packets of a flow over every uplink), static (flows dealt out "
+            "evenly by destination). Default by NIC kind: InfiniBand and EFA adaptive, RoCE "
+            "and Ethernet ecmp."
+        ),
+    )
+    qps_per_connection: int = Field(
+        default=1,
+        ge=1,
+        le=128,
+        description=(
+            "Queue pairs (flows) per NCCL connection, each carrying an equal share of its "
+            "bytes (NCCL_IB_QPS_PER_CONNECTION, default 1; NCCL_IB_SPLIT_DATA_ON_QPS splits "
+            "each message or deals messages out, the same share either way)."
+        ),
+    )
 
 
 class TierCalibration(_Spec):
@@ -118,6 +151,7 @@ class ClusterSpec(_Spec):
     in_network_reduction: InNetworkReduction = "none"
     calibration: dict[Literal["intra", "leaf", "spine", "core"], TierCalibration] = {}
     price_per_gpu_hour: float = Field(default=2.5, gt=0)
+    fleet: FleetSpec = FleetSpec(name="well-run")
     reliability: ReliabilitySpec = ReliabilitySpec()
     power: PowerSpec = PowerSpec()
 
@@ -235,6 +269,11 @@ class ClusterSpec(_Spec):
         return "nvls" in self.in_network_reduction and self.intra.nvls
 
     @property
+    def routing(self) -> RoutingKind:
+        """How the fabric spreads flows over uplinks: the spec's, else its NIC kind's default."""
+        return self.topology.routing or DEFAULT_ROUTING[self.inter.nic.kind]
+
+    @property
     def sharp(self) -> bool:
         """SHARP reduction in the IB switches is enabled and supported by the NIC/switch."""
         return "sharp" in self.in_network_reduction and self.inter.nic.sharp
@@ -293,7 +332,9 @@ def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
 
     Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription,
     nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus,
-    topology (the topology kind), planes.
+    topology (the topology kind), planes, the topology's routing, qps_per_connection,
+    pod_oversubscription and leaves_per_pod, and the fleet's slow_node_share,
+    slow_node_slowdown and gpu_speed_spread.
     """
     data, source = _raw_cluster(str(arg))
     data = apply_overrides(data, **overrides)
@@ -333,16 +374,27 @@ def _spec_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     return out
 
 
+# Overrides that set a field of the topology or of the fleet as named.
+TOPOLOGY_OVERRIDES = ("routing", "qps_per_connection", "pod_oversubscription", "leaves_per_pod")
+FLEET_OVERRIDES = ("slow_node_share", "slow_node_slowdown", "gpu_speed_spread")
+
+
 def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """Copy of raw cluster fields with the CLI shape overrides applied (None = unchanged)."""
     out = {**data}
     inter = dict(out.get("inter") or {})
     topo = dict(out.get("topology") or {})
+    fleet = out.get("fleet")
     for key, value in overrides.items():
         if value is None:
             continue
         if key in {"nodes", "gpus_per_node", "intra", "nvlink_domain_gpus"}:
             out[key] = value
+        elif key in FLEET_OVERRIDES:
+            fleet = {**FleetSpec.model_validate(fleet or "well-run").model_dump(), key: value}
+            out["fleet"] = fleet = {**fleet, "name": "custom"}
+        elif key in TOPOLOGY_OVERRIDES:
+            topo[key] = value
         elif key == "nics_per_node":
             inter["nics_per_node"] = value
         elif key == "nic":

@@ -26,6 +26,7 @@ from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
 from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
+from tierwise.perf.terms.straggler import straggler_s
 from tierwise.perf.terms.tp import edge_tp_comm, tp_comm
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
@@ -158,8 +159,16 @@ def step_terms(
     overlapped = tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s + ep.total_s - ep.exposed_s
     hidden = micro * share * overlapped + pos(dp.comm.total_s - dp.comm.exposed_s)
     interference = hidden * OVERLAP_INTERFERENCE
-    step = micro * pipe.busiest_s + bubble + dp.comm.exposed_s + dp.optimizer_s + interference
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
+    straggler = straggler_s(cluster.fleet, world, cluster.gpus_per_node, micro * t_compute)
+    step = (
+        micro * pipe.busiest_s
+        + bubble
+        + dp.comm.exposed_s
+        + dp.optimizer_s
+        + interference
+        + straggler
+    )
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
     mem_bytes = mem.total_bytes
@@ -187,6 +196,7 @@ def step_terms(
             "dp_comm_s": dp.comm.exposed_s,
             "optimizer_s": dp.optimizer_s,
             "overlap_interference_s": interference,
+            "straggler_s": straggler,
         },
         "comm_total_s": {
             "tp": per_rank * tp.total_s + edge_s,

@@ -27,6 +27,13 @@ SWEEPABLE = {
     "oversubscription": float,
     "nvlink_domain_gpus": int,
     "nodes_per_leaf": int,
+    "leaves_per_pod": int,
+    "pod_oversubscription": float,
+    "routing": str,
+    "qps_per_connection": int,
+    "slow_node_share": float,
+    "slow_node_slowdown": float,
+    "gpu_speed_spread": float,
 }
 CATALOG_KEYS = {"nic": catalog.nic, "intra": catalog.link}
 """Sweepable keys whose values are catalog keys."""

@@ -10,7 +10,7 @@ import typer
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.model import auto_candidates, candidates
+from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
@@ -48,7 +48,11 @@ def collective(
         ),
     ] = "auto",
     explain: Annotated[
-        bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
+        bool,
+        typer.Option(
+            "--explain",
+            help="Print every candidate's latency and bandwidth, and the ring's busiest uplink.",
+        ),
     ] = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write busbw vs size (PNG/SVG).")
@@ -86,6 +90,7 @@ def collective(
         }
         for c in (candidates(op, shape) if explain else [])
     ]
+    links = shape.busiest_link(channels(shape), ring_crossings(shape)) if explain else []
     if as_json:
         print_json(
             {
@@ -95,7 +100,7 @@ def collective(
                 "ranks_per_node": k,
                 "cluster": cluster_spec.name,
                 "rows": pred.rows(),
-                **({"candidates": explained} if explain else {}),
+                **({"candidates": explained, "busiest_links": links} if explain else {}),
             }
         )
         return
@@ -121,6 +126,22 @@ def collective(
                 rows,
             )
         )
+        if links:
+            console.print(
+                table(
+                    "busiest uplink per level (the ring's channels x queue pairs as flows)",
+                    ["level", "routing", "flows", "uplinks", "busiest link flows", "share",
+                     "per flow GB/s"],
+                    [
+                        (
+                            x["level"], x["routing"], x["flows"], x["uplinks"],
+                            x["busiest_link_flows"], f"{x['busiest_link_share']:.1%}",
+                            "fluid" if x["per_flow_GBps"] is None else x["per_flow_GBps"],
+                        )
+                        for x in links
+                    ],
+                )
+            )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
