@@ -73,9 +73,6 @@ CpCommOpt = Annotated[
         "--cp-comm-type", help="Context parallel comm (Megatron's flag): p2p (ring attention), a2a."
     ),
 ]
-TpOverlapOpt = Annotated[
-    bool, typer.Option("--tp-comm-overlap", help="TP communication overlapped with GEMMs.")
-]
 PpLayoutOpt = Annotated[
     str | None,
     typer.Option(
@@ -102,8 +99,8 @@ PipelineScheduleOpt = Annotated[
     str | None,
     typer.Option(
         "--pipeline-schedule",
-        help="torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
-        "(default 1F1B, Interleaved1F1B with --vpp > 1).",
+        help="torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble | "
+        "DualPipeV, or DeepSeek's DualPipe (default 1F1B, Interleaved1F1B with --vpp > 1).",
     ),
 ]
 AttentionBackendOpt = Annotated[

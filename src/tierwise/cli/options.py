@@ -144,18 +144,6 @@ def _with_cluster(
     options: dict[str, tuple[Any, Any]],
     resolve: Callable[[Any, dict[str, Any]], dict[str, Any]] = _load,
 ) -> F:
-    sig = inspect.signature(func)
-    hints = typing.get_type_hints(func, include_extras=True)
-    kept = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in sig.parameters.values()
-        if p.name not in _RESOLVED
-    ]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
-        for name, (ann, default) in options.items()
-    ]
-
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
         picked = {name: kwargs.pop(name) for name in options}
@@ -168,5 +156,24 @@ def _with_cluster(
             cluster = positional
         return func(**resolve(cluster, picked), **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature_with(func, options, _RESOLVED)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def signature_with(
+    func: Callable[..., Any], options: dict[str, tuple[Any, Any]], resolved: set[str]
+) -> inspect.Signature:
+    """`func`'s signature for typer: its parameters but the `resolved` ones (which a wrapper
+    supplies), plus keyword `options` (name -> (annotation, default))."""
+    sig = inspect.signature(func)
+    hints = typing.get_type_hints(func, include_extras=True)
+    kept = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in sig.parameters.values()
+        if p.name not in resolved
+    ]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
+        for name, (ann, default) in options.items()
+    ]
+    return sig.replace(parameters=kept + added)

@@ -104,6 +104,11 @@ class Flags:
             )
         if self.framework is not None and self.framework not in FRAMEWORKS:
             raise SpecError(f"--framework: {self.framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+        if self.cache_expert_inputs and self.framework is not None:
+            raise SpecError(
+                f"--cache-expert-inputs: DeepSeek-V3's own training framework caches expert "
+                f"inputs so; --framework {self.framework} has no such option (drop one of them)"
+            )
 
     def overlaps(self) -> dict[str, bool]:
         """The Megatron overlap flags the estimate assumed, by Megatron's dest names."""

@@ -27,7 +27,7 @@ from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.straggler import straggler_s
-from tierwise.perf.terms.tp import edge_tp_comm, tp_comm
+from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
@@ -88,8 +88,9 @@ def step_terms(
     )
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
-    tp = tp_comm(s, comm, flags.tp_comm_overlap)
-    edge = edge_tp_comm(s, comm)
+    ops = tp_ops(s, comm)
+    tp = tp_comm(s, comm, flags.tp_comm_overlap, ops)
+    edge = edge_tp_comm(s, comm, ops)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(
         s,
@@ -101,7 +102,7 @@ def step_terms(
         cluster.domain_gpus,
         flags.delay_wgrad_compute or dual,
     )
-    pp = pp_comm(s, comm, flags.overlap_p2p_communication or dual)
+    pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
     flash = flags.flash_attention
     mem = memory_batch(
         m,

@@ -298,10 +298,13 @@ def build_space(
     layers = model.layers
     even = (ends_short == 0) & (layers % (pp * vpp) == 0)
     # Megatron's --decoder-first/last-pipeline-num-layers: the embedding and logits stages
-    # one layer short of the rest (how Llama 3 405B splits 126 layers over 16 stages), at any
-    # vpp whose chunks each hold a layer (chunks of a rank may differ by one: the emitter
-    # writes a --pipeline-model-parallel-layout string then).
-    fits_chunks = (layers + 2) // np.maximum(pp, 1) - 1 >= vpp
+    # one layer short of the rest (how Llama 3 405B splits 126 layers over 16 stages), at a
+    # vpp that splits the middle stages evenly into chunks of 2 layers or more (a --fix vpp=
+    # takes any that leaves the end stages a layer a chunk); the end stages' chunks then
+    # differ by one, which the emitter states as a --pipeline-model-parallel-layout string.
+    per_stage = (layers + 2) // np.maximum(pp, 1)
+    searched = (per_stage % vpp == 0) & (per_stage >= 2 * vpp)
+    fits_chunks = (per_stage - 1 >= vpp) & (searched | ("vpp" in fix))
     short = (ends_short == 1) & (pp >= 3) & fits_chunks & ((layers + 2) % pp == 0)
     ok = (
         (gbs % (mbs * np.maximum(dp, 1)) == 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from tierwise.cli import layout_options as L
@@ -9,6 +11,7 @@ from tierwise.cli import train_options as T
 from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.overlap_options import overlap_options
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
@@ -20,6 +23,7 @@ from tierwise.workload.precision import check_supported
 
 
 @cluster_options
+@overlap_options
 def estimate_command(
     cluster_spec: ClusterSpec,
     model: ModelOpt = "llama3-70b",
@@ -47,7 +51,6 @@ def estimate_command(
     fp8_recipe: L.Fp8RecipeOpt = None,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
-    tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
     pipeline_schedule: L.PipelineScheduleOpt = None,
     framework: L.EstimateFrameworkOpt = None,
@@ -67,6 +70,7 @@ def estimate_command(
     simulate_trials: T.TrialsOpt = 200,
     seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
+    overlap_flags: dict[str, Any] | None = None,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier;
     with --train-tokens, the whole run's days, cost, energy and failures."""
@@ -126,7 +130,7 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     flags = Flags(
-        tp_comm_overlap=tp_comm_overlap,
+        **(overlap_flags or {}),
         cp_comm=cp_comm,
         pipeline_schedule=pipeline_schedule,
         framework=framework,

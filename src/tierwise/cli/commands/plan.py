@@ -14,6 +14,7 @@ from tierwise.cli import train_options as T
 from tierwise.cli.moe_routing import resolve_routing
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import RULE_WIDTH, console, line, print_json, styled, table, write_files
+from tierwise.cli.overlap_options import overlap_options
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.pipeline import FRAMEWORK_SCHEDULES, SCHEDULE_VPP, schedule_for
@@ -122,6 +123,7 @@ def write_out(out: Path, emitted: dict[str, str], members: Any) -> list[str]:
 
 
 @cluster_options
+@overlap_options
 def plan_command(
     cluster_spec: ClusterSpec,
     model: ModelOpt = "llama3-70b",
@@ -152,7 +154,6 @@ def plan_command(
     ] = None,
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
-    tp_comm_overlap: L.TpOverlapOpt = False,
     cp_comm: L.CpCommOpt = "p2p",
     attention_backend: L.AttentionBackendOpt = "flash",
     pipeline_schedule: L.PipelineScheduleOpt = None,
@@ -171,6 +172,7 @@ def plan_command(
     simulate_trials: T.TrialsOpt = 200,
     seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
+    overlap_flags: dict[str, Any] | None = None,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit;
     with --train-tokens, each plan's days, cost and ETTR."""
@@ -195,7 +197,7 @@ def plan_command(
     emit_kinds = with_launched_config(framework, emit_kinds or [])
     # One framework: its layouts are priced as it runs them (as `estimate --framework`).
     flags = Flags(
-        tp_comm_overlap=tp_comm_overlap,
+        **(overlap_flags or {}),
         cp_comm=cp_comm,
         framework=None if framework == "any" else framework,
         attention_backend=attention_backend,
