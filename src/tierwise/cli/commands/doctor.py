@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 FilesArg = Annotated[
     list[Path],
     typer.Argument(
-        help="Files of one run: NCCL_DEBUG=INFO output, nccl-tests logs, ibstat/ibstatus/"
-        "ibv_devinfo, ethtool/ip link, nvidia-smi topo -m, lspci -vvv, NCCL topology XML, env; "
-        "or a training log (Megatron-LM, NeMo, MLPerf, torchtitan) first, then its configs."
+        help="Files of one run: NCCL_DEBUG=INFO output (as pasted: records run together are"
+        " split), nccl-tests logs, ibstat/ibstatus/ibv_devinfo, ethtool/ip link, nvidia-smi"
+        " (topo -m, -q), lspci -vvv, NCCL topology XML, env dumps, pip/conda/dpkg lists, ldd;"
+        " or a training log (Megatron-LM, NeMo, MLPerf, torchtitan) first, then its configs."
     ),
 ]
 
@@ -68,6 +69,13 @@ def print_diagnosis(diagnosis: Diagnosis) -> None:
         )
     for note in diagnosis.facts["notes"]:
         console.print(f"note: {note}", markup=False, highlight=False)
+    harmless: dict[tuple[str, str], list[str]] = {}
+    for item in diagnosis.facts["harmless_lines"]:
+        harmless.setdefault((item["why"], item["source"]), []).append(Path(item["line"]).name)
+    for (why, source), where in harmless.items():
+        console.print(
+            f"harmless: {', '.join(where)}: {why} ({source})", markup=False, highlight=False
+        )
     if not diagnosis.findings:
         console.print(
             line(styled("no finding", "green"), ": nothing in these files points at a known cause")
@@ -85,12 +93,15 @@ def print_diagnosis(diagnosis: Diagnosis) -> None:
                 styled(f"{rank}. {finding.title}", "bold"),
                 f"{explains}\n   {finding.id} · {finding.category} · ",
                 styled(finding.severity, _SEVERITY_STYLE[finding.severity]),
+                f" · confidence {finding.confidence:.2f}",
             )
         )
         for ev in finding.evidence:
             console.print(
                 f"   {Path(ev.file).name}:{ev.line}: {ev.text}", markup=False, highlight=False
             )
+        if finding.confirm:
+            console.print(f"   to confirm: {finding.confirm}", markup=False, highlight=False)
         console.print(f"   fix: {finding.fix}", markup=False, highlight=False)
 
 
@@ -106,22 +117,30 @@ def doctor(
 
     Without --cluster: the preset of the logs' GPU, node count and NIC rate (JSON cluster_source).
     """
-    from tierwise.cli.output import print_json
-    from tierwise.verify.doctor import diagnose
     from tierwise.verify.trainlog.read import is_training_log
 
     if files and is_training_log(files[0]):
         from tierwise.cli.trainlog_view import doctor_training
 
         raise typer.Exit(doctor_training(files, cluster_name, cluster_overrides, as_json))
+    if nccl_doctor(files, cluster_name, cluster_overrides, as_json):
+        raise typer.Exit(1)
+
+
+def nccl_doctor(
+    files: list[Path], cluster_name: str | None, cluster_overrides: dict[str, Any], as_json: bool
+) -> bool:
+    """Diagnose NCCL logs and tool printouts of one run and print the findings (JSON or the
+    human view); returns whether anything was found."""
+    from tierwise.cli.output import print_json
+    from tierwise.verify.doctor import diagnose
 
     diagnosis = diagnose(files, cluster_name, cluster_overrides)
     if as_json:
         print_json(diagnosis.as_dict())
     else:
         print_diagnosis(diagnosis)
-    if diagnosis.findings:
-        raise typer.Exit(1)
+    return bool(diagnosis.findings)
 
 
 def register(app: typer.Typer) -> None:
