@@ -102,6 +102,22 @@ def _runs(path: Path) -> Any:
     return load_runs(path, _h100())
 
 
+TRAINLOG = DATA / "trainlog"
+
+
+def _trainlog(*configs: str, log: str | None = None) -> Callable[[Path], Any]:
+    """Read a training log (or, with ``log``, a config of that log) as `ingest` does."""
+
+    def read(path: Path) -> Any:
+        from tierwise.verify.trainlog.read import read_run
+
+        if log is None:
+            return read_run(path, [TRAINLOG / c for c in configs])
+        return read_run(TRAINLOG / log, [path, *(TRAINLOG / c for c in configs)])
+
+    return read
+
+
 def _files(*patterns: str) -> tuple[Path, ...]:
     return tuple(sorted(p for pat in patterns for p in REPO.glob(pat)))
 
@@ -203,6 +219,48 @@ TARGETS: dict[str, Target] = {
                 "--nodes",
                 "1",
             ),
+        ),
+        Target(
+            "trainlog_megatron",
+            ".log",
+            _files("tests/data/trainlog/megatron_*.log", "tests/data/trainlog/deepspeed.log"),
+            _trainlog(),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_nemo",
+            ".log",
+            _files("tests/data/trainlog/nemo2_*.log"),
+            _trainlog(),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_mlperf",
+            ".log",
+            _files("tests/data/trainlog/mlperf_*.log"),
+            _trainlog("config_DGXH100_2x8x16xtp2pp1cp1.sh", "config_common_8b.sh"),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_mlperf_config",
+            ".sh",
+            _files("tests/data/trainlog/config_DGX*.sh"),
+            _trainlog("config_common_8b.sh", log="mlperf_result.log"),
+            ("ingest", "training-log", "tests/data/trainlog/mlperf_result.log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_titan",
+            ".log",
+            _files("tests/data/trainlog/torchtitan_*.log"),
+            _trainlog("llama3_8b_titan.toml"),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_titan_toml",
+            ".toml",
+            _files("tests/data/trainlog/*.toml"),
+            _trainlog(log="torchtitan_2025.log"),
+            ("ingest", "training-log", "tests/data/trainlog/torchtitan_2025.log", "{}", "--json"),
         ),
     )
 }

@@ -25,6 +25,7 @@ ARGS: dict[str, list[str]] = {
     "ingest nvidia-smi": [str(DATA / "ingest" / "nvidia_smi_dgx_h100.txt")],
     "ingest nccl-xml": [str(DATA / "ingest" / "nccl_topo_dgx_h100.xml")],
     "ingest slurm-topology": [str(DATA / "ingest" / "slurm_topology_2level.conf")],
+    "ingest training-log": [str(DATA / "trainlog" / "megatron_2024_llama8b.log")],
     "lab up": ["--nodes", "0"],
     "lab status": [],
     "lab run": ["--nodes", "0"],

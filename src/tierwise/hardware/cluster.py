@@ -138,6 +138,23 @@ class TierCalibration(_Spec):
     overhead_us: float = Field(default=0.0, ge=0)
 
 
+class StepCalibration(_Spec):
+    """Step-time constants of this cluster fitted on its training runs (`tierwise calibrate`
+    on training logs; `tierwise.verify.runcheck.fit`).
+
+    compute_scale: the achieved compute rate over the model's efficiency law (0.9 = compute
+    takes 1/0.9 of the modelled time: clocks, power caps, kernels); overlap_interference: the
+    share of overlapped (hidden) communication time that still lands on the step (None: the
+    model's `tierwise.perf.step.OVERLAP_INTERFERENCE`).
+    """
+
+    compute_scale: float = Field(default=1.0, gt=0, le=10)
+    overlap_interference: float | None = Field(default=None, ge=0, le=1)
+
+
+CalibrationKey = Literal["intra", "leaf", "spine", "core", "step"]
+
+
 class ClusterSpec(_Spec):
     """A cluster: GPUs per node, NVLink domain, NICs, switch tree, in-network reduction."""
 
@@ -150,7 +167,7 @@ class ClusterSpec(_Spec):
     inter: InterSpec
     topology: TopologySpec = TopologySpec()
     in_network_reduction: InNetworkReduction = "none"
-    calibration: dict[Literal["intra", "leaf", "spine", "core"], TierCalibration] = {}
+    calibration: dict[CalibrationKey, TierCalibration | StepCalibration] = {}
     price_per_gpu_hour: float = Field(default=2.5, gt=0)
     fleet: FleetSpec = FleetSpec(name="well-run")
     reliability: ReliabilitySpec = ReliabilitySpec()
@@ -160,6 +177,20 @@ class ClusterSpec(_Spec):
     @classmethod
     def _resolve_gpu(cls, value: Any) -> Any:
         return catalog.gpu(value) if isinstance(value, str) else value
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _calibration_kinds(cls, value: Any) -> Any:
+        """`step` holds StepCalibration fields, each tier TierCalibration fields."""
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, cal in value.items():
+            kind = StepCalibration if key == "step" else TierCalibration
+            out[key] = kind.model_validate(cal) if isinstance(cal, dict) else cal
+            if not isinstance(out[key], kind):
+                raise ValueError(f"calibration.{key}: expected {kind.__name__} fields")
+        return out
 
     @field_validator("intra", mode="before")
     @classmethod
@@ -199,6 +230,12 @@ class ClusterSpec(_Spec):
                     f"leaf sizes must be multiples of {npd} (nvlink_domain_gpus / gpus_per_node)"
                 )
         return self
+
+    @property
+    def step_calibration(self) -> StepCalibration:
+        """The step-time constants fitted on this cluster's runs (defaults: the model's)."""
+        cal = self.calibration.get("step")
+        return cal if isinstance(cal, StepCalibration) else StepCalibration()
 
     @property
     def domain_gpus(self) -> int:

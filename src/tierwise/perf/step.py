@@ -76,6 +76,7 @@ def step_terms(
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
     dispatcher = flags.moe_token_dispatcher_type
+    cal = cluster.step_calibration
     work = compute(
         s,
         flags.flash_attention,
@@ -85,7 +86,7 @@ def step_terms(
         else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
-    )
+    ).scaled(1.0 / cal.compute_scale)
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
     ops = tp_ops(s, comm)
@@ -159,7 +160,10 @@ def step_terms(
     # compute it overlaps.
     overlapped = tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s + ep.total_s - ep.exposed_s
     hidden = micro * share * overlapped + pos(dp.comm.total_s - dp.comm.exposed_s)
-    interference = hidden * OVERLAP_INTERFERENCE
+    share_lost = (
+        OVERLAP_INTERFERENCE if cal.overlap_interference is None else cal.overlap_interference
+    )
+    interference = hidden * share_lost
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
     straggler = straggler_s(cluster.fleet, world, cluster.gpus_per_node, micro * t_compute)
     step = (

@@ -168,7 +168,9 @@ def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
         **{**nic.model_dump(), "key": "what-if", "rate_Gbps": rate_Gbps}
     ).model_dump()
     data["inter"]["nics_per_node"] = cluster.gpus_per_node
-    data["calibration"] = {k: v for k, v in data.get("calibration", {}).items() if k == "intra"}
+    data["calibration"] = {
+        k: v for k, v in data.get("calibration", {}).items() if k in ("intra", "step")
+    }
     return build(ClusterSpec, data, "bandwidth what-if")
 
 

@@ -1,4 +1,5 @@
-"""`tierwise calibrate LOG...`: fit per-tier alpha/beta from nccl-tests logs; write a spec."""
+"""`tierwise calibrate LOG...`: fit per-tier alpha/beta from nccl-tests logs, or the step-time
+constants from training logs; write a spec."""
 
 from __future__ import annotations
 
@@ -19,14 +20,29 @@ from tierwise.verify.measured import measured
 @cluster_options
 def calibrate_command(
     cluster_spec: ClusterSpec,
-    logs: Annotated[list[Path], typer.Argument(help="nccl-tests logs (one or more).")],
+    logs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="nccl-tests logs, or training logs of this cluster (Megatron-LM, NeMo, MLPerf, "
+            "torchtitan), each followed by its config files; their step times fit "
+            "compute_scale and overlap_interference."
+        ),
+    ],
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the calibrated cluster YAML.")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier."""
+    """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier from
+    nccl-tests logs; from training logs, the cluster's step-time constants."""
     writable(out, "--out")
+    from tierwise.verify.trainlog.read import is_training_log
+
+    if logs and is_training_log(logs[0]):
+        from tierwise.cli.trainlog_view import calibrate_training
+
+        calibrate_training(logs, cluster_spec, out, as_json)
+        return
     points = [measured(test, cluster_spec, str(log)) for log in logs for test in parse_file(log)]
     calibrated, fits = calibrate(points, cluster_spec, ", ".join(str(log) for log in logs))
     if out is not None:
