@@ -16,6 +16,7 @@ import re
 import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from tierwise.errors import ParseError, TierwiseError
 
@@ -87,18 +88,15 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-def read_bytes(
+def open_regular(
     path: str | Path,
     *,
     limit: int = MAX_INPUT_BYTES,
     error: type[TierwiseError] = ParseError,
-) -> bytes:
-    """At most ``limit`` bytes of a regular file; anything else is one ``error`` line.
-
-    A FIFO, socket or device (``/dev/zero``, ``/dev/stdin`` of a terminal) is refused before a
-    byte is read: it is opened non-blocking (a FIFO without a writer would block) and checked
-    with ``fstat``; a file larger than ``limit`` is refused by its size, and a file that grows
-    while read stops at ``limit + 1`` bytes.
+) -> BinaryIO:
+    """A regular file of at most ``limit`` bytes, open for binary reading; anything else is one
+    ``error`` line. A FIFO, socket or device (``/dev/zero``) is refused before a byte is read:
+    it is opened non-blocking (a FIFO without a writer would block) and checked with ``fstat``.
     """
     source = str(path)
     try:
@@ -108,12 +106,24 @@ def read_bytes(
         raise user_error(error, source, f"cannot read ({reason})") from None
     info = os.fstat(fd)
     kind = _kind(info.st_mode)
-    if kind is not None:
+    if kind is not None or info.st_size > limit:
         os.close(fd)
-        raise user_error(error, source, f"cannot read {kind}; allowed: a regular file")
-    with os.fdopen(fd, "rb") as f:
-        if info.st_size > limit:
-            raise user_error(error, source, _too_large(info.st_size, limit))
+        if kind is not None:
+            raise user_error(error, source, f"cannot read {kind}; allowed: a regular file")
+        raise user_error(error, source, _too_large(info.st_size, limit))
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes(
+    path: str | Path,
+    *,
+    limit: int = MAX_INPUT_BYTES,
+    error: type[TierwiseError] = ParseError,
+) -> bytes:
+    """At most ``limit`` bytes of a regular file (see ``open_regular``); a file that grows
+    while read stops at ``limit + 1`` bytes and is refused."""
+    source = str(path)
+    with open_regular(path, limit=limit, error=error) as f:
         try:
             data = f.read(limit + 1)
         except OSError as exc:

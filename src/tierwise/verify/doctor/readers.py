@@ -22,9 +22,7 @@ Empty, binary and unrecognisable files are a ``ParseError`` naming the file.
 from __future__ import annotations
 
 import io
-import os
 import re
-import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from tierwise.errors import ParseError
 from tierwise.formats import parse_log
 from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
-from tierwise.textio import MAX_INPUT_BYTES
+from tierwise.textio import MAX_INPUT_BYTES, open_regular
 from tierwise.verify.doctor.facts import KEEP, Facts, HostRun, Port
 from tierwise.verify.doctor.known import harmless
 from tierwise.verify.doctor.model import Evidence
@@ -457,16 +455,7 @@ def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
     path = Path(path)
     source = str(path)
     try:
-        with path.open("rb") as raw:
-            info = os.fstat(raw.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ParseError("not a regular file (a device, FIFO or directory)", source=source)
-            if info.st_size > MAX_INPUT_BYTES:
-                raise ParseError(
-                    f"{info.st_size} bytes is more than the {MAX_INPUT_BYTES >> 20} MiB a log may"
-                    " have",
-                    source=source,
-                )
+        with open_regular(path, limit=MAX_INPUT_BYTES) as raw:  # no device, FIFO or folder
             head = raw.read(65536)
             if _is_binary(head):
                 raise ParseError(
