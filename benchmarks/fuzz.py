@@ -85,7 +85,8 @@ def run(
         if save is not None and (found or cli.seconds > SAVE_SLOW_S):
             save.mkdir(parents=True, exist_ok=True)
             record = {"args": cli.args, "code": cli.code, "problems": found,
-                      "seconds": round(cli.seconds, 2), "stderr": cli.stderr[-2000:]}  # fmt: skip
+                      "seconds": round(cli.seconds, 2), "cpu_s": round(cli.cpu_s, 2),
+                      "stderr": cli.stderr[-2000:]}  # fmt: skip
             (save / f"{name}-{counts['cases']}.json").write_text(json.dumps(record))
             if data is not None:
                 (save / f"{name}-{counts['cases']}.input").write_bytes(data)
@@ -106,12 +107,13 @@ def run(
             path, data = Path(rng.choice(specials)), None
         else:
             path.write_bytes(data)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         outcome = _read_timed(target, path, limit_s)
         elapsed = time.perf_counter() - t0
         counts["reader_cases"] += 1
         counts[f"reader_{outcome}"] += 1
         counts["reader_over_10s"] += elapsed > SLOW_S
+        counts["reader_over_10s_cpu"] += time.process_time() - c0 > SLOW_S
         per_format[target.name][outcome] += 1
         if elapsed > slowest[0]:
             slowest = (elapsed, target.name)
@@ -127,7 +129,7 @@ def run(
         p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
     tmp.rmdir()
     problems = ("exit_3", "traceback", "multi-line_error", "json_not_one_object",
-                "json_error_object", "hang", "slow")  # fmt: skip
+                "json_error_object", "hang", "slow", "slow_cpu")  # fmt: skip
     return {
         "cases": counts["cases"],
         "seed": seed,
@@ -135,6 +137,7 @@ def run(
         "reader_tracebacks": counts["reader_traceback"],
         "reader_hangs": counts["reader_hang"],
         "reader_over_10s": counts["reader_over_10s"],
+        "reader_over_10s_cpu": counts["reader_over_10s_cpu"],
         "reader_ok": counts["reader_ok"],
         "reader_user_errors": counts["reader_user_error"],
         "cli_cases": counts["cli_cases"],

@@ -189,6 +189,8 @@ class CliRun:
     stdout: str
     stderr: str
     seconds: float
+    cpu_s: float = 0.0
+    """CPU time of the run (on a loaded machine `seconds`, wall time, is mostly waiting)."""
 
 
 def run_in_process(args: list[str], limit_s: float = 60.0, cwd: Path | None = None) -> CliRun:
@@ -205,7 +207,7 @@ def run_in_process(args: list[str], limit_s: float = 60.0, cwd: Path | None = No
     code = 0
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, limit_s)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             main()
@@ -222,7 +224,14 @@ def run_in_process(args: list[str], limit_s: float = 60.0, cwd: Path | None = No
         sys.argv, sys.stdin = argv, stdin
         os.chdir(here)
         gc.unfreeze()  # main() freezes what it made; a long fuzz run must collect it
-    return CliRun(tuple(args), code, out.getvalue(), err.getvalue(), time.perf_counter() - start)
+    return CliRun(
+        tuple(args),
+        code,
+        out.getvalue(),
+        err.getvalue(),
+        time.perf_counter() - start,
+        time.process_time() - cpu,
+    )
 
 
 def _json_asked(args: tuple[str, ...]) -> bool:
@@ -247,6 +256,8 @@ def problems(run: CliRun, slow_s: float = 10.0) -> list[str]:
         found.append("multi-line error")
     if run.seconds > slow_s:
         found.append("slow")
+    if run.cpu_s > slow_s:
+        found.append("slow cpu")
     if _json_asked(run.args) and run.code not in (-1, -2):
         try:
             data = json.loads(run.stdout)
