@@ -201,7 +201,7 @@ def run_in_process(args: list[str], limit_s: float = 60.0, cwd: Path | None = No
 
     out, err = io.StringIO(), io.StringIO()
     argv, stdin, here = sys.argv, sys.stdin, os.getcwd()
-    sys.argv, sys.stdin = ["tierwise", *args], io.StringIO("")
+    sys.argv, sys.stdin = ["tierwise", *args], io.TextIOWrapper(io.BytesIO(b""))
     if cwd is not None:
         os.chdir(cwd)
     code = 0
