@@ -4,7 +4,9 @@
   <= 20 us and <= 200 us), as NCCL builds its tables once per communicator;
 - `tierwise collective` for every op over 64 sizes after the cluster is built (issue 19
   target: <= 10 ms per call): placement, group shape, candidates (tables cleared first, so
-  each call builds them) and the nccl-tests table, per op on the largest preset shapes.
+  each call builds them) and the nccl-tests table, per op on the largest preset shapes;
+- the same on 16,384 GPUs (2,048 DGX H100 nodes, leaves of 32, pods of 8 leaves at 1:7, ECMP
+  with 4 queue pairs; issue 27 target: < 50 ms per call), the ECMP tables cleared too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import timeit
 import numpy as np
 
 from tierwise.collectives.as_nccl_tests import prediction_test
+from tierwise.collectives.links import expected_max_load
 from tierwise.collectives.model import OPS, auto_candidates, candidates
 from tierwise.collectives.predict import group_shape, predict, time_us
 from tierwise.formats.nccl_writer import format_test
@@ -23,12 +26,14 @@ from tierwise.hardware.placement import Placement
 
 SIZES_64 = np.unique(np.geomspace(8, 16 << 30, 64).astype(np.int64))
 CALL_TARGET_MS = 10.0
+LARGE_CALL_TARGET_MS = 50.0
 
 
 def collective_call(cluster: ClusterSpec, op: str) -> str:
     """What `tierwise collective --op OP` computes after loading the cluster."""
     candidates.cache_clear()
     auto_candidates.cache_clear()
+    expected_max_load.cache_clear()
     placement = Placement.contiguous(cluster)
     shape = group_shape(cluster, placement=placement)
     pred = predict(op, shape, SIZES_64)
@@ -42,6 +47,13 @@ def per_call_ms(cluster: ClusterSpec) -> dict[str, float]:
         best = min(timeit.repeat(lambda op=op: collective_call(cluster, op), number=5, repeat=5))
         out[op] = round(best / 5 * 1e3, 3)
     return out
+
+
+def large_fabric() -> ClusterSpec:
+    """16,384 GPUs in pods of 8 leaves at 1:7 above them, ECMP with 4 queue pairs."""
+    base = load_cluster("dgx-h100", nodes=2048, routing="ecmp", qps_per_connection=4)
+    topology = base.topology.model_copy(update={"leaves_per_pod": 8, "pod_oversubscription": 7.0})
+    return base.model_copy(update={"topology": topology})
 
 
 def main() -> None:
@@ -63,6 +75,7 @@ def main() -> None:
         for name, nodes in (("dgx-h100", 512), ("gb200-nvl72", 18), ("pcie-h100", 64))
     }
     worst = max(ms for per_op in calls.values() for ms in per_op.values())
+    large = per_call_ms(large_fabric())
     print(
         json.dumps(
             {
@@ -78,6 +91,8 @@ def main() -> None:
                     "collective_call_ms": CALL_TARGET_MS,
                 },
                 "meets_call_target": worst <= CALL_TARGET_MS,
+                "collective_call_16384_gpus_ms": large,
+                "meets_16384_gpu_target": max(large.values()) < LARGE_CALL_TARGET_MS,
             },
             indent=2,
         )

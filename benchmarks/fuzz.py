@@ -1,125 +1,155 @@
-"""Fuzz every reader of a user's file with mutated real inputs; print counts as JSON.
+"""Fuzz every reader of a user's file and every command's arguments; print counts as JSON.
 
-Each case takes a seed file of one format (``tests/fuzz_targets.py``: cluster/model/contract
-YAML, HF config.json, nccl-tests logs, nvidia-smi, NCCL XML, topology.conf, NIC counters, job
-traces, bench JSON), mutates it (nasty tokens, cut, spliced or repeated lines, flipped bytes,
-or, for YAML/JSON, one value replaced by a wrong type or out-of-range number) and reads it
-with the reader function. Every ``--cli-every``-th case also goes through the real CLI entry
-point in-process (``tierwise.cli.main.main``), recording its exit code.
+Reader cases: each takes a seed file of one format (``tests/fuzz_targets.py``: cluster/model/
+contract YAML, HF config.json, nccl-tests logs, nvidia-smi, NCCL XML, topology.conf, NIC
+counters, job traces, bench JSON), mutates it (nasty tokens, cut, spliced or repeated lines,
+flipped bytes, one YAML/JSON value replaced by a wrong type or out-of-range number, alias bombs,
+deep nesting, run-on lines, huge integers, unicode digits) or, 1 case in 100, hands the reader
+a device, FIFO or folder instead, and reads it with the reader function. Every
+``--cli-every``-th reader case also runs the target's CLI command on the file.
 
-A reader may return or raise ``TierwiseError`` (a user error); anything else is a traceback.
-Through the CLI, exit 0 and 2 are expected (1 only from ``verify``, whose check can fail);
-3 or an escaping exception counts as a traceback. ``--save DIR`` writes each input that
-caused a traceback or took over 2 s there (for tests/data/fuzz/).
+Command cases (every ``--command-every``-th case): a valid command line of any command (lab
+and bench aside) with one to three mutations (``tests/fuzz_cli.py``: nasty values per option
+type, unknown flags, dropped tokens, devices and FIFOs for paths, a group without its
+subcommand), mostly with ``--json``.
 
-    python benchmarks/fuzz.py --cases 100000 --seed 0
+A reader may return or raise a one-line ``TierwiseError``; anything else is a traceback. A
+CLI run is bad when it prints a traceback, exits 3 (or other than 0/2, and 1 for verify),
+gives an exit-2 message of more than one line, or under ``--json`` prints anything but one
+JSON object (``{"error", "exit_code"}`` when it fails); every case is timed (a case is stopped
+after ``--limit`` s and counted as a hang). ``--save DIR`` keeps the bad inputs.
+
+    nice python benchmarks/fuzz.py --cases 100000 --seed 0
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import random
+import signal
 import sys
-import tempfile
 import time
-import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzz_targets import TARGETS, Target, mutate, read_case
+from tests import fuzz_cli
+from tests.fuzz_targets import REPO, TARGETS, mutate, read_case
 
 SLOW_S = 10.0
 SAVE_SLOW_S = 2.0  # --save also keeps inputs slower than this, to look at
+SPECIAL_EVERY = 100  # reader cases given a device, FIFO or folder instead of a file
 
 
-def cli_case(target: Target, path: Path) -> tuple[int, str]:
-    """(exit code, stderr) of the target's CLI command on ``path``, in-process."""
-    from tierwise.cli.main import main
-
-    args = [a.replace("{}", str(path)) for a in target.cli]
-    out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
-    sys.argv = ["tierwise", *args]
-    code = 0
+def _read_timed(target: Any, path: Path, limit_s: float) -> str:
+    """``read_case`` stopped after ``limit_s`` ('hang')."""
+    old = signal.signal(signal.SIGALRM, fuzz_cli._alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except Exception:
-        err.write(traceback.format_exc())
-        code = -1
+        return read_case(target, path)
+    except fuzz_cli.CaseTimeout:
+        return "hang"
     finally:
-        sys.argv = argv
-    return code, err.getvalue()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
-def cli_bad(code: int, stderr: str, target: Target) -> bool:
-    """True when the CLI crashed: a traceback, exit 3, or an error of more than one line."""
-    allowed = {0, 2} | ({1} if target.cli[0] == "verify" else set())
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return code not in allowed or "Traceback" in stderr or (code == 2 and len(lines) != 1)
-
-
-def run(cases: int, seed: int, cli_every: int, save: Path | None) -> dict[str, Any]:
+def run(
+    cases: int, seed: int, cli_every: int, command_every: int, limit_s: float, save: Path | None
+) -> dict[str, Any]:
     rng = random.Random(seed)
     targets = [t for t in TARGETS.values() if t.seeds]
     seeds = {t.name: [p.read_bytes() for p in t.seeds] for t in targets}
+    tmp = fuzz_cli.scratch()
+    specials = fuzz_cli.special_paths(tmp)
     counts: Counter[str] = Counter()
     per_format: dict[str, Counter[str]] = {t.name: Counter() for t in targets}
+    per_command: dict[str, Counter[str]] = {}
     exits: Counter[int] = Counter()
     slowest = (0.0, "")
-    tmp = Path(tempfile.mkdtemp(prefix="tierwise-fuzz-"))
     start = time.perf_counter()
+
+    def judge(cli: fuzz_cli.CliRun, data: bytes | None, name: str) -> None:
+        nonlocal slowest
+        exits[cli.code] += 1
+        found = fuzz_cli.problems(cli, SLOW_S)
+        for problem in found:
+            counts[f"cli_{problem.replace(' ', '_')}"] += 1
+        counts["cli_cases"] += 1
+        counts["cli_bad"] += bool(found)
+        if cli.seconds > slowest[0]:
+            slowest = (cli.seconds, " ".join(cli.args)[:200])
+        if save is not None and (found or cli.seconds > SAVE_SLOW_S):
+            save.mkdir(parents=True, exist_ok=True)
+            record = {"args": cli.args, "code": cli.code, "problems": found,
+                      "seconds": round(cli.seconds, 2), "cpu_s": round(cli.cpu_s, 2),
+                      "stderr": cli.stderr[-2000:]}  # fmt: skip
+            (save / f"{name}-{counts['cases']}.json").write_text(json.dumps(record))
+            if data is not None:
+                (save / f"{name}-{counts['cases']}.input").write_bytes(data)
+
     for case in range(cases):
+        counts["cases"] += 1
+        if command_every and case % command_every == command_every - 1:
+            cli = fuzz_cli.case(rng, tmp)
+            name = "-".join(a for a in cli.args[:2] if not a.startswith("-")) or "root"
+            per_command.setdefault(name.split("-")[0], Counter())["cases"] += 1
+            counts["command_cases"] += 1
+            judge(cli, None, name.replace("/", "_")[:40])
+            continue
         target = targets[case % len(targets)]
         data = mutate(rng.choice(seeds[target.name]), target.suffix, rng)
         path = tmp / f"case{target.suffix}"
-        path.write_bytes(data)
-        t0 = time.perf_counter()
-        outcome = read_case(target, path)
-        bad_cli = False
-        if cli_every and case % cli_every == 0:
-            code, stderr = cli_case(target, path)
-            exits[code] += 1
-            bad_cli = cli_bad(code, stderr, target)
-            counts["cli_cases"] += 1
-            counts["cli_tracebacks"] += bad_cli
+        if case % SPECIAL_EVERY == SPECIAL_EVERY - 1:
+            path, data = Path(rng.choice(specials)), None
+        else:
+            path.write_bytes(data)
+        t0, c0 = time.perf_counter(), time.process_time()
+        outcome = _read_timed(target, path, limit_s)
         elapsed = time.perf_counter() - t0
+        counts["reader_cases"] += 1
+        counts[f"reader_{outcome}"] += 1
+        counts["reader_over_10s"] += elapsed > SLOW_S
+        counts["reader_over_10s_cpu"] += time.process_time() - c0 > SLOW_S
+        per_format[target.name][outcome] += 1
         if elapsed > slowest[0]:
             slowest = (elapsed, target.name)
-        slow = elapsed > SLOW_S
-        counts["cases"] += 1
-        counts[outcome] += 1
-        counts["over_10s"] += slow
-        per_format[target.name][outcome] += 1
-        if save is not None and (outcome == "traceback" or bad_cli or elapsed > SAVE_SLOW_S):
+        if save is not None and (outcome in ("traceback", "hang") or elapsed > SAVE_SLOW_S):
             save.mkdir(parents=True, exist_ok=True)
-            kind = "crash" if outcome == "traceback" or bad_cli else f"slow{elapsed:.0f}s"
-            (save / f"{target.name}-{kind}-{case}{target.suffix}").write_bytes(data)
-    for p in tmp.iterdir():
-        p.unlink()
+            kind = outcome if outcome != "ok" else f"slow{elapsed:.0f}s"
+            (save / f"{target.name}-{kind}-{case}{target.suffix}").write_bytes(data or b"")
+        if cli_every and case % cli_every == 0:
+            args = [str(REPO / a) if (REPO / a).is_file() else a for a in target.cli]
+            args = [a.replace("{}", str(path)) for a in args]
+            judge(fuzz_cli.run_in_process(args, limit_s, cwd=tmp), data, target.name)
+    for p in sorted(tmp.rglob("*"), reverse=True):
+        p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
     tmp.rmdir()
+    problems = ("exit_3", "traceback", "multi-line_error", "json_not_one_object",
+                "json_error_object", "hang", "slow", "slow_cpu")  # fmt: skip
     return {
         "cases": counts["cases"],
         "seed": seed,
-        "tracebacks": counts["traceback"],
-        "over_10s": counts["over_10s"],
-        "ok": counts["ok"],
-        "user_errors": counts["user_error"],
+        "reader_cases": counts["reader_cases"],
+        "reader_tracebacks": counts["reader_traceback"],
+        "reader_hangs": counts["reader_hang"],
+        "reader_over_10s": counts["reader_over_10s"],
+        "reader_over_10s_cpu": counts["reader_over_10s_cpu"],
+        "reader_ok": counts["reader_ok"],
+        "reader_user_errors": counts["reader_user_error"],
         "cli_cases": counts["cli_cases"],
-        "cli_tracebacks": counts["cli_tracebacks"],
+        "command_cases": counts["command_cases"],
+        "cli_bad": counts["cli_bad"],
+        **{f"cli_{p.replace('-', '_')}": counts[f"cli_{p}"] for p in problems},
         "cli_exit_codes": {str(k): v for k, v in sorted(exits.items())},
         "slowest_case_s": round(slowest[0], 3),
-        "slowest_format": slowest[1],
+        "slowest_case": slowest[1],
         "wall_s": round(time.perf_counter() - start, 1),
         "per_format": {name: dict(c) for name, c in per_format.items()},
+        "per_command": {name: c["cases"] for name, c in sorted(per_command.items())},
     }
 
 
@@ -127,10 +157,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cli-every", type=int, default=100, help="0: no CLI cases")
-    parser.add_argument("--save", type=Path, default=None, help="folder for crashing inputs")
+    parser.add_argument("--cli-every", type=int, default=100, help="0: no reader CLI cases")
+    parser.add_argument("--command-every", type=int, default=20, help="0: no command cases")
+    parser.add_argument("--limit", type=float, default=60.0, help="seconds before a hang")
+    parser.add_argument("--save", type=Path, default=None, help="folder for bad inputs")
     args = parser.parse_args()
-    print(json.dumps(run(args.cases, args.seed, args.cli_every, args.save), indent=2))
+    result = run(args.cases, args.seed, args.cli_every, args.command_every, args.limit, args.save)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -102,6 +102,22 @@ def _runs(path: Path) -> Any:
     return load_runs(path, _h100())
 
 
+TRAINLOG = DATA / "trainlog"
+
+
+def _trainlog(*configs: str, log: str | None = None) -> Callable[[Path], Any]:
+    """Read a training log (or, with ``log``, a config of that log) as `ingest` does."""
+
+    def read(path: Path) -> Any:
+        from tierwise.verify.trainlog.read import read_run
+
+        if log is None:
+            return read_run(path, [TRAINLOG / c for c in configs])
+        return read_run(TRAINLOG / log, [path, *(TRAINLOG / c for c in configs)])
+
+    return read
+
+
 def _files(*patterns: str) -> tuple[Path, ...]:
     return tuple(sorted(p for pat in patterns for p in REPO.glob(pat)))
 
@@ -203,6 +219,48 @@ TARGETS: dict[str, Target] = {
                 "--nodes",
                 "1",
             ),
+        ),
+        Target(
+            "trainlog_megatron",
+            ".log",
+            _files("tests/data/trainlog/megatron_*.log", "tests/data/trainlog/deepspeed.log"),
+            _trainlog(),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_nemo",
+            ".log",
+            _files("tests/data/trainlog/nemo2_*.log"),
+            _trainlog(),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_mlperf",
+            ".log",
+            _files("tests/data/trainlog/mlperf_*.log"),
+            _trainlog("config_DGXH100_2x8x16xtp2pp1cp1.sh", "config_common_8b.sh"),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_mlperf_config",
+            ".sh",
+            _files("tests/data/trainlog/config_DGX*.sh"),
+            _trainlog("config_common_8b.sh", log="mlperf_result.log"),
+            ("ingest", "training-log", "tests/data/trainlog/mlperf_result.log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_titan",
+            ".log",
+            _files("tests/data/trainlog/torchtitan_*.log"),
+            _trainlog("llama3_8b_titan.toml"),
+            ("ingest", "training-log", "{}", "--json"),
+        ),
+        Target(
+            "trainlog_titan_toml",
+            ".toml",
+            _files("tests/data/trainlog/*.toml"),
+            _trainlog(log="torchtitan_2025.log"),
+            ("ingest", "training-log", "tests/data/trainlog/torchtitan_2025.log", "{}", "--json"),
         ),
     )
 }
@@ -324,8 +382,39 @@ def _structured(text: str, suffix: str, rng: random.Random) -> bytes | None:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False).encode()
 
 
+def _alias_bomb(depth: int) -> bytes:
+    """YAML whose aliases expand to 9**depth values (a "billion laughs")."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, depth)]
+    return "\n".join(lines).encode() + b"\n"
+
+
+def _big_input(suffix: str, rng: random.Random) -> bytes:
+    """Inputs of a kind no seed has: deep or aliased YAML/JSON, run-on and repeated lines,
+    huge integers and unicode digits in place of numbers."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        return _alias_bomb(rng.choice((3, 6, 9)))
+    if kind == 1:
+        depth = rng.choice((20, 40, 200, 5000))
+        if suffix == ".json":
+            return b'{"a": ' * depth + b"1" + b"}" * depth
+        return "".join(f"{'  ' * i}k{i}:\n" for i in range(depth)).encode() + b"  " * depth + b"x\n"
+    if kind == 2:  # one run-on line (no newline), 256 kB-1 MB
+        return rng.choice((b"x", b"9", b"# ", b"NCCL INFO ", b"[")) * rng.choice((1 << 18, 1 << 20))
+    if kind == 3:  # a real-looking line repeated 2x10^4 times
+        line = rng.choice((b"gpu0 NV18 NV18\n", b"SwitchName=s Nodes=n[1-2]\n", b"a,1,2,3\n"))
+        return line * 20_000
+    if kind == 4:
+        return ("n: " + "9" * rng.choice((19, 20, 400, 5000)) + "\n").encode()
+    return rng.choice(("n: ١٢٣\n", "n: ２\n", "n: ²\n", "n: 1_000\n")).encode()
+
+
 def mutate(seed: bytes, suffix: str, rng: random.Random) -> bytes:
-    """One to three random mutations of ``seed``."""
+    """One to three random mutations of ``seed`` (1 in 100: an input of its own, see
+    ``_big_input``)."""
+    if rng.random() < 0.01:
+        return _big_input(suffix, rng)
     data = seed
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         kind = rng.randrange(9)

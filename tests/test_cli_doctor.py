@@ -141,3 +141,29 @@ def test_numbers_no_reader_can_hold_are_skipped_not_a_crash(tmp_path: Path) -> N
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     assert isinstance(json.loads(proc.stdout)["findings"], list)
+
+
+def test_harmless_lines_exit_zero_and_say_why(tmp_path: Path) -> None:
+    log = tmp_path / "probe.log"
+    log.write_text(
+        "libibverbs: Warning: couldn't load driver 'libipathverbs-rdmav25.so':"
+        " libipathverbs-rdmav25.so: cannot open shared object file: No such file or directory\n"
+    )
+    proc = run_cli("doctor", str(log))
+    assert "harmless: probe.log:1:" in proc.stdout and "nccl/issues/1044" in proc.stdout
+    facts = json.loads(run_cli("doctor", str(log), "--json").stdout)["facts"]
+    assert facts["harmless_lines"][0]["source"].startswith("https://github.com/NVIDIA/nccl")
+
+
+def test_weak_evidence_is_likely_with_a_command_to_confirm() -> None:
+    path = DATA / "shapes" / "topo-pcie-through-cpu.txt"
+    proc = run_cli("doctor", str(path), check=False)
+    assert proc.returncode == 1
+    assert "1. likely: GPU peer-to-peer" in proc.stdout
+    assert "to confirm: `nvidia-smi topo -p2p r`" in proc.stdout
+    (top, *_) = json.loads(run_cli("doctor", str(path), "--json", check=False).stdout)["findings"]
+    assert top["confidence"] < 0.5 and "NCCL_P2P_DISABLE=1" in top["confirm"]
+
+
+def test_a_device_is_not_read() -> None:
+    assert_user_error(run_cli("doctor", "/dev/null", check=False), "/dev/null", "regular file")

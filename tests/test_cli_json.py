@@ -25,9 +25,11 @@ ARGS: dict[str, list[str]] = {
     "ingest nvidia-smi": [str(DATA / "ingest" / "nvidia_smi_dgx_h100.txt")],
     "ingest nccl-xml": [str(DATA / "ingest" / "nccl_topo_dgx_h100.xml")],
     "ingest slurm-topology": [str(DATA / "ingest" / "slurm_topology_2level.conf")],
+    "ingest training-log": [str(DATA / "trainlog" / "megatron_2024_llama8b.log")],
     "lab up": ["--nodes", "0"],
     "lab status": [],
     "lab run": ["--nodes", "0"],
+    "lab ecmp": ["--nodes", "3"],
     "parse": [str(DATA / "nccl" / "h100_2x8_all_reduce_mpi.txt")],
     "plan": ["--model", "llama3-8b", "--nodes", "2", "--top", "1"],
     "report": ["--model", "llama3-8b", "--nodes", "2", "--gbs", "32", "--out", "{tmp}/r.html"],
@@ -52,7 +54,7 @@ ARGS: dict[str, list[str]] = {
 SKIPPED = {
     "lab down": "removes every lab on the host, other runs' too; its JSON is in test_lab_fabric",
 }
-ERRORS = {"lab up", "lab run"}  # fail fast by design (above)
+ERRORS = {"lab up", "lab run", "lab ecmp"}  # fail fast by design (above)
 
 
 def leaf_commands(group: object = None, path: tuple[str, ...] = ()) -> list[str]:

@@ -18,7 +18,7 @@ from tierwise.cli.main import command_modules
 HEAVY = ("numpy", "networkx", "pydantic", "yaml", "matplotlib", "torch")
 CRASH = (
     "import tierwise.cli.main as m\n"
-    "def boom():\n    raise ValueError('bad\\nstate')\n"
+    "def boom(**kwargs):\n    raise ValueError('bad\\nstate')\n"
     "m.app = boom\nm.main()\n"
 )
 

@@ -54,7 +54,8 @@ def test_two_nodes_hierarchical_beats_flat_as_predicted() -> None:
     for row in data["flat"] + data["hierarchical"]:
         for side in ("measured", "predicted"):
             assert row[side]["time_us"] > 0 and row[side]["busbw_GBps"] > 0
-    assert data["probe"]["leaf"]["beta_GBps"] < 100e6 / 8e9  # below the shaped line rate
+    # the shaped line rate (tbf's burst lets a probe read a little above it)
+    assert data["probe"]["leaf"]["beta_GBps"] < 1.05 * 100e6 / 8e9
     assert data["cluster"]["inter"]["nic"]["kind"] == "veth"
     assert not leftovers()
 

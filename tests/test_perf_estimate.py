@@ -14,7 +14,13 @@ from tierwise.workload.layout import Layout, layouts_to_arrays
 from tierwise.workload.load import load_model
 
 L70 = load_model("llama3-70b")
-PER_STEP_TERMS = {"pipeline_bubble_s", "dp_comm_s", "optimizer_s", "overlap_interference_s"}
+PER_STEP_TERMS = {
+    "pipeline_bubble_s",
+    "dp_comm_s",
+    "optimizer_s",
+    "overlap_interference_s",
+    "straggler_s",
+}
 
 
 def est(cluster: str = "dgx-h100", nodes: int = 8, flags: Flags = Flags(), **layout: object):
@@ -316,3 +322,28 @@ def test_uneven_pipeline_split_is_set_by_its_busiest_stage() -> None:
         "19,21,21,19",
     )
     assert out["layout"]["pp_layers"] == [19, 21, 21, 19]
+
+
+def test_cli_overlap_flags_in_help_and_json() -> None:
+    """Each Megatron overlap flag has its --no- form and its default in --help; the JSON says
+    what the estimate assumed; a pre-August-2023 Megatron run is every --no- form."""
+    from tests.conftest import cli_json, run_cli
+
+    help_text = run_cli("estimate", "--help").stdout
+    # (rich shortens long option names in a narrow table: their first 16 characters)
+    for name in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"):
+        assert f"--no-{name}"[:16] in help_text and f"--{name}"[:16] in help_text
+    flat = " ".join(help_text.split()).replace("│ ", "")
+    assert "Megatron-LM before 2023-08 ran it). [default: true]" in flat  # --overlap-grad-reduce
+    base = ["estimate", "-m", "llama3-70b", "--nodes", "8", "--tp", "8", "--pp", "2"]
+    base += ["--vpp", "2", "--gbs", "256", "--use-distributed-optimizer", "--framework"]
+    base += ["megatron"]
+    old = ["--no-overlap-grad-reduce", "--no-overlap-param-gather", "--no-tp-comm-overlap"]
+    old += ["--no-overlap-p2p-communication", "--no-align-param-gather"]
+    r = cli_json(*base, *old)
+    assert not any(r["overlap"].values())
+    for kind in ("dp", "tp", "pp"):
+        assert r["breakdown"][f"{kind}_comm_s"] == pytest.approx(r["comm_total_s"][kind])
+    now = cli_json(*base)
+    assert now["overlap"]["overlap_grad_reduce"] and now["overlap"]["align_param_gather"]
+    assert now["step_time_s"] < r["step_time_s"]

@@ -12,6 +12,7 @@ from tierwise.perf.groups import (
     GROUP_KINDS,
     ORDERS,
     Degrees,
+    _concurrent_groups,
     _siblings,
     group_ranks,
     group_shape_of,
@@ -50,7 +51,12 @@ def test_cached_group_shape_equals_the_placed_groups_shape(
     if kind == "pp":
         siblings = [g[:2] for g in siblings]
     assert siblings[0] == group_ranks(d, order, kind).tolist()[: len(siblings[0])]
-    expected = shape_of(cluster, placement.span(siblings[0]), nic_sharing(placement, siblings))
+    expected = shape_of(
+        cluster,
+        placement.span(siblings[0]),
+        nic_sharing(placement, siblings),
+        siblings=len(_concurrent_groups(d, order, kind, cluster.gpus_per_node)),
+    )
     assert group_shape_of(cluster, d, kind, order, scatter) == expected
 
 

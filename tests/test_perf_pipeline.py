@@ -281,3 +281,5 @@ def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
     assert r["memory"]["weights_gib"] == pytest.approx(2 * one["memory"]["weights_gib"])
     assert r["breakdown"]["ep_comm_s"] < 0.1 * one["breakdown"]["ep_comm_s"]
     assert r["breakdown"]["pipeline_bubble_s"] < one["breakdown"]["pipeline_bubble_s"]
+    with pytest.raises(SpecError, match="--cache-expert-inputs"):
+        Flags(cache_expert_inputs=True, framework="megatron")

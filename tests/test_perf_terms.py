@@ -19,7 +19,13 @@ from tierwise.perf.terms.dp import (
 from tierwise.perf.terms.ep import ep_comm
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import Stage, stage_of
-from tierwise.perf.terms.tp import TP_OVERLAP_EXPOSED, edge_tp_comm, regather_count, tp_comm
+from tierwise.perf.terms.tp import (
+    TP_OVERLAP_EXPOSED,
+    edge_tp_comm,
+    regather_count,
+    tp_comm,
+    tp_ops,
+)
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
 
@@ -68,8 +74,8 @@ def test_sequence_parallel_regather_is_one_all_gather_per_column_parallel_linear
         tp_comm(s, counting)
         pairs = 8 * 2 * s.tp_passes
         assert regather_count(s) == 16
-        # One AG + RS per pair is evaluated once; the re-gather is its own all-gather.
-        assert calls.count("all_gather") == 2 and calls.count("reduce_scatter") == 1
+        # One AG and one RS priced; the re-gathers reuse the all-gather's time.
+        assert calls.count("all_gather") == 1 and calls.count("reduce_scatter") == 1
         total = tp_comm(s, fake_comm).total_s
         assert total == pytest.approx((pairs * 2e-12 + 16 * 1e-12) * ACT)
     assert regather_count(stage(tp=4, sp=False)) == 0
@@ -86,11 +92,13 @@ def test_tp_bytes_with_sequence_parallelism_add_the_regather() -> None:
 def test_edge_tp_collectives_of_embedding_and_loss() -> None:
     # SP: embedding RS fwd + AG bwd; output layer AG fwd, RS + re-gather AG bwd; the loss's
     # three fp32 all-reduces per token. Without TP: nothing.
-    edge = edge_tp_comm(stage(tp=4, sp=True), fake_comm)
+    s = stage(tp=4, sp=True)
+    edge = edge_tp_comm(s, fake_comm, tp_ops(s, fake_comm))
     assert edge.embedding_s == pytest.approx(2e-12 * ACT)
     ce = 3 * 2e-12 * 4096 * 4
     assert edge.loss_s == pytest.approx(3e-12 * ACT + ce)
-    assert edge_tp_comm(stage(tp=1), fake_comm).loss_s == 0
+    one = stage(tp=1)
+    assert edge_tp_comm(one, fake_comm, tp_ops(one, fake_comm)).loss_s == 0
 
 
 def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:
@@ -129,6 +137,9 @@ def test_pp_one_send_each_way_per_virtual_stage() -> None:
     # Without interleaving there is nothing to overlap with.
     plain = pp_comm(stage(vpp=1), fake_comm, overlap=True)
     assert plain.exposed_s == plain.total_s
+    # DualPipe pairs chunks: only the first of the 32 micro-batches' sends wait.
+    dual = pp_comm(stage(vpp=1), fake_comm, paired=True)
+    assert dual.exposed_s == pytest.approx(plain.total_s / 32)
     assert pp_comm(stage(pp=1, dp=8), fake_comm).bytes == 0.0
 
 

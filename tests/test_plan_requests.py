@@ -52,9 +52,9 @@ def test_plan_json_rows_carry_gpus_and_tokens_per_dollar() -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("--gbs", "-4"), ("--gbs", "-4", "positive")),
-        (("--gbs", "0"), ("--gbs", "0", "positive")),
-        (("--seq", "0"), ("--seq", "0", "positive")),
+        (("--gbs", "-4"), ("--gbs", "-4", "allowed: 1 to")),
+        (("--gbs", "0"), ("--gbs", "0", "allowed: 1 to")),
+        (("--seq", "0"), ("--seq", "0", "allowed: 1 to")),
         (("--top", "0"), ("--top", "0", "positive")),
         (("--fix", "mbs=0"), ("mbs=0", ">= 1")),
         (("--fix", "tp=-8"), ("tp=-8", ">= 1")),

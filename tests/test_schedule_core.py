@@ -26,8 +26,10 @@ from tierwise.schedule.step_time import (
 
 
 def small(nodes: int = 8, npl: int = 4, over: float = 4.0, **kw):
-    """pcie-h100 shape (2 RoCE NICs per node) with small leaves."""
-    data = {"nodes": nodes, "oversubscription": over, **kw}
+    """pcie-h100 shape (2 RoCE NICs per node) with small leaves; fluid uplinks (adaptive
+    routing): these tests are about uplink shares, ECMP's collisions are
+    tests/test_fabric_routing.py's."""
+    data = {"nodes": nodes, "oversubscription": over, "routing": "adaptive", **kw}
     spec = load_cluster("pcie-h100", **data)
     return spec.model_copy(
         update={"topology": spec.topology.model_copy(update={"nodes_per_leaf": npl})}

@@ -136,6 +136,10 @@ class Framework:
     """What starts it on each node: ``torchrun`` or ``deepspeed``."""
     launch_reads_file: bool = False
     """Its launch command reads the emitted configuration from a file (else: arguments)."""
+    grad_reduce_always_overlapped: bool = False
+    """Its gradient reduce runs during backward with no flag to turn it off (FSDP2's hooks)."""
+    dotted_options: bool = False
+    """Its options are dotted config overrides (``--parallelism.x``), not Megatron's flags."""
 
     @property
     def runs_any_dtype(self) -> bool:
@@ -208,6 +212,11 @@ TORCHTITAN = Framework(
     selective_recompute=RECOMPUTE_OP_SAC,
     emitter="torchtitan",
     launcher=TORCHRUN,
+    # FSDP2 reduce-scatters each block's gradients from its backward hook
+    # (torch.distributed.fsdp.fully_shard); torchtitan has no option to defer them.
+    grad_reduce_always_overlapped=True,
+    # torchtitan 0.3's tyro-parsed JobConfig (torchtitan/config/job_config.py).
+    dotted_options=True,
 )
 # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does) nor
 # FP8; its pipeline engine runs plain 1F1B (deepspeed/runtime/pipe/schedule.py TrainSchedule)
@@ -272,6 +281,64 @@ ANY = "any"
 FRAMEWORK_CHOICES = (ANY, *LAUNCHED)
 DEFAULT_LAUNCHED = MEGATRON
 """What a Slurm script alone launches, and what ``--framework any`` emits."""
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What a training log's framework (as `tierwise.verify.trainlog` names it) runs as."""
+
+    row: Framework
+    """The table row that prices it."""
+    argument_defaults: Mapping[str, Any]
+    """Settings it runs with when the log does not state them (`Flags` fields and
+    ``use_distributed_optimizer``)."""
+    whose: str
+    """How an assumption names those defaults."""
+
+
+# Megatron-LM's argument defaults (megatron/training/arguments.py) for the settings tierwise
+# prices: --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap are off unless
+# given; the MoE token dispatcher defaults to allgather.
+_MEGATRON_ARGUMENTS: Mapping[str, Any] = MappingProxyType(
+    {
+        "overlap_grad_reduce": False,
+        "overlap_param_gather": False,
+        "align_param_gather": False,
+        "tp_comm_overlap": False,
+        "moe_token_dispatcher_type": "allgather",
+    }
+)
+# NeMo 2 recipes and Megatron-Bridge build their MegatronStrategy / ConfigContainer with the
+# distributed optimizer and a DDP config that overlaps the gradient reduce-scatter and the
+# parameter all-gather (nemo/collections/llm/recipes/*: DistributedDataParallelConfig(
+# overlap_grad_reduce=True, overlap_param_gather=True), use_distributed_optimizer=True); TP
+# overlap stays off unless the recipe's comm-overlap callback turns it on.
+_NEMO_RECIPES: Mapping[str, Any] = MappingProxyType(
+    {
+        "use_distributed_optimizer": True,
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
+        "tp_comm_overlap": False,
+        "moe_token_dispatcher_type": "alltoall",
+    }
+)
+LOGGED: Mapping[str, Logged] = MappingProxyType(
+    {
+        "megatron-lm": Logged(MEGATRON, _MEGATRON_ARGUMENTS, "Megatron-LM's default"),
+        # Megatron-DeepSpeed runs Megatron's model code under DeepSpeed's engine.
+        "megatron-deepspeed": Logged(DEEPSPEED, _MEGATRON_ARGUMENTS, "Megatron-LM's default"),
+        # NeMo and Megatron-Bridge run Megatron-core.
+        "nemo": Logged(MEGATRON, _NEMO_RECIPES, "NeMo 2 recipes' default"),
+        "megatron-bridge": Logged(MEGATRON, _NEMO_RECIPES, "Megatron-Bridge recipes' default"),
+        TORCHTITAN.name: Logged(TORCHTITAN, MappingProxyType({}), "torchtitan's default"),
+    }
+)
+"""Training-log framework names (`RunRecord.framework`) -> how tierwise prices them."""
+
+
+def logged(name: str | None) -> Logged | None:
+    """How a log's framework is priced (None: not stated or not one tierwise knows)."""
+    return LOGGED.get(name or "")
 
 
 def row(name: str | None) -> Framework:

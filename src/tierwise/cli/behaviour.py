@@ -21,9 +21,50 @@ from tierwise.cli.options import with_options
 from tierwise.perf.flags import Flags
 
 BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    # Megatron-LM's communication-overlap and schedule flags. A Megatron-LM run of before
+    # August 2023 had none of the overlaps: --no-overlap-grad-reduce --no-overlap-param-gather
+    # --no-tp-comm-overlap --no-overlap-p2p-communication --no-align-param-gather
+    # (`tierwise.perf.flags.MEGATRON_2023_NO_OVERLAP`).
+    "overlap_grad_reduce": (
+        ("--overlap-grad-reduce",),
+        "Megatron's: DP gradient buckets reduced as backward produces them (off: after "
+        "backward, as Megatron-LM before 2023-08 ran it).",
+    ),
+    "overlap_param_gather": (
+        ("--overlap-param-gather",),
+        "Megatron's: the distributed optimizer's weight buckets gathered ahead of the forward "
+        "(off: after the optimizer step).",
+    ),
     "tp_comm_overlap": (
         ("--tp-comm-overlap",),
-        "TP communication overlapped with GEMMs (Megatron's --tp-comm-overlap).",
+        "Megatron's: TP collectives (SP gathers, reduce-scatters, the backward re-gather) "
+        "overlapped with the GEMMs they feed (Transformer Engine userbuffers).",
+    ),
+    "overlap_p2p_communication": (
+        ("--overlap-p2p-communication",),
+        "Megatron's (interleaved schedule): a virtual stage's sends and receives overlap the "
+        "next chunk's compute.",
+    ),
+    "delay_wgrad_compute": (
+        ("--delay-wgrad-compute",),
+        "Megatron's: weight-gradient GEMMs after the input gradient's, so the backward expert "
+        "all-to-all (with --overlap-moe-expert-parallel-comm) hides behind them.",
+    ),
+    "align_param_gather": (
+        ("--align-param-gather",),
+        "Megatron's (interleaved): every virtual stage's first weight bucket gathered at the "
+        "start of the step (off: each waits as its chunk's forward begins).",
+    ),
+    "microbatch_group_size_per_vp_stage": (
+        ("--microbatch-group-size-per-virtual-pipeline-stage",),
+        "Megatron's: micro-batches run through each virtual stage in groups of this size "
+        "(default pp); fewer than pp idle at every chunk change.",
+    ),
+    "cache_expert_inputs": (
+        ("--cache-expert-inputs",),
+        "DeepSeek-V3's low-precision activation caching (report section 3.3.3): routed experts "
+        "keep their dispatched and SwiGLU inputs in the layout's format and recompute the "
+        "SwiGLU output.",
     ),
     "cp_comm": (
         ("--cp-comm-type",),
@@ -35,8 +76,8 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "pipeline_schedule": (
         ("--pipeline-schedule",),
-        "torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble "
-        "(none given: 1F1B, Interleaved1F1B with vpp > 1).",
+        "torchtitan's: 1F1B | Interleaved1F1B | InterleavedZeroBubble | ZBVZeroBubble | "
+        "DualPipeV, or DeepSeek's DualPipe (none given: 1F1B, Interleaved1F1B with vpp > 1).",
     ),
     "moe_token_dispatcher_type": (
         ("--moe-token-dispatcher-type", "--moe-dispatcher"),
@@ -115,7 +156,8 @@ def _flag_option(field: dataclasses.Field[Any], kind: Any) -> tuple[Any, Any]:
     """The typer option of one `Flags` field: default None (not given), its default shown."""
     names, text = BEHAVIOUR_OPTIONS[field.name]
     shown = field.default if field.default is not None else "none"
-    text = f"{text} [default: {str(shown).lower() if kind is bool else shown}]"
+    # "\\[": a literal bracket in the help, which typer renders as rich markup
+    text = f"{text} \\[default: {str(shown).lower() if kind is bool else shown}]"
     if kind is bool:  # --x/--no-x, so a framework's default can be switched either way
         names = tuple(f"{n}/--no-{n.removeprefix('--')}" for n in names)
     option = typer.Option(*names, help=text, show_default=False)

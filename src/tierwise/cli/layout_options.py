@@ -7,19 +7,29 @@ from typing import Annotated
 
 import typer
 
+from tierwise.bounds import MAX_SEQ_TOKENS, MAX_SEQUENCES
+from tierwise.cli.options import count_option
+
 TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor parallel size.")]
 CpOpt = Annotated[int | None, typer.Option("--cp", help="Context parallel size.")]
 EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert parallel size (within dp*cp).")]
 PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline stages.")]
 VppOpt = Annotated[int | None, typer.Option("--vpp", help="Virtual stages per pipeline rank.")]
 DpOpt = Annotated[int | None, typer.Option("--dp", help="Data parallel size (default: the rest).")]
-MbsOpt = Annotated[int | None, typer.Option("--mbs", help="Micro-batch size, sequences.")]
-GbsOpt = Annotated[int | None, typer.Option("--gbs", help="Global batch size, sequences.")]
+MbsOpt = Annotated[
+    int | None, count_option("--mbs", help="Micro-batch size, sequences.", high=MAX_SEQUENCES)
+]
+GbsOpt = Annotated[
+    int | None, count_option("--gbs", help="Global batch size, sequences.", high=MAX_SEQUENCES)
+]
 PpLayersOpt = Annotated[
     str | None,
     typer.Option("--pp-layers", help="Uneven pipeline split, layers per stage, e.g. 19,21,21,19."),
 ]
-SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")]
+SeqOpt = Annotated[
+    int,
+    count_option("--seq", help="Sequence length, tokens.", high=MAX_SEQ_TOKENS),
+]
 SpOpt = Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none|selective|full")]
 RecomputeModulesOpt = Annotated[

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer._click import exceptions as click_exceptions
 from typer.core import TyperCommand, TyperGroup
 
 from tierwise import __version__
@@ -28,6 +29,8 @@ EXIT_CODES = (
     '{"error": ..., "exit_code": ...} on stdout.'
 )
 INTERNAL_ERROR = 3
+USAGE_ERROR = 2
+PROG = "tierwise"
 MESSAGE_LIMIT = 2000
 """Longest error line, characters (a message quoting a huge input is cut)."""
 _DOC = re.compile(r'^\s*"""(.*?)"""', re.DOTALL)
@@ -164,6 +167,81 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _option_value(param: Any, args: list[str]) -> str | None:
+    """The value given to option ``param`` on the command line (its last occurrence)."""
+    value = None
+    opts = [*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())]
+    for i, token in enumerate(args):
+        for opt in opts:
+            if token == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif opt.startswith("--") and token.startswith(opt + "="):
+                value = token[len(opt) + 1 :]
+    return value
+
+
+def _param_name(param: Any) -> str:
+    """``--model`` for an option (its long name), ``LOG`` for an argument."""
+    opts = getattr(param, "opts", None) or []
+    if getattr(param, "param_type_name", "") == "argument" or not opts:
+        return (getattr(param, "name", None) or "argument").upper()
+    return max(opts, key=len)
+
+
+def _allowed(message: str) -> str:
+    """A usage message phrased as tierwise's '...; allowed: ...' (pydantic's 'Input should be
+    X' says what is allowed)."""
+    message = message.rstrip(".").removeprefix("Value error, ")
+    head = "Input should be "
+    if message.startswith(head):
+        return f"allowed: {message[len(head) :]}"
+    return message[:1].lower() + message[1:]
+
+
+def _command_path(args: list[str]) -> str:
+    """``tierwise schedule place`` from the leading command names in ``args`` (for a usage
+    error the parser raised without its context)."""
+    path, command = [PROG], typer.main.get_command(app)
+    for token in args:
+        sub = command.get_command(None, token) if hasattr(command, "get_command") else None
+        if token.startswith("-") or sub is None:
+            break
+        path.append(token)
+        command = sub
+    return " ".join(path)
+
+
+def usage_error(exc: Any, args: list[str] | None = None) -> str:
+    """One line for a click usage error: the flag, the value given, what is allowed, and the
+    command's ``--help``. A group run without its subcommand lists the subcommands (and its
+    help goes to stdout unless --json)."""
+    args = sys.argv[1:] if args is None else args
+    ctx = exc.ctx
+    path = ctx.command_path if ctx is not None else _command_path(args)
+    see = f"see '{path} --help'"
+    missing = isinstance(exc, click_exceptions.NoArgsIsHelpError) or (
+        exc.message == "Missing command."
+    )
+    if missing and ctx is not None:
+        if "--json" not in args:
+            typer.echo(ctx.get_help())
+        names = ", ".join(ctx.command.list_commands(ctx))
+        return f"error: {path} needs a command; allowed: {names}; {see}"
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click_exceptions.MissingParameter) and param is not None:
+        return f"error: {path}: {_param_name(param)} is required; {see}"
+    if param is not None:
+        value = _option_value(param, args)
+        given = "" if value is None else f" {value[:80]!r}"
+        return f"error: {_param_name(param)}{given}: {_allowed(exc.message)}; {see}"
+    text = exc.message.rstrip(".")
+    if isinstance(exc, click_exceptions.NoSuchOption) and exc.possibilities:
+        text += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
+    elif text.startswith("No such command") and ctx is not None:
+        text += f"; allowed: {', '.join(ctx.command.list_commands(ctx))}"
+    return f"error: {path}: {text[:1].lower() + text[1:]}; {see}"
+
+
 def resume_gc() -> None:
     """Once the command has loaded: freeze the objects start-up made (they live until exit, so
     no collection need scan them again) and turn the collector main() paused back on."""
@@ -175,18 +253,29 @@ def resume_gc() -> None:
 
 
 def main() -> None:
-    """Entry point: exit 2 with one stderr line on a user error (click handles usage), 3 with
-    one line on an internal error (the traceback with TIERWISE_DEBUG=1), never a traceback.
-    The garbage collector is off while the command loads (imports make many objects and no
-    garbage) and frozen at exit (no last collection over them)."""
+    """Entry point: exit 2 with one stderr line on a user error (a usage error too, see
+    `usage_error`), 3 with one line on an internal error (the traceback with TIERWISE_DEBUG=1),
+    never a traceback. The garbage collector is off while the command loads (imports make many
+    objects and no garbage) and frozen at exit (no last collection over them)."""
     global _gc_paused
     from tierwise.errors import TierwiseError
 
     if gc.isenabled():
         gc.disable()
         _gc_paused = True
+    output = sys.modules.get("tierwise.cli.output")
+    if output is not None:  # a second run in one process (tests, fuzzing) starts afresh
+        output.json_printed = False
     try:
-        app()
+        code = app(prog_name=PROG, standalone_mode=False)
+        if isinstance(code, int) and code:  # typer.Exit(code) / ctx.exit(code)
+            sys.exit(code)
+    except click_exceptions.UsageError as exc:
+        fail(one_line(Exception(usage_error(exc))), USAGE_ERROR)
+    except click_exceptions.ClickException as exc:
+        fail(f"error: {one_line(Exception(exc.format_message()))}", USAGE_ERROR)
+    except typer.Abort:
+        fail("aborted", 1)
     except TierwiseError as exc:
         fail(f"error: {one_line(exc)}", exc.exit_code)
     except Exception as exc:

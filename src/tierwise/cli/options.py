@@ -13,6 +13,21 @@ import typer
 
 from tierwise.errors import SpecError
 
+
+def count_option(*decls: str, help: str, high: int, low: int = 1, **kwargs: Any) -> Any:
+    """A typer option for an integer count from ``low`` to ``high`` (``tierwise.bounds``),
+    also written ``8k``/``8K`` (x1024) or ``1M`` as sizes are (``parse_int_count``): a value
+    outside is the one-line error naming the flag."""
+    from tierwise.units import parse_int_count
+
+    def parse(value: str | int) -> int:
+        return parse_int_count(value, decls[0], high, low)
+
+    return typer.Option(
+        *decls, help=f"{help} {low} to {high}.", parser=parse, metavar="INTEGER", **kwargs
+    )
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object to stdout.")]
 LogOpOpt = Annotated[
     str | None,
@@ -64,6 +79,27 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
     "oversubscription": (
         Annotated[
             float | None, typer.Option("--oversubscription", help="Leaf uplink ratio, e.g. 2.")
+        ],
+        None,
+    ),
+    "routing": (
+        Annotated[
+            str | None,
+            typer.Option(
+                "--routing",
+                help="How switches spread flows over uplinks: ecmp, adaptive, static "
+                "(default: the NIC kind's, InfiniBand adaptive, RoCE ecmp).",
+            ),
+        ],
+        None,
+    ),
+    "qps_per_connection": (
+        Annotated[
+            int | None,
+            typer.Option(
+                "--qps-per-connection",
+                help="Flows per NCCL connection (NCCL_IB_QPS_PER_CONNECTION; default 1).",
+            ),
         ],
         None,
     ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -129,16 +130,28 @@ def fmt(value: Any) -> str:
 
 
 def writable(path: Path | None, flag: str) -> None:
-    """Fail early, in one line, when `path` (an output file of `flag`) cannot be written."""
+    """Fail early, in one line, when `path` (an output file of `flag`) cannot be written: its
+    folder is missing or read-only, it is a folder, a FIFO or socket (writing one blocks), or
+    its name is one the OS refuses (too long, a NUL)."""
     if path is None:
         return
+    shown = repr(str(path)) if len(str(path)) <= 80 else repr(str(path)[:77] + "...")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        info = None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise SpecError(f"{flag}: {shown} cannot be written ({reason})") from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise SpecError(f"{flag}: {shown} is a folder; give a file name")
+    if info is not None and (stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode)):
+        raise SpecError(f"{flag}: {shown} is a FIFO or socket; give a file name")
     folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise SpecError(f"{flag}: {str(path)!r} is a folder; give a file name")
     if not folder.is_dir():
-        raise SpecError(f"{flag}: folder {str(folder)!r} of {str(path)!r} does not exist")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise SpecError(f"{flag}: {str(path)!r} is not writable")
+        raise SpecError(f"{flag}: folder {str(folder)[:80]!r} of {shown} does not exist")
+    if not os.access(folder, os.W_OK) or (info is not None and not os.access(path, os.W_OK)):
+        raise SpecError(f"{flag}: {shown} is not writable")
 
 
 def write_files(folder: Path, files: dict[str, str], flag: str) -> list[str]:
@@ -151,3 +164,13 @@ def write_files(folder: Path, files: dict[str, str], flag: str) -> list[str]:
     except OSError as exc:
         raise SpecError(f"{flag}: cannot write into {str(folder)!r} ({exc.strerror})") from None
     return [str(folder / name) for name in files]
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 node``, ``2 nodes``: a count with its noun in the right number."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def percent(fraction: float) -> str:
+    """A signed relative error as users read it: ``+12.3%`` (lab, calibrate, validation)."""
+    return f"{fraction * 100:+.1f}%"

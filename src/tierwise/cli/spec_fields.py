@@ -28,7 +28,9 @@ FIELD_NOTES: dict[str, str] = {
         "switches, both, or none."
     ),
     "ClusterSpec.calibration": (
-        "Per-tier constants fitted by `tierwise calibrate`; they override the catalog's."
+        "Constants fitted by `tierwise calibrate`: per tier (intra/leaf/spine/core, from "
+        "nccl-tests logs) they override the catalog's; `step` (from training logs) holds the "
+        "cluster's compute_scale and overlap_interference for the step-time model."
     ),
     "ClusterSpec.price_per_gpu_hour": (
         "Price of one GPU hour in US dollars (tokens per dollar objective, the cost of a run "
@@ -38,6 +40,12 @@ FIELD_NOTES: dict[str, str] = {
         "Node failures, restarts, checkpoint storage and spares (time to train: --train-tokens)."
     ),
     "ClusterSpec.power": "What the cluster draws: GPU and node power, PUE (energy of a run).",
+    "ClusterSpec.fleet": (
+        "Slow-node statistics of the fleet: a named fleet (well-run, the default: nothing "
+        "added; megascale-nsdi24: 0.5% of nodes 10% slower) or the fields below. A step "
+        "waits for its slowest rank: breakdown term straggler_s."
+    ),
+    "FleetSpec.name": "Name of the fleet (a named example, or custom).",
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (
@@ -51,6 +59,12 @@ FIELD_NOTES: dict[str, str] = {
     "TopologySpec.oversubscription": "Leaf downlink:uplink ratio (2.0 means 2:1); 1 = full.",
     "TopologySpec.leaves_per_pod": "Leaves under one pod (spine group); default one pod.",
     "TopologySpec.pod_oversubscription": "The same ratio one level up, pod to core.",
+    "StepCalibration.compute_scale": (
+        "Achieved compute rate over the model's (0.9: compute takes 1/0.9 of the modelled time)."
+    ),
+    "StepCalibration.overlap_interference": (
+        "Share of hidden (overlapped) communication time still on the step; null: the model's."
+    ),
     "TierCalibration.alpha_us": "Latency of one LL-protocol ring step on the tier, us.",
     "TierCalibration.beta_GBps": "Effective bandwidth per GPU per direction on the tier, GB/s.",
     "TierCalibration.overhead_us": (

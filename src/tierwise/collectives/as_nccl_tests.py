@@ -13,7 +13,8 @@ _ROOTED = {"broadcast", "reduce"}
 def prediction_test(
     pred: Prediction, nodes: int, gpus_per_node: int, dtype: str = "float"
 ) -> NcclTest:
-    """nccl-tests rows for a prediction (in-place = out-of-place), with `algo`/`proto` columns."""
+    """nccl-tests rows for a prediction (in-place = out-of-place), with `algo`/`proto` columns
+    and the runner-up candidate (`next`) with its `margin` (how much slower it is)."""
     elem = ELEMENT_BYTES[dtype]
     rows = []
     for r in pred.rows():
@@ -32,7 +33,12 @@ def prediction_test(
                 root=0 if pred.op in _ROOTED else -1,
                 out_of_place=half,
                 in_place=half,
-                extra={"algo": str(r["algo"]), "proto": str(r["proto"])},
+                extra={
+                    "algo": str(r["algo"]),
+                    "proto": str(r["proto"]),
+                    "next": str(r["runner_up"]),
+                    "margin": "-" if r["margin_pct"] is None else f"+{r['margin_pct']:.1f}%",
+                },
             )
         )
     busbw = [row.out_of_place.busbw_GBps or 0.0 for row in rows]

@@ -216,10 +216,17 @@ def _overhead(s: Shape, proto: str) -> float:
 
 def node_net_GBps(s: Shape) -> float:
     """Bandwidth the group has through the NICs of one NVLink domain, each direction, GB/s;
-    across leaves, the leaf uplinks' share too."""
+    across leaves (and pods), its share of the uplinks too, and its channels' flows at what
+    one flow gets on the busiest uplink."""
     bw = s.rails * s.port_GBps
-    if s.n_leaf > 1 or (s.relay == "spine" and s.rail_changes):
-        bw = min(bw, s.uplink_GBps_per_domain)
+    leaf = s.n_leaf > 1 or (s.relay == "spine" and s.rail_changes)
+    nch = channels(s)
+    for level, count, per_domain in (
+        ("leaf", s.n_leaf if leaf else 0, s.uplink_GBps_per_domain),
+        ("pod", s.pod_crossings, s.pod_uplink_GBps_per_domain),
+    ):
+        if count:
+            bw = min(bw, per_domain, nch * s.qps * s.flow_cap_GBps(level, count, nch) * s.nic_share)
     return bw / s.nic_share
 
 
@@ -285,15 +292,35 @@ def ring_busbw(s: Shape) -> float:
     the ring steps between domains `dom_crossings` times; per domain those crossings spread
     over its `rails` NICs (one channel per rail), shared with `nic_share` concurrent groups:
     n_dom * rails * port / (crossings * share). Spine: the leaf-crossing steps (and, relayed
-    through the spine, the rail-changing ones) share each leaf's uplinks.
+    through the spine, the rail-changing ones) share each leaf's uplinks; core: the
+    pod-crossing steps share each pod's uplinks. Both at the pace of the busiest uplink
+    (`uplink_bounds`).
     """
     bw = _relay_intra_GBps(s, s.k > 1, s.rail_changes > 0)
     if s.crosses_domains:
         bw = min(bw, s.n_dom * s.rails * s.port_GBps / (s.dom_crossings * s.nic_share))
-    leaf = _leaf_crossings(s, s.rail_changes)
-    if leaf:
-        bw = min(bw, s.n_dom * s.uplink_GBps_per_domain / (leaf * s.nic_share))
-    return bw
+    return min([bw, *uplink_bounds(s, ring_crossings(s), channels(s))])
+
+
+def ring_crossings(s: Shape) -> dict[str, float]:
+    """Times a ring in the group's order climbs above a leaf and above a pod."""
+    return {"leaf": _leaf_crossings(s, s.rail_changes), "pod": s.pod_crossings}
+
+
+def uplink_bounds(s: Shape, crossings: dict[str, float], connections: int) -> list[float]:
+    """What the leaf and pod uplinks let a pattern carry, GB/s of busbw: each domain's share
+    of the uplinks over the pattern's crossings (fluid), and its `connections` connections
+    (NCCL channels) of `qps` flows at what one flow gets on the busiest uplink."""
+    out = []
+    for level, per_domain in (
+        ("leaf", s.uplink_GBps_per_domain),
+        ("pod", s.pod_uplink_GBps_per_domain),
+    ):
+        count = crossings[level]
+        if count:
+            out.append(s.n_dom * per_domain / (count * s.nic_share))
+            out.append(connections * s.qps * s.flow_cap_GBps(level, count, connections))
+    return out
 
 
 def _ring_proto_busbw(s: Shape, busbw: float, proto: str) -> float:
@@ -550,8 +577,15 @@ def _alltoall_bytes_time_per_byte(s: Shape) -> float:
     cross_leaf = (s.p - s.ranks_per_leaf) / s.p if s.n_leaf > 1 else 0.0
     if s.relay == "spine":
         cross_leaf += s.cross_rail_share * (s.ranks_per_leaf - s.k) / s.p
-    if cross_leaf > 0:
-        t = max(t, cross_leaf / (s.uplink_GBps_per_domain / (s.k * s.nic_share)))
+    per_pod = s.p // s.n_pod
+    for level, share, per_domain, blocks, local in (
+        ("leaf", cross_leaf, s.uplink_GBps_per_domain, s.n_leaf, s.ranks_per_leaf),
+        ("pod", (s.p - per_pod) / s.p, s.pod_uplink_GBps_per_domain, s.n_pod, per_pod),
+    ):
+        if share > 0:  # every rank under the switch holds a connection to each outside it
+            cap = s.flow_cap_GBps(level, blocks, local * (s.p - local))
+            per_gpu = min(per_domain / (s.k * s.nic_share), (s.p - local) * s.qps * cap)
+            t = max(t, share / per_gpu)
     return t / 1e3
 
 
@@ -593,10 +627,19 @@ def _sendrecv(s: Shape) -> list[Candidate]:
     if s.crosses_domains:
         per_node = -(-s.dom_crossings // s.n_dom)
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
-    leaf = _leaf_crossings(s, s.pair_rail_changes)
-    if leaf:  # sends that leave the leaf share its (oversubscribed) uplinks
-        per_node = -(-math.ceil(leaf) // s.n_dom)
-        bw = min(bw, s.uplink_GBps_per_domain / (per_node * s.nic_share))
+    crossings = {"leaf": _leaf_crossings(s, s.pair_rail_changes), "pod": s.pod_crossings}
+    for level, per_domain in (
+        ("leaf", s.uplink_GBps_per_domain),
+        ("pod", s.pod_uplink_GBps_per_domain),
+    ):
+        count = crossings[level]
+        if count:  # sends that leave the leaf (pod) share its (oversubscribed) uplinks
+            per_node = -(-math.ceil(count) // s.n_dom)
+            bw = min(
+                bw,
+                per_domain / (per_node * s.nic_share),
+                s.qps * s.flow_cap_GBps(level, count, 1),
+            )
     net = s.crosses_domains
     return [
         Candidate(

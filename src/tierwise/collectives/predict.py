@@ -34,6 +34,11 @@ class Prediction:
     busbw_GBps: np.ndarray
     algo: list[str]
     proto: list[str]
+    runner_up: list[str] | None = None
+    """Per size, the next fastest candidate as ``algo/proto`` ("-" when there is none)."""
+    margin: np.ndarray | None = None
+    """Per size, the runner-up's time over the chosen one's - 1: how close the choice was (a
+    choice that flips between neighbouring sizes has a small margin)."""
 
     def rows(self) -> list[dict[str, object]]:
         """JSON rows with unit-suffixed keys."""
@@ -45,14 +50,18 @@ class Prediction:
                 "busbw_GBps": float(b),
                 "algo": al,
                 "proto": pr,
+                "runner_up": up,
+                "margin_pct": None if margin is None else round(float(margin) * 100, 2),
             }
-            for n, t, a, b, al, pr in zip(
+            for n, t, a, b, al, pr, up, margin in zip(
                 self.size_bytes,
                 self.time_us,
                 self.algbw_GBps,
                 self.busbw_GBps,
                 self.algo,
                 self.proto,
+                self.runner_up or ["-"] * len(self.algo),
+                [None] * len(self.algo) if self.margin is None else self.margin,
                 strict=True,
             )
         ]
@@ -100,8 +109,13 @@ def predict(
         zeros = np.zeros(len(n))
         return Prediction(op, shape.p, n, zeros, zeros, zeros, ["none"] * len(n), ["-"] * len(n))
     times = times_us(cands, n)
-    best = np.argmin(times, axis=0)
-    t = times[best, np.arange(len(n))]
+    order = np.argsort(times, axis=0, kind="stable")
+    best = order[0]
+    columns = np.arange(len(n))
+    t = times[best, columns]
+    second = order[1] if len(cands) > 1 else best
+    second_t = times[second, columns]
+    margin = np.where((t > 0) & (second != best), second_t / np.where(t > 0, t, 1.0) - 1, 0.0)
     algbw = np.where(t > 0, n / (t * 1e3), 0.0)
     return Prediction(
         op=op,
@@ -112,6 +126,11 @@ def predict(
         busbw_GBps=algbw * bus_factor(op, shape.p),
         algo=[cands[i].algo for i in best],
         proto=[cands[i].proto for i in best],
+        runner_up=[
+            f"{cands[j].algo}/{cands[j].proto}" if j != i else "-"
+            for i, j in zip(best, second, strict=True)
+        ],
+        margin=margin,
     )
 
 

@@ -6,9 +6,12 @@ the stages of hierarchical algorithms (the ranks of one domain; one rank per dom
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tierwise.collectives import tables as T
+from tierwise.collectives.links import busiest_load
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import GroupSpan
 from tierwise.hardware.tiers import Tier, tier
@@ -47,6 +50,8 @@ _SAME_RAIL: dict[str, float] = {
     "pair_rail_changes": 0,
     "cross_rail_share": 0.0,
 }
+# Topologies whose leaves are per rail (NIC index): a domain's NICs land on that many switches.
+RAIL_SWITCHED = ("rail-optimized", "rail-only")
 
 
 def relay_of(cluster: ClusterSpec) -> str:
@@ -82,6 +87,14 @@ class Shape:
     Rails: `rail_changes` ring steps between domains, `pair_rail_changes` rank-order steps
     (sendrecv) and `cross_rail_share` of all-to-all bytes change rail (NIC index) on the way;
     `relay` says what that costs on this fabric (`relay_of`).
+
+    Switch tree: the group spans `n_pod` pods and its ring order crosses between them
+    `pod_crossings` times; leaf uplinks are `oversubscription`:1, pod uplinks a further
+    `pod_oversubscription`:1. `routing` (ecmp | adaptive | static) spreads the flows leaving
+    a switch over its uplinks (`collectives.links`), `qps` flows per connection; a domain's
+    NICs (`domain_nics`) land on `rail_switches` leaf switches (one per rail on rail-optimized
+    fabrics); `siblings` groups like this one cross the same switches at once, and the job
+    gets `uplink_share` of the uplinks (other jobs take the rest).
     """
 
     p: int
@@ -110,6 +123,16 @@ class Shape:
     pair_rail_changes: int = 0
     cross_rail_share: float = 0.0
     relay: str = "none"
+    n_pod: int = 1
+    pod_crossings: int = 0
+    oversubscription: float = 1.0
+    pod_oversubscription: float = 1.0
+    routing: str = "adaptive"
+    qps: int = 1
+    rail_switches: int = 1
+    domain_nics: int = 1
+    siblings: int = 1
+    uplink_share: float = 1.0
 
     @property
     def crosses_domains(self) -> bool:
@@ -118,10 +141,78 @@ class Shape:
 
     @property
     def top_tier(self) -> str:
-        """The slowest tier the group crosses: intra, leaf or spine."""
+        """The slowest tier the group crosses: intra, leaf, spine or core (between pods)."""
         if not self.crosses_domains:
             return "intra"
+        if self.n_pod > 1:
+            return "core"
         return "spine" if self.n_leaf > 1 else "leaf"
+
+    @property
+    def pod_uplink_GBps_per_domain(self) -> float:
+        """One domain's share of its pod's uplinks (the leaf uplinks' share over the pod
+        oversubscription), GB/s."""
+        return self.uplink_GBps_per_domain / self.pod_oversubscription
+
+    def _switch_rails(self) -> tuple[int, int]:
+        """(NICs of one domain that the group and its concurrent siblings send through, the
+        leaf switches those NICs land on)."""
+        used = max(1, min(self.rails * self.siblings, self.domain_nics))
+        return used, max(1, min(used, self.rail_switches))
+
+    def uplinks(self, level: str) -> int:
+        """Uplinks of one leaf switch (`leaf`), or of one pod's layer above it (`pod`), that
+        the group and its concurrent siblings there get."""
+        blocks, over = (
+            (self.n_leaf, self.oversubscription)
+            if level == "leaf"
+            else (self.n_pod, self.oversubscription * self.pod_oversubscription)
+        )
+        used, switches = self._switch_rails()
+        return max(1, round(self.n_dom / blocks * used / switches / over * self.uplink_share))
+
+    def flows_up(self, level: str, crossings: float, connections: int) -> int:
+        """Flows leaving the busiest switch of `level` when the group's order crosses its
+        boundary `crossings` times, each crossing carrying `connections` connections (NCCL
+        channels) of `qps` flows, for the group and each concurrent sibling, spread over the
+        rail switches."""
+        blocks = self.n_leaf if level == "leaf" else self.n_pod
+        per_switch = -(-connections * self.siblings // self._switch_rails()[1])
+        return per_switch * math.ceil(crossings / blocks) * self.qps
+
+    def flow_cap_GBps(self, level: str, crossings: float, connections: int) -> float:
+        """What one flow gets on the busiest uplink of `level` (a port's rate over the flows
+        on it), GB/s; unbounded under adaptive routing, where the fluid share of the uplinks
+        (`uplink_GBps_per_domain`) is the bound. See `flows_up`."""
+        if not crossings or self.routing == "adaptive":
+            return math.inf
+        flows = self.flows_up(level, crossings, connections)
+        return self.port_GBps / busiest_load(self.routing, flows, self.uplinks(level))
+
+    def busiest_link(self, connections: int, crossings: dict[str, float]) -> list[dict[str, Any]]:
+        """The busiest uplink of each level the group crosses (`crossings` per level): flows
+        leaving one switch over its uplinks, the flows on the busiest one, its share of the
+        flows leaving, and what one flow gets there (GB/s; None: adaptive routing, whose
+        fluid share of the uplinks bounds instead)."""
+        out = []
+        for level, count in crossings.items():
+            if not count:
+                continue
+            flows, links = self.flows_up(level, count, connections), self.uplinks(level)
+            busiest = busiest_load(self.routing, flows, links)
+            cap = self.flow_cap_GBps(level, count, connections)
+            out.append(
+                {
+                    "level": level,
+                    "routing": self.routing,
+                    "flows": flows,
+                    "uplinks": links,
+                    "busiest_link_flows": busiest,
+                    "busiest_link_share": busiest / flows,
+                    "per_flow_GBps": None if math.isinf(cap) else cap,
+                }
+            )
+        return out
 
     @property
     def overhead_us(self) -> float:
@@ -147,6 +238,8 @@ class Shape:
             n_leaf=1,
             dom_crossings=0,
             leaf_crossings=0,
+            n_pod=1,
+            pod_crossings=0,
             ranks_per_leaf=self.k,
             **_SAME_RAIL,
         )
@@ -159,8 +252,10 @@ class Shape:
             k=1,
             dom_crossings=self.n_dom,
             leaf_crossings=self.n_leaf if self.n_leaf > 1 else 0,
+            pod_crossings=self.n_pod if self.n_pod > 1 else 0,
             rails=1,
             nic_share=self.rail_contention,
+            siblings=self.siblings * self.k,
             uplink_GBps_per_domain=self.uplink_GBps_per_domain / self.rails,
             ranks_per_leaf=max(1, self.n_dom // self.n_leaf),
             **_SAME_RAIL,
@@ -177,6 +272,8 @@ class Shape:
             n_leaf=1,
             dom_crossings=per_leaf,
             leaf_crossings=0,
+            n_pod=1,
+            pod_crossings=0,
             ranks_per_leaf=per_leaf,
         )
 
@@ -194,16 +291,22 @@ class Shape:
 
 
 def shape_of(
-    cluster: ClusterSpec, span: GroupSpan, nic_share: int = 1, uplink_share: float = 1.0
+    cluster: ClusterSpec,
+    span: GroupSpan,
+    nic_share: int = 1,
+    uplink_share: float = 1.0,
+    siblings: int = 1,
 ) -> Shape:
-    """The Shape of a placed group; `nic_share` groups use each NIC at once, and the job gets
+    """The Shape of a placed group; `nic_share` groups use each NIC at once, `siblings` groups
+    like it run at once (their flows share the switches' uplinks), and the job gets
     `uplink_share` (0-1] of its leaves' uplinks (other jobs take the rest)."""
     gpn, nics = cluster.gpus_per_node, max(cluster.inter.nics_per_node, 1)
     leaf = tier(cluster, "leaf")
     net = span.top if span.domains > 1 else leaf
     port = leaf.eff_GBps * gpn / nics
     rails = min(span.rails, nics * cluster.nodes_per_domain)
-    over = cluster.topology.oversubscription
+    topo = cluster.topology
+    over = topo.oversubscription
     return Shape(
         p=span.size,
         k=span.ranks_per_domain,
@@ -231,4 +334,14 @@ def shape_of(
         pair_rail_changes=span.pair_rail_changes,
         cross_rail_share=span.cross_rail_share,
         relay=relay_of(cluster) if cluster.inter.nics_per_node > 1 else "none",
+        n_pod=span.pods,
+        pod_crossings=span.pod_crossings,
+        oversubscription=over,
+        pod_oversubscription=topo.pod_oversubscription,
+        routing=cluster.routing,
+        qps=topo.qps_per_connection,
+        rail_switches=cluster.inter.nics_per_node if topo.kind in RAIL_SWITCHED else 1,
+        domain_nics=max(1, cluster.nics_per_domain),
+        siblings=max(1, siblings),
+        uplink_share=uplink_share,
     )

@@ -18,6 +18,12 @@ from tierwise.specio import data_yaml
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    @property
+    def label(self) -> str:
+        """The catalog key, or for an inline spec (key "inline") its name, as users read it."""
+        key, name = getattr(self, "key", ""), getattr(self, "name", "")
+        return f"{name} (inline)" if key == "inline" else key
+
 
 PRECISIONS = ("bf16", "fp8", "mxfp8", "nvfp4")
 """GEMM precisions a GPU may run, each with its own dense peak field ``peak_<name>_tflops``."""

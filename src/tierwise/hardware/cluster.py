@@ -14,15 +14,30 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tierwise.bounds import MAX_DOMAIN_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
+from tierwise.hardware.fleet import FleetSpec
 from tierwise.hardware.reliability import PowerSpec, ReliabilitySpec
 from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
 
 TopologyKind = Literal["rail-optimized", "rail-only", "fat-tree", "spine-leaf", "single-switch"]
 InNetworkReduction = Literal["none", "sharp", "nvls", "nvls+sharp"]
+RoutingKind = Literal["ecmp", "adaptive", "static"]
+# How each NIC kind's fabric routes a flow when the spec leaves `routing` out. InfiniBand:
+# adaptive (NCCL_IB_ADAPTIVE_ROUTING defaults to 1 on IB, 0 on RoCE: NCCL env docs; Quantum
+# switches spread packets of one QP over the uplinks); AWS EFA: adaptive (SRD sprays each
+# flow's packets over many paths, Shalev et al., IEEE Micro 2020); RoCE and Ethernet: ECMP
+# (5-tuple hash per flow, one uplink per flow); the lab's veth fabric: the kernel's ECMP.
+DEFAULT_ROUTING: dict[str, RoutingKind] = {
+    "ib": "adaptive",
+    "efa": "adaptive",
+    "roce": "ecmp",
+    "eth": "ecmp",
+    "veth": "ecmp",
+}
 TIER_NAMES = ("intra", "leaf", "spine", "core")
 # Largest cluster tierwise models, in nodes: the placement and group models hold a few arrays
 # per rank, so 10^5 nodes (800k GPUs) stay within seconds and a few GB (benchmarks/scale.py).
@@ -37,7 +52,7 @@ class InterSpec(_Spec):
     """Inter-node network: one NIC model, how many ports per node."""
 
     nic: NIC
-    nics_per_node: int = Field(ge=0)
+    nics_per_node: int = Field(ge=0, le=MAX_NICS_PER_NODE)
 
     @field_validator("nic", mode="before")
     @classmethod
@@ -89,6 +104,25 @@ class TopologySpec(_Spec):
         description="Leaves under each pod in leaf order (instead of leaves_per_pod).",
     )
     pod_oversubscription: float = Field(default=1.0, ge=1.0)
+    routing: RoutingKind | None = Field(
+        default=None,
+        description=(
+            "How switches spread flows over their uplinks: ecmp (one uplink per flow, by "
+            "hash), adaptive (packets of a flow over every uplink), static (flows dealt out "
+            "evenly by destination). Default by NIC kind: InfiniBand and EFA adaptive, RoCE "
+            "and Ethernet ecmp."
+        ),
+    )
+    qps_per_connection: int = Field(
+        default=1,
+        ge=1,
+        le=128,
+        description=(
+            "Queue pairs (flows) per NCCL connection, each carrying an equal share of its "
+            "bytes (NCCL_IB_QPS_PER_CONNECTION, default 1; NCCL_IB_SPLIT_DATA_ON_QPS splits "
+            "each message or deals messages out, the same share either way)."
+        ),
+    )
 
 
 class TierCalibration(_Spec):
@@ -104,20 +138,38 @@ class TierCalibration(_Spec):
     overhead_us: float = Field(default=0.0, ge=0)
 
 
+class StepCalibration(_Spec):
+    """Step-time constants of this cluster fitted on its training runs (`tierwise calibrate`
+    on training logs; `tierwise.verify.runcheck.fit`).
+
+    compute_scale: the achieved compute rate over the model's efficiency law (0.9 = compute
+    takes 1/0.9 of the modelled time: clocks, power caps, kernels); overlap_interference: the
+    share of overlapped (hidden) communication time that still lands on the step (None: the
+    model's `tierwise.perf.step.OVERLAP_INTERFERENCE`).
+    """
+
+    compute_scale: float = Field(default=1.0, gt=0, le=10)
+    overlap_interference: float | None = Field(default=None, ge=0, le=1)
+
+
+CalibrationKey = Literal["intra", "leaf", "spine", "core", "step"]
+
+
 class ClusterSpec(_Spec):
     """A cluster: GPUs per node, NVLink domain, NICs, switch tree, in-network reduction."""
 
     name: str = "custom"
     gpu: GPU
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: int = Field(gt=0, le=MAX_GPUS_PER_NODE)
     nodes: int = Field(gt=0, le=MAX_NODES)
-    nvlink_domain_gpus: int | None = Field(default=None, gt=0)
+    nvlink_domain_gpus: int | None = Field(default=None, gt=0, le=MAX_DOMAIN_GPUS)
     intra: Link
     inter: InterSpec
     topology: TopologySpec = TopologySpec()
     in_network_reduction: InNetworkReduction = "none"
-    calibration: dict[Literal["intra", "leaf", "spine", "core"], TierCalibration] = {}
+    calibration: dict[CalibrationKey, TierCalibration | StepCalibration] = {}
     price_per_gpu_hour: float = Field(default=2.5, gt=0)
+    fleet: FleetSpec = FleetSpec(name="well-run")
     reliability: ReliabilitySpec = ReliabilitySpec()
     power: PowerSpec = PowerSpec()
 
@@ -125,6 +177,20 @@ class ClusterSpec(_Spec):
     @classmethod
     def _resolve_gpu(cls, value: Any) -> Any:
         return catalog.gpu(value) if isinstance(value, str) else value
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _calibration_kinds(cls, value: Any) -> Any:
+        """`step` holds StepCalibration fields, each tier TierCalibration fields."""
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, cal in value.items():
+            kind = StepCalibration if key == "step" else TierCalibration
+            out[key] = kind.model_validate(cal) if isinstance(cal, dict) else cal
+            if not isinstance(out[key], kind):
+                raise ValueError(f"calibration.{key}: expected {kind.__name__} fields")
+        return out
 
     @field_validator("intra", mode="before")
     @classmethod
@@ -164,6 +230,12 @@ class ClusterSpec(_Spec):
                     f"leaf sizes must be multiples of {npd} (nvlink_domain_gpus / gpus_per_node)"
                 )
         return self
+
+    @property
+    def step_calibration(self) -> StepCalibration:
+        """The step-time constants fitted on this cluster's runs (defaults: the model's)."""
+        cal = self.calibration.get("step")
+        return cal if isinstance(cal, StepCalibration) else StepCalibration()
 
     @property
     def domain_gpus(self) -> int:
@@ -235,6 +307,11 @@ class ClusterSpec(_Spec):
         return "nvls" in self.in_network_reduction and self.intra.nvls
 
     @property
+    def routing(self) -> RoutingKind:
+        """How the fabric spreads flows over uplinks: the spec's, else its NIC kind's default."""
+        return self.topology.routing or DEFAULT_ROUTING[self.inter.nic.kind]
+
+    @property
     def sharp(self) -> bool:
         """SHARP reduction in the IB switches is enabled and supported by the NIC/switch."""
         return "sharp" in self.in_network_reduction and self.inter.nic.sharp
@@ -293,7 +370,9 @@ def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
 
     Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription,
     nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus,
-    topology (the topology kind), planes.
+    topology (the topology kind), planes, the topology's routing, qps_per_connection,
+    pod_oversubscription and leaves_per_pod, and the fleet's slow_node_share,
+    slow_node_slowdown and gpu_speed_spread.
     """
     data, source = _raw_cluster(str(arg))
     data = apply_overrides(data, **overrides)
@@ -333,16 +412,27 @@ def _spec_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     return out
 
 
+# Overrides that set a field of the topology or of the fleet as named.
+TOPOLOGY_OVERRIDES = ("routing", "qps_per_connection", "pod_oversubscription", "leaves_per_pod")
+FLEET_OVERRIDES = ("slow_node_share", "slow_node_slowdown", "gpu_speed_spread")
+
+
 def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """Copy of raw cluster fields with the CLI shape overrides applied (None = unchanged)."""
     out = {**data}
     inter = dict(out.get("inter") or {})
     topo = dict(out.get("topology") or {})
+    fleet = out.get("fleet")
     for key, value in overrides.items():
         if value is None:
             continue
         if key in {"nodes", "gpus_per_node", "intra", "nvlink_domain_gpus"}:
             out[key] = value
+        elif key in FLEET_OVERRIDES:
+            fleet = {**FleetSpec.model_validate(fleet or "well-run").model_dump(), key: value}
+            out["fleet"] = fleet = {**fleet, "name": "custom"}
+        elif key in TOPOLOGY_OVERRIDES:
+            topo[key] = value
         elif key == "nics_per_node":
             inter["nics_per_node"] = value
         elif key == "nic":

@@ -19,7 +19,7 @@ def cluster_summary(cluster: ClusterSpec) -> dict[str, Any]:
     nic = cluster.inter.nic
     out: dict[str, Any] = {
         "cluster": cluster.name,
-        "gpu": cluster.gpu.key,
+        "gpu": cluster.gpu.label,
         "nodes": cluster.nodes,
         "gpus_per_node": cluster.gpus_per_node,
         "gpus": cluster.world,
@@ -27,7 +27,8 @@ def cluster_summary(cluster: ClusterSpec) -> dict[str, Any]:
         "nvlink_domains": cluster.domains,
         "nics_per_node": cluster.inter.nics_per_node,
         "nics_per_nvlink_domain": cluster.nics_per_domain,
-        "nic": nic.key,
+        "nic": nic.label,
+        "intra_link_kind": cluster.intra.kind,
         "nic_Gbps": nic.rate_Gbps,
         "nic_GBps": nic.line_GBps,
         "topology": cluster.topology.kind,

@@ -57,7 +57,7 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
             Tier(
                 name="intra",
                 level=0,
-                medium=link.key,
+                medium=link.label,
                 line_GBps=link.bw_GBps,
                 eff_GBps=link.effective_GBps,
                 latency_us=link.latency_us,
@@ -74,7 +74,7 @@ def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
     leaf = Tier(
         name="leaf",
         level=1,
-        medium=f"{cluster.inter.nics_per_node}x {nic.key}/node{on_planes}",
+        medium=f"{cluster.inter.nics_per_node}x {nic.label}/node{on_planes}",
         line_GBps=nic.line_GBps * share,
         eff_GBps=nic.effective_GBps * share,
         latency_us=nic.latency_us,

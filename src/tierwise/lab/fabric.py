@@ -42,6 +42,10 @@ STATE_DIR = Path("/run/tierwise-lab")
 #: Lab addresses: TEST-NET-1 (RFC 5737), node i at .(i + 1).
 SUBNET, SUBNET_BITS = "192.0.2.", 24
 MAX_NODES = 64
+#: Spine switches a routed lab may have (0: the bridged fabric), and the kernel's multipath
+#: hash policies it can set (0: L3 source/destination address, 1: L4 5-tuple).
+MIN_SPINES, MAX_SPINES = 2, 4
+HASH_POLICIES = (0, 1)
 #: Seconds the guard process gets to exit after its owner released the lab.
 GUARD_EXIT_S = 10.0
 
@@ -51,7 +55,10 @@ class FabricConfig:
     """N nodes, each with one NIC shaped to ``rate_bit`` bits/s, under one or two leaves.
 
     ``oversubscription`` > 1 splits the nodes over two leaves whose shared uplink carries
-    ``nodes_per_leaf * rate_bit / oversubscription``.
+    ``nodes_per_leaf * rate_bit / oversubscription``. ``spines`` >= 2 instead routes the two
+    leaves over that many spines with the kernel's ECMP (`tierwise.lab.spines`), each
+    leaf-spine link carrying ``nodes_per_leaf * rate_bit / (oversubscription * spines)``, the
+    flows hashed by ``net.ipv4.fib_multipath_hash_policy`` = ``hash_policy``.
     """
 
     nodes: int
@@ -59,6 +66,8 @@ class FabricConfig:
     oversubscription: float = 1.0
     qdisc: str = "htb"
     prefix: str = DEFAULT_PREFIX
+    spines: int = 0
+    hash_policy: int = 0
 
     def __post_init__(self) -> None:
         netns.lab_prefix(self.prefix)
@@ -69,6 +78,19 @@ class FabricConfig:
             raise TierwiseError(
                 f"--oversubscription: {self.oversubscription:g} must be >= 1 (2 means 2:1)"
             )
+        if self.spines and not (MIN_SPINES <= self.spines <= MAX_SPINES):
+            raise TierwiseError(
+                f"--spines: {self.spines} must be 0 (one bridge) or {MIN_SPINES}-{MAX_SPINES}"
+            )
+        if self.hash_policy not in HASH_POLICIES:
+            raise TierwiseError(
+                f"--hash-policy: {self.hash_policy} must be 0 (addresses) or 1 (5-tuple)"
+            )
+        if self.spines and (self.nodes < 4 or self.nodes % 2):
+            raise TierwiseError(
+                f"--spines: needs an even number of nodes >= 4 for two leaves, "
+                f"got --nodes {self.nodes}"
+            )
         if self.oversubscription > 1 and (self.nodes < 2 or self.nodes % 2):
             raise TierwiseError(
                 f"--oversubscription: needs an even number of nodes >= 2 for two leaves, "
@@ -77,8 +99,13 @@ class FabricConfig:
 
     @property
     def leaves(self) -> int:
-        """Leaf switches (bridges): two when oversubscribed, else one."""
-        return 2 if self.oversubscription > 1 else 1
+        """Leaf switches (bridges): two when oversubscribed or routed over spines, else one."""
+        return 2 if self.oversubscription > 1 or self.spines else 1
+
+    @property
+    def spine_link_rate_bit(self) -> float:
+        """Rate of each leaf-spine link, bits/s (only with spines)."""
+        return self.uplink_rate_bit / max(self.spines, 1)
 
     @property
     def nodes_per_leaf(self) -> int:
@@ -117,6 +144,10 @@ class FabricConfig:
 
     def node_addr(self, node: int) -> str:
         """IPv4 address of node ``node``."""
+        if self.spines:
+            from tierwise.lab.spines import node_addr
+
+            return node_addr(self, node)
         return f"{SUBNET}{node + 1}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -287,6 +318,11 @@ def build(config: FabricConfig) -> None:
 
 
 def _build(c: FabricConfig) -> None:
+    if c.spines:
+        from tierwise.lab import spines
+
+        spines.build(c)
+        return
     sw = c.switch_ns
     netns.add_namespace(sw)
     for leaf in range(c.leaves):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,25 +117,35 @@ def run_task(task: Task, env: RankEnv, node: int) -> dict[str, Any] | None:
         dist.destroy_process_group()
 
 
-def main() -> int:
-    """Entry point of one rank; a failure writes its one-line reason and exits 1."""
+def guarded(body: Callable[[], None], what: str) -> int:
+    """Run one rank's ``body`` with one torch thread: 0, or 1 after writing the one-line
+    reason of its failure (``what`` names the worker)."""
     torch.set_num_threads(1)
     try:
-        env = detect_env()
-        if env is None:
-            raise TierwiseError(
-                "the lab worker needs RANK/WORLD_SIZE/MASTER_* (run via `tierwise lab run`)"
-            )
-        task = Task(**json.loads(Path(os.environ[TASK_ENV]).read_text()))
-        result = run_task(task, env, int(os.environ[NODE_ENV]))
-        if result is not None:
-            Path(task.out).write_text(json.dumps(result))
+        body()
         return 0
     except TierwiseError as exc:
         write_error_file(str(exc))
     except Exception as exc:  # torch.distributed raises RuntimeError subclasses
-        write_error_file(describe_collective_error(exc, "lab worker", 0.0))
+        write_error_file(describe_collective_error(exc, what, 0.0))
     return 1
+
+
+def _run() -> None:
+    env = detect_env()
+    if env is None:
+        raise TierwiseError(
+            "the lab worker needs RANK/WORLD_SIZE/MASTER_* (run via `tierwise lab run`)"
+        )
+    task = Task(**json.loads(Path(os.environ[TASK_ENV]).read_text()))
+    result = run_task(task, env, int(os.environ[NODE_ENV]))
+    if result is not None:
+        Path(task.out).write_text(json.dumps(result))
+
+
+def main() -> int:
+    """Entry point of one rank; a failure writes its one-line reason and exits 1."""
+    return guarded(_run, "lab worker")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,11 @@ class Flags:
                 f"--microbatch-group-size-per-virtual-pipeline-stage: {group}; allowed: >= 1"
             )
         row(self.framework)  # a one-line error unless a framework of the table
+        if self.cache_expert_inputs and self.framework is not None:
+            raise SpecError(
+                f"--cache-expert-inputs: DeepSeek-V3's own training framework caches expert "
+                f"inputs so; --framework {self.framework} has no such option (drop one of them)"
+            )
 
     @classmethod
     def resolve(cls, framework: str | None, given: Mapping[str, Any]) -> Flags:

@@ -236,16 +236,20 @@ def group_shape_of(
     scatter: bool = False,
 ) -> Shape:
     """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings; cached
-    by (stride, ranks) where the groups are progressions, so layouts share shapes."""
+    by (stride, ranks, ranks on the first node) where the groups are progressions, so layouts
+    share shapes."""
     if d.world > cluster.world:
         raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
     cache = _cache_for(cluster)
-    key = _progression(d, order, kind) or _fallback_key(d, order, kind)
+    progression = _progression(d, order, kind)
+    # a progression's concurrent groups depend on how many ranks the first node holds too
+    key = (*progression, min(cluster.gpus_per_node, d.world)) if progression else None
+    key = key or _fallback_key(d, order, kind)
     if (key, scatter) not in cache.shapes:
         p = cache.placement(scatter)
         siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
         cache.shapes[key, scatter] = shape_of(
-            cluster, p.span(siblings[0]), nic_sharing(p, siblings)
+            cluster, p.span(siblings[0]), nic_sharing(p, siblings), siblings=len(siblings)
         )
     return cache.shapes[key, scatter]
 

@@ -27,7 +27,8 @@ from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
 from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
-from tierwise.perf.terms.tp import edge_tp_comm, tp_comm
+from tierwise.perf.terms.straggler import straggler_s
+from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
@@ -76,6 +77,7 @@ def step_terms(
     route, load = routing(m, flags.moe_router_force_load_balancing)
     # Capacity routing pads every expert: its FLOPs already count the padded load.
     dispatcher = flags.moe_token_dispatcher_type
+    cal = cluster.step_calibration
     work = compute(
         s,
         flags.flash_attention,
@@ -85,11 +87,12 @@ def step_terms(
         else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
-    )
+    ).scaled(1.0 / cal.compute_scale)
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
-    tp = tp_comm(s, comm, flags.tp_comm_overlap)
-    edge = edge_tp_comm(s, comm)
+    ops = tp_ops(s, comm)
+    tp = tp_comm(s, comm, flags.tp_comm_overlap, ops)
+    edge = edge_tp_comm(s, comm, ops)
     cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
     ep = ep_comm(
         s,
@@ -101,7 +104,7 @@ def step_terms(
         cluster.domain_gpus,
         flags.delay_wgrad_compute or dual,
     )
-    pp = pp_comm(s, comm, flags.overlap_p2p_communication or dual)
+    pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
     flash = flags.flash_attention
     mem = memory_batch(
         m,
@@ -157,9 +160,20 @@ def step_terms(
     # compute it overlaps.
     overlapped = tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s + ep.total_s - ep.exposed_s
     hidden = micro * share * overlapped + pos(dp.comm.total_s - dp.comm.exposed_s)
-    interference = hidden * OVERLAP_INTERFERENCE
-    step = micro * pipe.busiest_s + bubble + dp.comm.exposed_s + dp.optimizer_s + interference
+    share_lost = (
+        OVERLAP_INTERFERENCE if cal.overlap_interference is None else cal.overlap_interference
+    )
+    interference = hidden * share_lost
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
+    straggler = straggler_s(cluster.fleet, world, cluster.gpus_per_node, micro * t_compute)
+    step = (
+        micro * pipe.busiest_s
+        + bubble
+        + dp.comm.exposed_s
+        + dp.optimizer_s
+        + interference
+        + straggler
+    )
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
     mem_bytes = mem.total_bytes
@@ -187,6 +201,7 @@ def step_terms(
             "dp_comm_s": dp.comm.exposed_s,
             "optimizer_s": dp.optimizer_s,
             "overlap_interference_s": interference,
+            "straggler_s": straggler,
         },
         "comm_total_s": {
             "tp": per_rank * tp.total_s + edge_s,

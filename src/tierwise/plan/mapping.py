@@ -53,7 +53,8 @@ def group_summary(
     scatter: bool = False,
     examples: int = 2,
 ) -> list[dict[str, Any]]:
-    """Per group kind: size, count, tier, NIC sharing, leaves crossed, example GPUs."""
+    """Per group kind: size, count, tier (core: it crosses pods), NIC sharing, leaves and pods
+    crossed, example GPUs."""
     d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
     placement = placement_for(cluster, scatter)
     rows = []
@@ -61,15 +62,15 @@ def group_summary(
         kind = "dpcp" if name == "dp" and layout.cp > 1 else MAPPED_KINDS[name]
         shape = group_shape_of(cluster, d, kind, order, scatter)
         span = placement.span(groups[0])
-        tier = "intra" if span.domains == 1 else ("spine" if span.leaves > 1 else "leaf")
         rows.append(
             {
                 "kind": name,
                 "size": len(groups[0]),
                 "groups": len(groups),
-                "tier": tier,
+                "tier": shape.top_tier,
                 "nodes_per_group": span.nodes,
                 "leaves_per_group": span.leaves,
+                "pods_per_group": span.pods,
                 "groups_sharing_a_nic": shape.nic_share,
                 "examples": [gpu_names(cluster, g, scatter) for g in groups[:examples]],
             }

@@ -188,9 +188,15 @@ def build_space(
     layers = model.layers
     even = (ends_short == 0) & (layers % (pp * vpp) == 0)
     first_u, last_u = uneven_split(layers, pp)
-    # At any vpp whose chunks each hold a layer (chunks of a rank may differ by one: the
-    # Megatron emitter writes a --pipeline-model-parallel-layout string then).
-    short = (ends_short == 1) & (pp >= 2) & (layers % pp != 0) & (first_u >= vpp)
+    # Uneven (`uneven_split`, Megatron's --decoder-first/last-pipeline-num-layers; Llama 3
+    # 405B's 126 layers over 16 stages 7/8.../7): searched at a vpp that splits the middle
+    # stages evenly into chunks of 2 layers or more (a --fix vpp= takes any that leaves the
+    # end stages a layer a chunk); a rank's chunks may then differ by one, which the Megatron
+    # emitter states as a --pipeline-model-parallel-layout string.
+    middle = -(-layers // np.maximum(pp, 1))
+    searched = (middle % vpp == 0) & (middle >= 2 * vpp)
+    fits_chunks = (first_u >= vpp) & (searched | ("vpp" in fix))
+    short = (ends_short == 1) & (pp >= 2) & (layers % pp != 0) & fits_chunks
     ok = (
         (gbs % (mbs * np.maximum(dp, 1)) == 0)
         & (even | short)

@@ -27,6 +27,13 @@ SWEEPABLE = {
     "oversubscription": float,
     "nvlink_domain_gpus": int,
     "nodes_per_leaf": int,
+    "leaves_per_pod": int,
+    "pod_oversubscription": float,
+    "routing": str,
+    "qps_per_connection": int,
+    "slow_node_share": float,
+    "slow_node_slowdown": float,
+    "gpu_speed_spread": float,
 }
 CATALOG_KEYS = {"nic": catalog.nic, "intra": catalog.link}
 """Sweepable keys whose values are catalog keys."""
@@ -163,7 +170,9 @@ def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
         **{**nic.model_dump(), "key": "what-if", "rate_Gbps": rate_Gbps}
     ).model_dump()
     data["inter"]["nics_per_node"] = cluster.gpus_per_node
-    data["calibration"] = {k: v for k, v in data.get("calibration", {}).items() if k == "intra"}
+    data["calibration"] = {
+        k: v for k, v in data.get("calibration", {}).items() if k in ("intra", "step")
+    }
     return build(ClusterSpec, data, "bandwidth what-if")
 
 

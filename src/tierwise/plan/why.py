@@ -17,7 +17,8 @@ LABELS = {
 
 
 def why(plan: dict[str, Any]) -> str:
-    """'compute 81%; largest overhead TP comm on intra 15%' style summary."""
+    """'compute 81%; largest overhead TP comm on intra 15%' style summary, naming the groups
+    that cross a pod boundary (`core`), if any."""
     step = plan["step_time_s"]
     b = plan["breakdown"]
     compute = b["compute_s"] / step
@@ -25,6 +26,9 @@ def why(plan: dict[str, Any]) -> str:
     kind = key.split("_")[0]
     tier = plan["comm_tiers"].get(kind)
     where = f" on {tier}" if tier and tier != "none" else ""
+    crossing = sorted(k for k, t in plan["comm_tiers"].items() if t == "core")
+    pods = f"; crosses pods: {', '.join(crossing)}" if crossing else ""
     if seconds / step < 0.01:
-        return f"compute-bound ({compute:.0%}); overheads under 1%"
-    return f"compute {compute:.0%}; largest overhead {LABELS[key]}{where} {seconds / step:.0%}"
+        return f"compute-bound ({compute:.0%}); overheads under 1%{pods}"
+    line = f"compute {compute:.0%}; largest overhead {LABELS[key]}{where} {seconds / step:.0%}"
+    return line + pods

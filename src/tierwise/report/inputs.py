@@ -31,6 +31,7 @@ from tierwise.report.figures import (
     busbw_figure_data,
 )
 from tierwise.report.mapping import MappingData, mapping_data
+from tierwise.textio import MAX_SPEC_BYTES, read_text
 from tierwise.units import size_sweep
 from tierwise.verify.contract import Contract, load_contract
 from tierwise.verify.doctor import Diagnosis, diagnose
@@ -262,7 +263,9 @@ def build_inputs(
         sweep=fabric_sweep(model, cluster, best, flags),
         busbw=busbw_panels(cluster, logs, contract),
         command=command,
-        contract_text=contract_path.read_text() if contract_path is not None else None,
+        contract_text=read_text(contract_path, limit=MAX_SPEC_BYTES, error=SpecError)
+        if contract_path is not None
+        else None,
         logs=tuple(str(p) for p in [*logs, *doctor_logs]),
         doctor=diagnose([*logs, *doctor_logs], cluster) if (logs or doctor_logs) else None,
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,12 +166,15 @@ class _Sim:
             big = next((self.need[i] for _, _, i in self.queue if self.need[i] >= npl), 0)
             reserve = big // npl
         smallest_failed = math.inf
-        kept = []
-        for entry in self.queue:
+        kept: list[tuple[int, float, int]] = []
+        for k, entry in enumerate(self.queue):
+            if state.free_total == 0 or smallest_failed <= 1:  # no later job can start
+                kept += self.queue[k:]
+                break
             i = entry[2]
             n = self.need[i]
             nodes = None
-            if n < smallest_failed and state.free_total > 0:
+            if n < smallest_failed:
                 nodes = self.policy.place(state, n, 0 if n >= npl else reserve)
                 if nodes is None:
                     smallest_failed = n
@@ -197,11 +201,11 @@ class _Sim:
 
     def start(self, i: int, nodes: np.ndarray) -> set[int]:
         self.state.allocate(i, nodes)
-        leaves = np.unique(self.state.leaf_of[nodes])
+        leaves = sorted(set(self.state.leaf_of[nodes].tolist()))
         self.running[i] = _Running(
             i,
             nodes,
-            leaves.tolist(),
+            leaves,
             self.now,
             self.jobs[i].duration_s,
             self.now,
@@ -230,9 +234,8 @@ class _Sim:
     def cross(self, i: int, sign: int, r: _Running | None = None) -> set[int]:
         """Add (+1) or remove (-1) job i's nodes from its leaves' uplink demand."""
         r = r or self.running[i]
-        leaf_ids, counts = np.unique(self.state.leaf_of[r.nodes], return_counts=True)
         touched: set[int] = set()
-        for leaf, count in zip(leaf_ids.tolist(), counts.tolist(), strict=True):
+        for leaf, count in sorted(Counter(self.state.leaf_of[r.nodes].tolist()).items()):
             self.crossing[leaf] += sign * count
             (self.on_leaf[leaf].add if sign > 0 else self.on_leaf[leaf].discard)(i)
             touched |= self.on_leaf[leaf]

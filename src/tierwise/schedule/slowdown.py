@@ -17,11 +17,12 @@ quarter-octave) so slowdowns can be cached per (job class, placement signature, 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import hierarchy
+from tierwise.hardware.placement import block_of, hierarchy
 from tierwise.schedule.jobs import JobClass
 from tierwise.schedule.step_time import STEP_TIMES, StepTimeFn, job_placement, step_time_fn
 
@@ -64,11 +65,12 @@ class SlowdownModel:
 
     def signature(self, nodes: np.ndarray) -> Signature:
         """Placement signature of `nodes` (see `Signature`)."""
-        _, leaf, pod = hierarchy(self.cluster, nodes)
-        _, first, counts = np.unique(leaf, return_index=True, return_counts=True)
+        _, leaf, _ = hierarchy(self.cluster, nodes.tolist())  # lists: a job holds few nodes
+        per_leaf = Counter(leaf)
+        leaves = sorted(per_leaf)
         pods: dict[int, list[int]] = {}
-        for p, n in zip(pod[first].tolist(), counts.tolist(), strict=True):
-            pods.setdefault(p, []).append(n)
+        for p, lf in zip(block_of(self.cluster.pod_sizes, leaves), leaves, strict=True):
+            pods.setdefault(p, []).append(per_leaf[lf])
         return tuple(sorted(tuple(sorted(c, reverse=True)) for c in pods.values()))
 
     def ideal_step_s(self, cls: JobClass) -> float:

@@ -8,6 +8,7 @@ topology.conf and the slurm.conf node section come from the one parser/emitter i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import hostlist
@@ -17,9 +18,17 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.ingest.slurm_topology import MAX_HOSTS, hostlist_size
 from tierwise.schedule.state import node_name
 
+#: A node name prefix: the start of a host name (RFC 1123 letters, digits, '-'; '_' and '.'
+#: as Slurm NodeName allows), so a hostlist of the names can be written and read back.
+NODE_PREFIX = re.compile(r"[A-Za-z0-9_.-]{0,63}")
+
 
 def node_names(cluster: ClusterSpec, nodes: Iterable[int], prefix: str = "gpu") -> list[str]:
-    """Names of node indices."""
+    """Names of node indices; a prefix that is not the start of a host name is a SpecError."""
+    if not NODE_PREFIX.fullmatch(prefix):
+        raise SpecError(
+            f"--prefix {prefix[:40]!r}: allowed: up to 63 letters, digits, '-', '_' or '.'"
+        )
     return [node_name(int(i), cluster.nodes, prefix) for i in nodes]
 
 

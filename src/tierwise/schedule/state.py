@@ -8,6 +8,7 @@ incrementally so policies read them in O(leaves).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
@@ -73,18 +74,21 @@ class ClusterState:
 
     def allocate(self, job: int, nodes: np.ndarray) -> None:
         """Give `nodes` to `job`; each must be free (a double allocation is a bug, not input)."""
-        if not np.all(self.owner[nodes] == FREE) or len(np.unique(nodes)) != len(nodes):
-            raise RuntimeError(f"job {job}: nodes {nodes.tolist()} are not all free")
+        listed = nodes.tolist()  # a job holds few nodes: Python beats numpy's per-call cost
+        if not np.all(self.owner[nodes] == FREE) or len(set(listed)) != len(listed):
+            raise RuntimeError(f"job {job}: nodes {listed} are not all free")
         self.owner[nodes] = job
-        np.subtract.at(self.free_per_leaf, self.leaf_of[nodes], 1)
-        self.free_total -= len(nodes)
+        for leaf, count in Counter(self.leaf_of[nodes].tolist()).items():
+            self.free_per_leaf[leaf] -= count
+        self.free_total -= len(listed)
 
     def release(self, job: int, nodes: np.ndarray) -> None:
         """Return `job`'s nodes to the free pool."""
         if not np.all(self.owner[nodes] == job):
             raise RuntimeError(f"job {job}: does not hold nodes {nodes.tolist()}")
         self.owner[nodes] = FREE
-        np.add.at(self.free_per_leaf, self.leaf_of[nodes], 1)
+        for leaf, count in Counter(self.leaf_of[nodes].tolist()).items():
+            self.free_per_leaf[leaf] += count
         self.free_total += len(nodes)
 
     def fragmentation(self) -> float:

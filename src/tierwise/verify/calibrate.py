@@ -158,8 +158,10 @@ def _sensitivity(
     best = 0.0
     for m in points:
         mask = RANGES[rng](m)
+        base_us = _times(m, base)
+        mask &= base_us > 0  # one rank moves nothing: its predicted times are 0
         if mask.any():
-            change = np.abs(_times(m, moved)[mask] / _times(m, base)[mask] - 1)
+            change = np.abs(_times(m, moved)[mask] / base_us[mask] - 1)
             best = max(best, float(change.max()))
     return best
 
@@ -240,6 +242,11 @@ def calibrate(
     points: Sequence[Measured], cluster: ClusterSpec, source: str = "log"
 ) -> tuple[ClusterSpec, list[TierFit]]:
     """Fit every tier the logs reach, fastest tier first; returns the calibrated cluster."""
+    if all(m.nranks < 2 for m in points):
+        raise CalibrationRefused(
+            f"{source}: a log of one rank moves no data between GPUs; allowed: logs of 2 or "
+            "more ranks"
+        )
     by_tier: dict[str, list[Measured]] = {}
     for m in points:
         by_tier.setdefault(fitted_tier(m, cluster), []).append(m)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tierwise.errors import ParseError, TierwiseError
 from tierwise.textio import ascii_int, read_text
+from tierwise.units import MIN_DURATION_S
 
 #: PFC pause frames per second, on one counter, above which a run counts as a pause storm.
 #: A heuristic default (no public standard sets one); contracts override it with pause_per_s.
@@ -175,6 +176,11 @@ def interval_s(before: Snapshot, after: Snapshot, given_s: float | None = None) 
     if before.time_s is None or after.time_s is None:
         return None
     span = after.time_s - before.time_s
+    if 0 < span < MIN_DURATION_S:
+        raise TierwiseError(
+            f"{after.source}: '# time:' {after.time_s} is {span:g} s after {before.source}'s; "
+            f"allowed: at least {MIN_DURATION_S * 1e3:g} ms (a rate over less is noise)"
+        )
     if span <= 0:
         raise TierwiseError(
             f"{after.source}: '# time:' {after.time_s} is not after {before.source}'s "

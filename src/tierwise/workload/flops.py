@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 from tierwise.workload.params import (
     MTP_NORMS,
     MTP_PROJ_INPUTS,
-    NORMS_PER_LAYER,
     mla_latent_params,
     mla_params,
+    norms_per_layer,
 )
 from tierwise.workload.recompute import DEFAULT_MASK, recomputes
 from tierwise.workload.spec import ModelSpec
@@ -227,7 +227,7 @@ def layer_flops(
     per_norm_token = ACT_BYTES * h / (1 + sp * (tp - 1))
     rope = ACT_BYTES * tokens * (q_rank + kv_rank) * 2 * (m.position == "rope")
     act_bytes = ACT_BYTES * tokens / tp * ACTIVATION_ELEMENTS[m.activation]
-    norms = tokens * per_norm_token * NORMS_PER_LAYER * ELEMENTS_PER_NORM
+    norms = tokens * per_norm_token * norms_per_layer(m) * ELEMENTS_PER_NORM
     residual = tokens * per_norm_token * RESIDUAL_ADDS_PER_LAYER * ELEMENTS_PER_RESIDUAL_ADD
     if moe_layer and m.moe is not None:
         moe = m.moe

@@ -22,7 +22,8 @@ fields not listed are ignored, a listed field that is required and missing is na
   intermediate_size_mlp (dense layers), num_local_experts, interleave_moe_layer_step,
   attention_chunk_size, no_rope_layer_interval, use_qk_norm; one shared expert, sigmoid router.
 - gemma2, gemma3 (``text_config``), gemma3_text: GeGLU, tied embeddings, layer_types or
-  sliding_window_pattern (Gemma 2: odd layers global), gemma3 QK-norm.
+  sliding_window_pattern (Gemma 2: odd layers global), gemma3 QK-norm;
+  both with post-attention and post-feed-forward norms (``post_norms``).
 - gpt2: n_embd, n_layer, n_head, n_inner (None = 4 n_embd), n_positions; GELU,
   LayerNorm, biases everywhere, learned positions, tied embeddings.
 - gpt_neox: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
@@ -30,8 +31,8 @@ fields not listed are ignored, a listed field that is required and missing is na
 
 Defaults follow each ``transformers`` config class (e.g. ``tie_word_embeddings`` is False
 for Llama but True for GPT-2 and Gemma). Not modelled (O(hidden) parameters per layer or no
-effect on cost): Qwen2-MoE's shared-expert gate, Gemma's extra post-norms and logit
-soft-capping, attention temperature tuning, rope scaling.
+effect on cost): Qwen2-MoE's shared-expert gate, Gemma's logit soft-capping, attention
+temperature tuning, rope scaling.
 """
 
 from __future__ import annotations
@@ -271,6 +272,7 @@ def _gemma(cfg: Mapping[str, Any], source: str) -> Fields:
         "tied_embeddings": bool(tied),
         "local_attention": local,
         "qk_norm": not gemma2,
+        "post_norms": True,
     }
     return fields
 

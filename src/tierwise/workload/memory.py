@@ -40,7 +40,6 @@ from tierwise.workload.flops import (
 )
 from tierwise.workload.layout import Layout, layout_fields, middle_stage_layers
 from tierwise.workload.params import (
-    NORMS_PER_LAYER,
     attention_params,
     embedding_params,
     expert_params,
@@ -48,6 +47,7 @@ from tierwise.workload.params import (
     mlp_params,
     mtp_proj_params,
     norm_params,
+    norms_per_layer,
     output_params,
     router_params,
     shared_expert_params,
@@ -256,7 +256,7 @@ def _shape(m: ModelSpec) -> _Shape:
         kv_weights_per_head=kv_per_head,
         dense_layer_split=mlp_params(m, m.ffn),
         moe_layer_split=shared_expert_params(m),
-        layer_whole=NORMS_PER_LAYER * norm_params(m) + latents,
+        layer_whole=norms_per_layer(m) * norm_params(m) + latents,
         act_attention_whole=latent_acts,
         mtp_extra=mtp_proj_params(m),
         router=router_params(m),

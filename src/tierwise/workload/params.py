@@ -21,6 +21,8 @@ from tierwise.workload.spec import ModelSpec
 
 NORMS_PER_LAYER = 2
 """Pre-attention and pre-MLP norm; one more after the last layer."""
+POST_NORMS_PER_LAYER = 2
+"""With ``post_norms`` (Gemma 2/3): a norm after attention and one after the MLP as well."""
 MTP_NORMS = 3
 """Per MTP module: norms of the embedding and of the hidden state, and its final norm."""
 MTP_PROJ_INPUTS = 2
@@ -68,6 +70,12 @@ def mlp_params(m: ModelSpec, ffn: int) -> int:
     weights = m.matmuls_per_mlp * m.hidden * ffn
     biases = (m.matmuls_per_mlp - 1) * ffn + m.hidden if m.bias == "all" else 0
     return weights + biases
+
+
+def norms_per_layer(m: ModelSpec) -> int:
+    """Norm layers in one decoder layer: the two pre-norms, and the two post-norms of
+    ``post_norms`` models (``transformers``' Gemma2DecoderLayer has all four)."""
+    return NORMS_PER_LAYER + POST_NORMS_PER_LAYER * m.post_norms
 
 
 def norm_params(m: ModelSpec) -> int:
@@ -181,7 +189,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     dense_layers = m.dense_layers + m.mtp_layers - mtp_moe
     layers = m.layers + m.mtp_layers
     moe_shared = router_params(m) + shared_expert_params(m)
-    mtp_common = mtp_proj_params(m) + attention_params(m) + NORMS_PER_LAYER * norm_params(m)
+    mtp_common = mtp_proj_params(m) + attention_params(m) + norms_per_layer(m) * norm_params(m)
     mtp_mlp = moe_shared if m.mtp_is_moe else mlp_params(m, m.ffn)
     routed = expert_params(m) * m.mtp_is_moe
     return ParamCounts(
@@ -193,7 +201,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
         shared_experts=moe_layers * shared_expert_params(m),
         experts=moe_layers * n_experts * expert_params(m),
         active_experts=moe_layers * top_k * expert_params(m),
-        norms=(NORMS_PER_LAYER * layers + 1) * norm_params(m),
+        norms=(norms_per_layer(m) * layers + 1) * norm_params(m),
         mtp_proj=m.mtp_layers * mtp_proj_params(m),
         mtp=m.mtp_layers * (mtp_common + mtp_mlp + n_experts * routed),
         mtp_active=m.mtp_layers * (mtp_common + mtp_mlp + top_k * routed),

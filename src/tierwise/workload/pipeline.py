@@ -25,14 +25,17 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from tierwise.bounds import MAX_LAYERS
 from tierwise.errors import SpecError
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
 LAYOUT_FLAG = "--pp-layout"
 LAYER_CHARS = {"E": "embedding", "t": "decoder", "L": "loss", "m": "mtp"}
-_REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
-_REPEAT_CHAR = re.compile(r"(.)\*(\d+)")
+_REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*([0-9]+)")
+_REPEAT_CHAR = re.compile(r"(.)\*([0-9]+)")
+#: Longest layout once its repeats are unrolled: E, L, m and '|' beside at most MAX_LAYERS t's.
+MAX_LAYOUT_CHARS = 4 * MAX_LAYERS
 
 
 class Split(NamedTuple):
@@ -94,11 +97,11 @@ def expand_layout(text: str) -> list[str]:
     """A layout string's virtual stages, repeats unrolled: "E(tt|)*2L" -> ["Ett", "tt", "L"]."""
     flat = text.replace(",", "").replace(" ", "")
     while True:
-        unrolled = _REPEAT_GROUP.sub(lambda g: g.group(1) * int(g.group(2)), flat)
+        unrolled = _unroll(_REPEAT_GROUP, flat, text)
         if unrolled == flat:
             break
         flat = unrolled
-    flat = _REPEAT_CHAR.sub(lambda g: g.group(1) * int(g.group(2)), flat)
+    flat = _unroll(_REPEAT_CHAR, flat, text)
     bad = sorted(set(flat) - set(LAYER_CHARS) - {"|"})
     if bad:
         allowed = ", ".join(f"{c} ({name})" for c, name in LAYER_CHARS.items())
@@ -107,6 +110,25 @@ def expand_layout(text: str) -> list[str]:
             "virtual stages, x*n and (...)*n repeats"
         )
     return flat.split("|")
+
+
+def _unroll(repeat: re.Pattern[str], flat: str, text: str) -> str:
+    """``flat`` with each match of ``repeat`` unrolled, refused (before building it) when the
+    result would be longer than MAX_LAYOUT_CHARS."""
+    matches = list(repeat.finditer(flat))
+    length = len(flat)
+    for match in matches:
+        digits = match.group(2).lstrip("0") or "0"
+        if len(digits) > len(str(MAX_LAYOUT_CHARS)):
+            length = MAX_LAYOUT_CHARS + 1
+            break
+        length += len(match.group(1)) * int(digits) - len(match.group(0))
+    if length > MAX_LAYOUT_CHARS:
+        raise SpecError(
+            f"{LAYOUT_FLAG}: {text[:80]!r} unrolls to more than {MAX_LAYOUT_CHARS} characters; "
+            f"allowed: at most {MAX_LAYERS} layers"
+        )
+    return repeat.sub(lambda g: g.group(1) * int(g.group(2)), flat)
 
 
 def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> Split:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tierwise.bounds import MAX_EXPERTS, MAX_LAYERS
 from tierwise.specio import build
 
 Activation = Literal["swiglu", "geglu", "gelu", "squared-relu"]
@@ -33,10 +34,12 @@ class _Frozen(BaseModel):
 class MoESpec(_Frozen):
     """Mixture-of-experts shape of the MoE layers (all layers but ``dense_layers`` leading ones)."""
 
-    experts: int = Field(ge=1, description="routed experts per MoE layer")
+    experts: int = Field(ge=1, le=MAX_EXPERTS, description="routed experts per MoE layer")
     top_k: int = Field(ge=1, description="routed experts each token visits")
     expert_ffn_hidden: int = Field(ge=1, description="hidden size of one routed expert's MLP")
-    shared_experts: int = Field(0, ge=0, description="always-active experts per MoE layer")
+    shared_experts: int = Field(
+        0, ge=0, le=MAX_EXPERTS, description="always-active experts per MoE layer"
+    )
     shared_expert_ffn_hidden: int | None = Field(
         None, ge=1, description="hidden size of one shared expert; default expert_ffn_hidden"
     )
@@ -156,7 +159,7 @@ class ModelSpec(_Frozen):
     """A decoder-only transformer; sizes are element counts, not bytes."""
 
     name: str = Field(min_length=1)
-    layers: int = Field(ge=1)
+    layers: int = Field(ge=1, le=MAX_LAYERS)
     hidden: int = Field(ge=1)
     heads: int = Field(ge=1)
     kv_heads: int | None = Field(None, ge=1, description="GQA groups; default heads (MHA)")
@@ -184,9 +187,16 @@ class ModelSpec(_Frozen):
     )
     qk_norm: bool = Field(False, description="RMSNorm over each query and key head (Qwen3)")
     attention_sinks: bool = Field(False, description="a learned sink logit per head (GPT-OSS)")
+    post_norms: bool = Field(
+        False,
+        description="a norm after attention and after the MLP as well as before (Gemma 2/3: "
+        "post_attention_layernorm, post_feedforward_layernorm): four norms per layer",
+    )
     mla: MLASpec | None = None
     local_attention: LocalAttention | None = None
-    mtp_layers: int = Field(0, ge=0, description="multi-token-prediction modules (DeepSeek-V3)")
+    mtp_layers: int = Field(
+        0, ge=0, le=MAX_LAYERS, description="multi-token-prediction modules (DeepSeek-V3)"
+    )
 
     @model_validator(mode="before")
     @classmethod

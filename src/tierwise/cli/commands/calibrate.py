@@ -1,4 +1,5 @@
-"""`tierwise calibrate LOG...`: fit per-tier alpha/beta from nccl-tests logs; write a spec."""
+"""`tierwise calibrate LOG...`: fit per-tier alpha/beta from nccl-tests logs, or the step-time
+constants from training logs; write a spec."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import typer
 import yaml
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, line, print_json, styled, table, writable
+from tierwise.cli.output import console, line, percent, print_json, styled, table, writable
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.verify.calibrate import calibrate
@@ -19,14 +20,29 @@ from tierwise.verify.measured import measured
 @cluster_options
 def calibrate_command(
     cluster_spec: ClusterSpec,
-    logs: Annotated[list[Path], typer.Argument(help="nccl-tests logs (one or more).")],
+    logs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="nccl-tests logs, or training logs of this cluster (Megatron-LM, NeMo, MLPerf, "
+            "torchtitan), each followed by its config files; their step times fit "
+            "compute_scale and overlap_interference."
+        ),
+    ],
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the calibrated cluster YAML.")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier."""
+    """Fit alpha (us per LL step), beta (GB/s per GPU) and overhead (us) per tier from
+    nccl-tests logs; from training logs, the cluster's step-time constants."""
     writable(out, "--out")
+    from tierwise.verify.trainlog.read import is_training_log
+
+    if logs and is_training_log(logs[0]):
+        from tierwise.cli.trainlog_view import calibrate_training
+
+        calibrate_training(logs, cluster_spec, out, as_json)
+        return
     points = [measured(test, cluster_spec, str(log)) for log in logs for test in parse_file(log)]
     calibrated, fits = calibrate(points, cluster_spec, ", ".join(str(log) for log in logs))
     if out is not None:
@@ -68,9 +84,9 @@ def calibrate_command(
                 r["size_bytes"],
                 r["measured_us"],
                 r["before_us"],
-                f"{r['error_before'] * 100:+.1f}%",
+                percent(r["error_before"]),
                 r["after_us"],
-                f"{r['error_after'] * 100:+.1f}%",
+                percent(r["error_after"]),
             )
             for r in f.rows()
         ]

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.model import auto_candidates, candidates
+from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
@@ -48,7 +48,11 @@ def collective(
         ),
     ] = "auto",
     explain: Annotated[
-        bool, typer.Option("--explain", help="Print every candidate's latency and bandwidth.")
+        bool,
+        typer.Option(
+            "--explain",
+            help="Print every candidate's latency and bandwidth, and the ring's busiest uplink.",
+        ),
     ] = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write busbw vs size (PNG/SVG).")
@@ -65,8 +69,11 @@ def collective(
     world = gpus if gpus is not None else cluster_spec.nodes * k
     placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
     shape = group_shape(cluster_spec, placement=placement)
+    memory = int(cluster_spec.gpu.hbm_gib * (1 << 30))
     sizes = size_sweep(
-        parse_size(min_bytes, "--min-bytes"), parse_size(max_bytes, "--max-bytes"), factor
+        parse_size(min_bytes, "--min-bytes", memory),
+        parse_size(max_bytes, "--max-bytes", memory),
+        factor,
     )
     pred = predict(op, shape, sizes, algo)
     nodes = len(placement.nodes_used())
@@ -86,6 +93,7 @@ def collective(
         }
         for c in (candidates(op, shape) if explain else [])
     ]
+    links = shape.busiest_link(channels(shape), ring_crossings(shape)) if explain else []
     if as_json:
         print_json(
             {
@@ -95,34 +103,60 @@ def collective(
                 "ranks_per_node": k,
                 "cluster": cluster_spec.name,
                 "rows": pred.rows(),
-                **({"candidates": explained} if explain else {}),
+                **({"candidates": explained, "busiest_links": links} if explain else {}),
             }
         )
         return
     typer.echo(
-        format_test(prediction_test(pred, nodes, k), extra_columns=("algo", "proto")), nl=False
+        format_test(
+            prediction_test(pred, nodes, k), extra_columns=("algo", "proto", "next", "margin")
+        ),
+        nl=False,
     )
+    if algo == "auto":
+        typer.echo("# next: the runner-up candidate; margin: how much slower it is than the choice")
     if explain:
-        rows = [
-            (
-                c["algo"],
-                c["proto"],
-                c["lat_us"],
-                c["algbw_GBps"],
-                "yes" if c["tree_corrected"] else "-",
-                "yes" if c["auto"] else "forced only",
-            )
-            for c in explained
-        ]
-        console.print(
-            table(
-                "candidates (time = lat + bytes / (algbw x tree correction))",
-                ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
-                rows,
-            )
-        )
+        _print_explained(explained, links)
 
 
 def register(app: typer.Typer) -> None:
     """Add `tierwise collective`."""
     app.command("collective")(collective)
+
+
+def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
+    """The candidates' table and the ring's busiest uplink per level."""
+    rows = [
+        (
+            c["algo"],
+            c["proto"],
+            c["lat_us"],
+            c["algbw_GBps"],
+            "yes" if c["tree_corrected"] else "-",
+            "yes" if c["auto"] else "forced only",
+        )
+        for c in explained
+    ]
+    console.print(
+        table(
+            "candidates (time = lat + bytes / (algbw x tree correction))",
+            ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
+            rows,
+        )
+    )
+    if links:
+        console.print(
+            table(
+                "busiest uplink per level (the ring's channels x queue pairs as flows)",
+                ["level", "routing", "flows", "uplinks", "busiest link flows", "share",
+                 "per flow GB/s"],
+                [
+                    (
+                        x["level"], x["routing"], x["flows"], x["uplinks"],
+                        x["busiest_link_flows"], f"{x['busiest_link_share']:.1%}",
+                        "fluid" if x["per_flow_GBps"] is None else x["per_flow_GBps"],
+                    )
+                    for x in links
+                ],
+            )
+        )  # fmt: skip

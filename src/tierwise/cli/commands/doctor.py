@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 FilesArg = Annotated[
     list[Path],
     typer.Argument(
-        help="Files of one run: NCCL_DEBUG=INFO output, nccl-tests logs, ibstat/ibstatus/"
-        "ibv_devinfo, ethtool/ip link, nvidia-smi topo -m, lspci -vvv, NCCL topology XML, env."
+        help="Files of one run: NCCL_DEBUG=INFO output (as pasted: records run together are"
+        " split), nccl-tests logs, ibstat/ibstatus/ibv_devinfo, ethtool/ip link, nvidia-smi"
+        " (topo -m, -q), lspci -vvv, NCCL topology XML, env dumps, pip/conda/dpkg lists, ldd;"
+        " or a training log (Megatron-LM, NeMo, MLPerf, torchtitan) first, then its configs."
     ),
 ]
 
@@ -47,7 +49,7 @@ def _facts_line(facts: dict) -> str:
     return "read: " + ("; ".join(parts) if parts else "no NCCL setup lines")
 
 
-def _print(diagnosis: Diagnosis) -> None:
+def print_diagnosis(diagnosis: Diagnosis) -> None:
     from tierwise.cli.output import console, fmt, line, styled
 
     console.print(_facts_line(diagnosis.facts), markup=False, highlight=False)
@@ -67,6 +69,13 @@ def _print(diagnosis: Diagnosis) -> None:
         )
     for note in diagnosis.facts["notes"]:
         console.print(f"note: {note}", markup=False, highlight=False)
+    harmless: dict[tuple[str, str], list[str]] = {}
+    for item in diagnosis.facts["harmless_lines"]:
+        harmless.setdefault((item["why"], item["source"]), []).append(Path(item["line"]).name)
+    for (why, source), where in harmless.items():
+        console.print(
+            f"harmless: {', '.join(where)}: {why} ({source})", markup=False, highlight=False
+        )
     if not diagnosis.findings:
         console.print(
             line(styled("no finding", "green"), ": nothing in these files points at a known cause")
@@ -84,12 +93,15 @@ def _print(diagnosis: Diagnosis) -> None:
                 styled(f"{rank}. {finding.title}", "bold"),
                 f"{explains}\n   {finding.id} · {finding.category} · ",
                 styled(finding.severity, _SEVERITY_STYLE[finding.severity]),
+                f" · confidence {finding.confidence:.2f}",
             )
         )
         for ev in finding.evidence:
             console.print(
                 f"   {Path(ev.file).name}:{ev.line}: {ev.text}", markup=False, highlight=False
             )
+        if finding.confirm:
+            console.print(f"   to confirm: {finding.confirm}", markup=False, highlight=False)
         console.print(f"   fix: {finding.fix}", markup=False, highlight=False)
 
 
@@ -101,9 +113,25 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Read NCCL logs and tool output of one run; rank the causes of low bandwidth or failure.
+    A training log (then its configs) is compared with tierwise's prediction of the same run.
 
     Without --cluster: the preset of the logs' GPU, node count and NIC rate (JSON cluster_source).
     """
+    from tierwise.verify.trainlog.read import is_training_log
+
+    if files and is_training_log(files[0]):
+        from tierwise.cli.trainlog_view import doctor_training
+
+        raise typer.Exit(doctor_training(files, cluster_name, cluster_overrides, as_json))
+    if nccl_doctor(files, cluster_name, cluster_overrides, as_json):
+        raise typer.Exit(1)
+
+
+def nccl_doctor(
+    files: list[Path], cluster_name: str | None, cluster_overrides: dict[str, Any], as_json: bool
+) -> bool:
+    """Diagnose NCCL logs and tool printouts of one run and print the findings (JSON or the
+    human view); returns whether anything was found."""
     from tierwise.cli.output import print_json
     from tierwise.verify.doctor import diagnose
 
@@ -111,9 +139,8 @@ def doctor(
     if as_json:
         print_json(diagnosis.as_dict())
     else:
-        _print(diagnosis)
-    if diagnosis.findings:
-        raise typer.Exit(1)
+        print_diagnosis(diagnosis)
+    return bool(diagnosis.findings)
 
 
 def register(app: typer.Typer) -> None:

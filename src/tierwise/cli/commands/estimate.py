@@ -208,7 +208,8 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
                 if lay["activation_offload_layers"]
                 else ""
             )
-            + f" zero={lay['zero']} dtype={lay['dtype']}"
+            + (" sharding=distopt" if lay["distributed_optimizer"] else f" zero={lay['zero']}")
+            + f" dtype={lay['dtype']}"
             + (f" ({lay['fp8_recipe']})" if lay["fp8_recipe"] else "")
             + f" grads={'bf16' if lay['grad_reduce_bf16'] else 'fp32'} "
             f"attention={r['attention_backend']} framework={frameworks.row(r['framework']).name}",

@@ -1,4 +1,5 @@
-"""`tierwise ingest nvidia-smi|nccl-xml|slurm-topology FILE`: tool output -> cluster YAML."""
+"""`tierwise ingest nvidia-smi|nccl-xml|slurm-topology FILE`: tool output -> cluster YAML;
+`tierwise ingest training-log LOG [CONFIG...]`: what a training run's log states."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import hostlist
 import typer
 
 from tierwise.cli.options import JsonOpt
-from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.output import console, line, print_json, styled, table, writable
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.ingest import (
@@ -26,7 +27,8 @@ from tierwise.hardware.ingest import (
 from tierwise.textio import read_text
 
 ingest_app = typer.Typer(
-    help="Read nvidia-smi topo -m, NCCL's topology XML or Slurm topology.conf into a cluster spec.",
+    help="Read nvidia-smi topo -m, NCCL's topology XML or Slurm topology.conf into a cluster "
+    "spec, or a training log into its model, layout and measured step time.",
     no_args_is_help=True,
 )
 
@@ -93,6 +95,7 @@ def _finish(
 ) -> None:
     """Write the YAML if asked, then print the JSON object or the tables."""
     if opts.out is not None:
+        writable(opts.out, "--out")
         header = [f"cluster spec from `tierwise ingest {tool} {file.name}`"]
         header += [f"assumed {n}" for n in notes]
         try:
@@ -250,6 +253,38 @@ _ingester(
     "Slurm topology.conf (topology/tree) -> switch tree, nodes per leaf, pods.",
     _slurm,
 )
+
+
+@ingest_app.command("training-log")
+def training_log(
+    log: Annotated[
+        Path,
+        typer.Argument(
+            help="Training log: Megatron-LM / Megatron-DeepSpeed, Megatron-Bridge, NeMo, MLPerf "
+            ":::MLLOG result, torchtitan (log, PR text or benchmarks/*.md).",
+            show_default=False,
+        ),
+    ],
+    configs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Config files of the run: MLPerf config_*.sh (and the files it sources), "
+            "torchtitan TOML, NeMo/Megatron YAML, HF config.json, a launch script or command.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What a training log states: framework, model, layout, GPUs, measured step time and
+    memory; every field it does not state is listed as unknown (nothing is guessed)."""
+    from tierwise.cli.trainlog_view import print_record
+    from tierwise.verify.trainlog.read import read_run
+
+    record = read_run(log, configs or [])
+    if as_json:
+        print_json(record.as_dict())
+    else:
+        print_record(record)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from tierwise.cli.options import JsonOpt
-from tierwise.cli.output import console, fmt, print_json, table
+from tierwise.cli.output import console, fmt, percent, print_json, table
 from tierwise.errors import TierwiseError
 from tierwise.textio import ascii_int
 from tierwise.units import parse_duration, parse_size, size_sweep
@@ -168,6 +168,16 @@ def run(
     if as_json:
         print_json(report)
         return
+    print_report(
+        report,
+        f"{op} on {nodes} nodes x {ranks_per_node} ranks, {inter_rate}, "
+        f"{oversubscription:g}:1, placement {placement}",
+    )
+
+
+def print_report(report: dict[str, Any], title: str) -> None:
+    """The human tables of a lab run: measured vs predicted per algorithm and size, errors in
+    percent as `calibrate` prints them."""
     rows = []
     for algo in ("flat", "hierarchical"):
         for r in report[algo]:
@@ -180,13 +190,10 @@ def run(
                     p["time_us"],
                     m["busbw_GBps"],
                     p["busbw_GBps"],
-                    m["time_us"] / p["time_us"] - 1,
+                    percent(p["time_us"] / m["time_us"] - 1),
                 )
             )
-    title = (
-        f"{op} on {nodes} nodes x {ranks_per_node} ranks, {inter_rate}, "
-        f"{oversubscription:g}:1, placement {placement}"
-    )
+    title = f"{title} (time error = predicted / measured - 1)"
     console.print(
         table(
             title,
@@ -197,7 +204,7 @@ def run(
                 "predicted us",
                 "measured busbw GB/s",
                 "predicted busbw GB/s",
-                "error",
+                "time error",
             ],
             rows,
         )
@@ -211,8 +218,70 @@ def run(
         console.print(
             f"toy training step (TP={st['tp']} x DP={st['dp']}): measured "
             f"{fmt(st['measured_step_time_s'])} s, tierwise estimate "
-            f"{fmt(st['estimated_step_time_s'])} s ({st['error']:+.0%})"
+            f"{fmt(st['estimated_step_time_s'])} s ({percent(st['error'])})"
         )
+
+
+@lab_app.command("ecmp")
+def ecmp(
+    nodes: NodesOpt = 8,
+    inter_rate: RateOpt = DEFAULT_RATE,
+    oversubscription: Annotated[
+        float,
+        typer.Option(
+            "--oversubscription",
+            help="Leaf uplinks R:1; each of the S spine links carries nodes/2 x rate / (R x S).",
+        ),
+    ] = 2.0,
+    spines: Annotated[int, typer.Option("--spines", help="Spine switches (2-4).")] = 2,
+    size: Annotated[
+        str, typer.Option("--size", help="Bytes each rank sends per ring step.")
+    ] = "8M",
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed ring steps.")] = 1,
+    iters: Annotated[int, typer.Option("--iters", help="Timed ring steps.")] = 3,
+    qdisc: QdiscOpt = "htb",
+    timeout: Annotated[str, typer.Option("--timeout", help="Whole-run deadline.")] = "300s",
+    as_json: JsonOpt = False,
+) -> None:
+    """Two leaves over spines with the kernel's ECMP: a ring whose flows collide on one spine
+    vs one whose flows spread, measured (gloo) beside the model."""
+    from dataclasses import replace
+
+    from tierwise.lab.ecmp import EcmpRun, run_ecmp
+    from tierwise.lab.ring_worker import RingTask
+
+    fabric = replace(_config(nodes, inter_rate, oversubscription, qdisc), spines=spines)
+    task = RingTask(parse_size(size, "--size"), warmup, iters, parse_duration(timeout, "--timeout"))
+    spec = EcmpRun(fabric, task)
+    report = run_ecmp(spec).as_dict()
+    if as_json:
+        print_json(report)
+        return
+    rows = [
+        (
+            name,
+            " ".join(map(str, p["ring_nodes"])),
+            " ".join("-" if s is None else str(s) for s in p["ring_step_spines"]),
+            p["busiest_link_flows"],
+            p["measured_busbw_GBps"] * 1e3,
+            p["predicted_busbw_GBps"] * 1e3,
+        )
+        for name, p in report["placements"].items()
+    ]
+    console.print(
+        table(
+            f"ring step of {report['size_bytes']} B over {spines} spines, {inter_rate} NICs, "
+            f"{report['spine_link_rate_Gbps'] * 1e3:g} Mbit/s spine links",
+            ["placement", "ring nodes", "spine per step", "busiest link flows",
+             "measured busbw MB/s", "predicted busbw MB/s"],
+            rows,
+        )
+    )  # fmt: skip
+    console.print(
+        f"spread / colliding: measured {fmt(report['measured_ratio'])}, predicted "
+        f"{fmt(report['predicted_ratio'])}; ECMP expectation over random hashes "
+        f"{fmt(report['ecmp_expected_busbw_GBps'] * 1e3)} MB/s"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tierwise.cli import layout_options as L
 from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
@@ -126,8 +127,8 @@ def report(
     cluster_spec: ClusterSpec,
     behaviour: Behaviour,
     model: ModelOpt = "llama3-70b",
-    gbs: Annotated[int, typer.Option("--gbs", help="Global batch size, sequences.")] = 512,
-    seq: Annotated[int, typer.Option("--seq", help="Sequence length, tokens.")] = 4096,
+    gbs: L.GbsOpt = 512,
+    seq: L.SeqOpt = 4096,
     logs: LogsOpt = None,
     doctor_logs: DoctorLogsOpt = None,
     contract: Annotated[

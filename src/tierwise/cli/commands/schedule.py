@@ -10,7 +10,8 @@ import hostlist
 import numpy as np
 import typer
 
-from tierwise.cli.options import JsonOpt, cluster_options
+from tierwise.bounds import MAX_JOBS, MAX_SEED
+from tierwise.cli.options import JsonOpt, cluster_options, count_option
 from tierwise.cli.output import console, print_json, table, writable, write_files
 from tierwise.errors import ParseError, SpecError
 from tierwise.hardware.cluster import ClusterSpec
@@ -36,9 +37,17 @@ slurm_app = typer.Typer(help="Slurm topology.conf / slurm.conf / hostfiles.", no
 app.add_typer(slurm_app, name="slurm")
 
 TraceOpt = Annotated[Path | None, typer.Option("--trace", help="CSV trace (docs/schedule.md).")]
-SyntheticOpt = Annotated[int | None, typer.Option("--synthetic", help="Generate N jobs instead.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Synthetic trace seed.")]
-LoadOpt = Annotated[float, typer.Option("--load", help="Synthetic offered load (0-1.5].")]
+SyntheticOpt = Annotated[
+    int | None, count_option("--synthetic", help="Generate N jobs instead.", high=MAX_JOBS)
+]
+SeedOpt = Annotated[int, count_option("--seed", help="Synthetic trace seed.", low=0, high=MAX_SEED)]
+MIN_LOAD, MAX_LOAD = 0.01, 1.5
+"""Synthetic offered load (busy GPU-hours over cluster GPU-hours): below 1% a trace of N jobs
+spans N/0.01 mean durations (smaller loads only stretch time and underflow arrivals)."""
+LoadOpt = Annotated[
+    float,
+    typer.Option("--load", help="Synthetic offered load, 0.01-1.5.", min=MIN_LOAD, max=MAX_LOAD),
+]
 PrefixOpt = Annotated[str, typer.Option("--prefix", help="Node name prefix (gpu -> gpu001).")]
 SlowdownOpt = Annotated[
     str,
@@ -54,7 +63,7 @@ SUMMARY_COLUMNS = {
     "max_slowdown": "max sd",
     "mean_leaves_per_job": "leaves/job",
     "fragmentation": "frag",
-    "jct_vs_naive_pct": "JCT vs naive %",
+    "jct_vs_naive_pct": "JCT vs naive % (<0 faster)",
 }
 
 
@@ -65,8 +74,8 @@ def _jobs(
         raise SpecError("give exactly one of --trace FILE or --synthetic N")
     if trace is not None:
         return read_trace(trace)
-    if not 0 < load <= 1.5:
-        raise SpecError(f"--load: {load}; allowed: (0, 1.5]")
+    if not MIN_LOAD <= load <= MAX_LOAD:  # a library call; the CLI option is bounded too
+        raise SpecError(f"--load: {load}; allowed: {MIN_LOAD} to {MAX_LOAD}")
     return synthetic(cluster, count, seed, load)
 
 
@@ -186,7 +195,7 @@ def _plot(results: list[SimResult], path: Path) -> None:
 @cluster_options
 def synth_cmd(
     cluster_spec: ClusterSpec,
-    count: Annotated[int, typer.Argument(help="Jobs to generate.")],
+    count: Annotated[int, typer.Argument(help="Jobs to generate.", min=1, max=MAX_JOBS)],
     out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write.")],
     seed: SeedOpt = 0,
     load: LoadOpt = 0.9,

@@ -8,9 +8,12 @@ import typer
 
 from tierwise.cli.model_view import DEFAULT_SEQ, show_model
 from tierwise.cli.options import JsonOpt, cluster_argument
-from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.output import console, line, plural, print_json, styled, table
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.hardware.summary import cluster_summary
+
+DOMAIN_LINK = {"nvlink": "NVLink", "pcie": "PCIe", "xgmi": "xGMI", "loopback": "loopback"}
+"""What joins the GPUs of a domain, by the intra link's kind (a PCIe box has no NVLink)."""
 
 show_app = typer.Typer(help="Show a cluster's tiers or a model's shape.", no_args_is_help=True)
 
@@ -23,20 +26,21 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
     if as_json:
         print_json({**s, "spec": dump_cluster(cluster_spec)})  # loads back as --cluster FILE
         return
+    domain = f"{DOMAIN_LINK.get(s['intra_link_kind'], 'NVLink')} domain"
     console.print(
         line(
             styled(str(s["cluster"]), "bold"),
-            f": {s['nodes']} nodes x {s['gpus_per_node']} {s['gpu']} = "
-            f"{s['gpus']} GPUs; NVLink domain {s['gpus_per_nvlink_domain']} GPUs; "
+            f": {plural(s['nodes'], 'node')} x {s['gpus_per_node']} {s['gpu']} = "
+            f"{plural(s['gpus'], 'GPU')}; {domain} {plural(s['gpus_per_nvlink_domain'], 'GPU')}; "
             f"{s['nics_per_node']} x {s['nic']} ({s['nic_Gbps']:g} Gb/s = {s['nic_GBps']:g} GB/s) "
             "per node",
         )
     )
     leaf_nodes = sorted({s["smallest_leaf_nodes"], s["nodes_per_leaf"]})
     console.print(
-        f"{s['topology']}: leaves {s['leaves']} x {'-'.join(map(str, leaf_nodes))} nodes, "
-        f"pods {s['pods']}; NVLink domains {s['nvlink_domains']} x "
-        f"{s['nics_per_nvlink_domain']} NICs"
+        f"{s['topology']}: leaves {s['leaves']} x {'-'.join(map(str, leaf_nodes))} "
+        f"node{'s' * (leaf_nodes[-1] != 1)}, pods {s['pods']}; {domain}s "
+        f"{s['nvlink_domains']} x {plural(s['nics_per_nvlink_domain'], 'NIC')}"
     )
     rows = [
         (

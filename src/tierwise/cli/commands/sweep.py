@@ -39,7 +39,9 @@ def sweep_command(
         typer.Option(
             "--vary",
             help="KEY=V1,V2 (nodes, gpus_per_node, nics_per_node, nic, intra, "
-            "oversubscription, nvlink_domain_gpus, nodes_per_leaf); give it once or twice",
+            "oversubscription, nvlink_domain_gpus, nodes_per_leaf, leaves_per_pod, "
+            "pod_oversubscription, routing, qps_per_connection, slow_node_share, "
+            "slow_node_slowdown, gpu_speed_spread); give it once or twice",
         ),
     ] = None,
     within: Annotated[

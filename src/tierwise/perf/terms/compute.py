@@ -70,6 +70,18 @@ class Compute(NamedTuple):
     loss_s: Array
     embedding_s: Array
 
+    def scaled(self, factor: float) -> Compute:
+        """Every GPU term times ``factor`` (a cluster's fitted compute rate: 1 / compute_scale);
+        the host time MoE layers leave exposed is the CPU's and stays."""
+        if factor == 1.0:
+            return self
+        return Compute(
+            *(
+                v if name == "host_s" else v * factor
+                for name, v in zip(self._fields, self, strict=True)
+            )
+        )
+
     @property
     def layers_s(self) -> Array:
         """The stage's decoder layers."""

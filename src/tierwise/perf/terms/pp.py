@@ -5,7 +5,9 @@ TP ranks with sequence parallelism.
 Exposed, except where Megatron's --overlap-p2p-communication (its default; interleaved
 schedule only: megatron/core/pipeline_parallel/schedules.py) runs a virtual stage's sends
 and receives while the next chunk computes: then only the first send of each micro-batch's
-pass waits (one boundary's, as without interleaving).
+pass waits (one boundary's, as without interleaving). DualPipe's paired forward and backward
+chunks hide each other's sends entirely (DeepSeek-V3 report, section 3.2.1) but on the step's
+first micro-batch.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
 
 
-def pp_comm(s: Stage, comm: C.CommFn, overlap: bool = True) -> CommTerm:
+def pp_comm(s: Stage, comm: C.CommFn, overlap: bool = True, paired: bool = False) -> CommTerm:
     """PP sends and receives of one micro-batch on the stage `s` (`overlap`:
-    --overlap-p2p-communication)."""
+    --overlap-p2p-communication; `paired`: DualPipe / DualPipeV)."""
     f = s.f
     tp, sp, pp, vpp = f["tp"], f["sp"], f["pp"], f["vpp"]
     boundary = s.act / (1 + sp * (tp - 1))
     total = 2 * vpp * comm("pp", "sendrecv", boundary)
     hidden = overlap * (vpp > 1)  # all but one of the vpp boundaries' sends
-    exposed = total / (1 + hidden * (vpp - 1))
+    exposed = total / s.micro if paired else total / (1 + hidden * (vpp - 1))
     return CommTerm(exposed, total, 2 * vpp * boundary * (pp > 1), "pp")

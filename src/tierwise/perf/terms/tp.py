@@ -48,19 +48,38 @@ def regather_count(s: Stage) -> Array:
     return s.layers * COLUMN_PARALLEL_PER_LAYER * s.f["sp"] * (s.f["tp"] > 1)
 
 
-def tp_comm(s: Stage, comm: C.CommFn, overlap: bool = False) -> CommTerm:
-    """TP communication of one micro-batch on the stage `s` (`overlap`: --tp-comm-overlap)."""
-    tp, sp, act = s.f["tp"], s.f["sp"], s.act
+class TpOps(NamedTuple):
+    """Seconds of one activation's TP collectives: with SP an all-gather and a
+    reduce-scatter (`all_reduce` 0), without it an all-reduce (the others 0)."""
+
+    all_gather: Array
+    reduce_scatter: Array
+    all_reduce: Array
+
+
+def tp_ops(s: Stage, comm: C.CommFn) -> TpOps:
+    """The TP collectives of one activation on the stage's TP group (each priced once)."""
+    act, sp = s.act, s.f["sp"]
+    return TpOps(
+        select(sp, lambda: comm("tp", "all_gather", act), _none),
+        select(sp, lambda: comm("tp", "reduce_scatter", act), _none),
+        select(sp, _none, lambda: comm("tp", "all_reduce", act)),
+    )
+
+
+def _none() -> float:
+    return 0.0
+
+
+def tp_comm(s: Stage, comm: C.CommFn, overlap: bool = False, ops: TpOps | None = None) -> CommTerm:
+    """TP communication of one micro-batch on the stage `s` (`overlap`: --tp-comm-overlap;
+    `ops`: `tp_ops`, priced here if not given)."""
+    ops = tp_ops(s, comm) if ops is None else ops
+    tp, act = s.f["tp"], s.act
     collectives = s.layers * C.TP_COLLECTIVES_PER_PASS * s.tp_passes
-    per = select(
-        sp,
-        lambda: comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act),
-        lambda: comm("tp", "all_reduce", act),
-    )
     regathers = regather_count(s)
-    total = collectives * per + select(
-        sp, lambda: regathers * comm("tp", "all_gather", act), lambda: 0.0
-    )
+    per = ops.all_gather + ops.reduce_scatter + ops.all_reduce
+    total = collectives * per + regathers * ops.all_gather
     exposed = total * (TP_OVERLAP_EXPOSED if overlap else 1.0)
     # An all-reduce, or an all-gather plus a reduce-scatter, sends 2(tp-1)/tp of the buffer;
     # an all-gather alone half that.
@@ -78,22 +97,19 @@ class EdgeTp(NamedTuple):
     loss_bytes: Array
 
 
-def edge_tp_comm(s: Stage, comm: C.CommFn) -> EdgeTp:
-    """The embedding's and the output layer's / loss's TP collectives (module docstring)."""
+def edge_tp_comm(s: Stage, comm: C.CommFn, ops: TpOps) -> EdgeTp:
+    """The embedding's and the output layer's / loss's TP collectives (module docstring);
+    `ops`: `tp_ops` of the stage."""
     tp, sp, act = s.f["tp"], s.f["sp"], s.act
+    if isinstance(tp, int) and tp == 1:  # one layout without TP: nothing to price
+        return EdgeTp(0.0, 0.0, 0.0, 0.0)
     on = tp > 1
     losses = s.tokens * LOSS_BYTES
     ce = CROSS_ENTROPY_ALLREDUCES * comm("tp", "all_reduce", losses)
-    embedding = select(
-        sp,
-        lambda: comm("tp", "reduce_scatter", act) + comm("tp", "all_gather", act),
-        lambda: comm("tp", "all_reduce", act),
-    )
-    output = select(
-        sp,
-        lambda: 2 * comm("tp", "all_gather", act) + comm("tp", "reduce_scatter", act),
-        lambda: comm("tp", "all_reduce", act),
-    )
+    # SP: RS forward, AG backward; without: one all-reduce forward.
+    embedding = ops.reduce_scatter + ops.all_gather + ops.all_reduce
+    # SP: AG forward, RS and the re-gather backward; without: the input gradient's all-reduce.
+    output = 2 * ops.all_gather + ops.reduce_scatter + ops.all_reduce
     share = (tp - 1) / tp
     emb_bytes = act * share * (1 + (1 - sp))  # RS + AG, or one all-reduce (2x)
     loss_bytes = act * share * (2 + sp) + 2 * CROSS_ENTROPY_ALLREDUCES * losses * share

@@ -41,6 +41,8 @@ _RINGS_FLAGS = re.compile(r"PXN (\d) GDR (\d)")
 _PLUGIN = re.compile(
     r"Loaded (?:net|collnet) plugin (.+?)\s*$|P2P plugin (\S+)|Plugin Path\s*:\s*(\S+)"
 )
+_NO_PLUGIN = re.compile(r"No plugin found|Could not find:? libnccl-net|Plugin load .* returned")
+_CONN_RANKS = re.compile(r":\s*(\d+)\[[^\]]*\]\s*->\s*(\d+)\[")
 _NETWORK = re.compile(r"^Using network (.+?)\s*$")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _TUNED = re.compile(r"^(\w+):\s+(\d+) Bytes -> Algo (\S+) proto (\S+)")
@@ -122,6 +124,7 @@ class Facts:
     local_ranks: int | None = None
     transports: Counter[tuple[str, bool]] = field(default_factory=Counter)
     transport_lines: dict[tuple[str, bool], list[Evidence]] = field(default_factory=dict)
+    conn_plans: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)  # cache
     collectives: Counter[str] = field(default_factory=Counter)  # NCCL_DEBUG_SUBSYS=COLL calls
     tuned: dict[str, dict[str, int]] = field(default_factory=dict)  # op -> algo/proto -> bytes
     ring_channels: int | None = None
@@ -158,6 +161,14 @@ class Facts:
     pcie_links: list[tuple[float, Evidence]] = field(default_factory=list)  # GT/s per GPU
     tables: list[tuple[str, NcclTest]] = field(default_factory=list)
     runs: list[HostRun] = field(default_factory=list)
+    # comparative facts: what each host (or rank, when no host is named) says
+    versions: dict[str, dict[str, list[Evidence]]] = field(default_factory=dict)  # kind -> value
+    host_plugins: dict[str, tuple[str, Evidence]] = field(default_factory=dict)  # host -> plugin
+    host_nics: dict[str, tuple[int, Evidence]] = field(default_factory=dict)  # host -> NICs used
+    net_paths: dict[str, dict[bool, list[Evidence]]] = field(default_factory=dict)  # who -> GDR?
+    topo_links: Counter[str] = field(default_factory=Counter)  # nvidia-smi topo GPU-GPU cells
+    topo_lines: list[Evidence] = field(default_factory=list)
+    harmless: list[tuple[Evidence, str, str]] = field(default_factory=list)  # line, why, source
     intra_GBps: float | None = None  # the model cluster's NVLink/PCIe GB/s per GPU
     nic_kind: str | None = None  # the model cluster's NIC kind: ib, roce, eth
     notes: list[str] = field(default_factory=list)
@@ -176,6 +187,12 @@ class Facts:
             if self.messages.get(key):
                 return self.messages[key]
         return []
+
+    def add_version(self, kind: str, value: str, ev: Evidence) -> None:
+        """One version of ``kind`` (``NCCL``, ``CUDA driver``, a package) seen on ``ev``."""
+        lines = self.versions.setdefault(kind, {}).setdefault(value, [])
+        if len(lines) < KEEP:
+            lines.append(ev)
 
     def env_value(self, name: str) -> str | None:
         """The value an NCCL_* variable was set to, if the inputs say."""
@@ -216,8 +233,10 @@ class Facts:
 
     def add_nccl(
         self, level: str, msg: str, host: str | None, device: int | None, ev: Evidence
-    ) -> None:
-        """One NCCL INFO/WARN/TRACE message (prefix removed) from ``host``'s GPU ``device``."""
+    ) -> bool:
+        """One NCCL INFO/WARN/TRACE message (prefix removed) from ``host``'s GPU ``device``;
+        False for the lines most of a big log is (connections, rings, trees, calls, tuning),
+        True for the other messages (settings, warnings)."""
         if host:
             self.hosts.add(host)
         if device is not None:
@@ -228,22 +247,23 @@ class Facts:
                 self.warnings.append(ev)
         if " via " in msg:
             self.add_connection(msg, ev, host, device)
-            return
+            return False
         if msg.startswith("Channel "):
             ring = _RING.match(msg)
             if ring:
                 self.ring_channels = max(self.ring_channels or 0, int(ring.group(1)))
-            return
+            return False
         if msg.startswith("Trees"):
             self.trees += 1
-            return
+            return False
         if " opCount " in msg:  # "AllReduce: opCount 1a sendbuff ... [nranks=128] stream ..."
             self.collectives[msg.split(":", 1)[0]] += 1
-            return
+            return False
         if " Bytes -> Algo " in msg:  # NCCL_DEBUG_SUBSYS=TUNING: the choice for one call
             self.add_choice(msg)
-            return
-        self.add_setting(msg, ev)
+            return False
+        self.add_setting(msg, ev, host)
+        return True
 
     def add_choice(self, msg: str) -> None:
         """``AllReduce: 4096 Bytes -> Algo Tree proto LL ...`` (or ids: ``Algo 1 proto 2``):
@@ -263,38 +283,75 @@ class Facts:
     def add_connection(
         self, msg: str, ev: Evidence, host: str | None = None, device: int | None = None
     ) -> None:
-        """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms."""
+        """``Channel 03/0 : 5[5] -> 12[4] [send] via NET/IB/3/GDRDMA`` and older forms. What
+        a (host, GPU, transport, direction) means is worked out once (``_conn_plan``)."""
         if not msg.startswith(("Channel", "Ring", "Tree", "CollNet")):
             return
         if "->" not in msg and not msg.startswith("CollNet"):
             return
         via = msg[msg.rfind(" via ") + 5 :].strip()
-        key = transport_of(via)
-        if key[0].startswith("NET/") and device is not None and len(self.gpu_nets) < 4096:
-            net = via.split("/")[2].split("(")[0] if via.count("/") >= 2 else "?"  # 0(4): PXN
-            self.gpu_nets.setdefault((host or "?", device), set()).add(net)
+        direction = "[receive]" if "[receive]" in msg else "[send]" if "[send]" in msg else ""
+        plan_key = (host, device, via, direction)
+        plan = self.conn_plans.get(plan_key)
+        if plan is None:
+            plan = self._conn_plan(host, device, via, direction)
+            if len(self.conn_plans) < 4096:
+                self.conn_plans[plan_key] = plan
+        key, net, who = plan
+        if net is not None and len(self.gpu_nets) < 4096:
+            self.gpu_nets.setdefault((host or "?", device), set()).add(net)  # type: ignore[arg-type]
         self.transports[key] += 1
         lines = self.transport_lines.setdefault(key, [])
         if len(lines) < KEEP:
             lines.append(ev)
+        if key[0] == "NET/IB" and len(self.net_paths) < 4096:
+            if who is None:  # no host printed: the rank on this side of the connection
+                ranks = _CONN_RANKS.search(msg)
+                if ranks is None:
+                    return
+                who = "rank " + ranks.group(2 if direction == "[receive]" else 1)
+            paths = self.net_paths.setdefault(f"{who} {direction}".strip(), {})
+            same = paths.setdefault(key[1], [])
+            if len(same) < 2:
+                same.append(ev)
 
-    def add_setting(self, msg: str, ev: Evidence) -> None:
-        """Every non-connection message NCCL prints once per rank or communicator."""
+    @staticmethod
+    def _conn_plan(
+        host: str | None, device: int | None, via: str, direction: str
+    ) -> tuple[tuple[str, bool], str | None, str | None]:
+        """(transport kind and GDR, the NET/<i> a GPU uses or None, the host) of a connection."""
+        key = transport_of(via)
+        net = None
+        if key[0].startswith("NET/") and device is not None:
+            net = via.split("/")[2].split("(")[0] if via.count("/") >= 2 else "?"  # 0(4): PXN
+        return key, net, host
+
+    def add_setting(self, msg: str, ev: Evidence, host: str | None = None) -> None:
+        """Every non-connection message NCCL prints once per rank or communicator (``host``:
+        the host that printed it, when the line says)."""
         env = _SET_BY_ENV.match(msg) or _SET_TO.match(msg)
         if env:
             self.env.setdefault(env.group(1), (env.group(2), ev))
             return
         if "NCCL version" in msg:
-            self.version = self.version or _VERSION.search(msg).group(1)  # type: ignore[union-attr]
+            version = _VERSION.search(msg).group(1)  # type: ignore[union-attr]
+            self.version = self.version or version
+            self.add_version("NCCL", version.rstrip(".,;"), ev)
         elif msg.startswith("cudaDriverVersion"):
             found = _DRIVER.search(msg)
             self.cuda_driver = self.cuda_driver or (found.group(1) if found else None)
+            if found:
+                self.add_version("CUDA driver", found.group(1), ev)
         elif msg.startswith("NET/IB") and " Using " in msg:
             nics = _NET_IB.findall(msg)
             for index, name, _port, kind in nics:
                 self.ib_nics[name] = kind
                 self.ib_nic_order.setdefault(index, name)
             self.nics_per_process = max(self.nics_per_process, len(nics))
+            if host and nics:
+                seen = self.host_nics.get(host)
+                if seen is None or seen[0] < len(nics):
+                    self.host_nics[host] = (len(nics), ev)
             if len(self.ib_nic_lines) < KEEP:
                 self.ib_nic_lines.append(ev)
         elif msg.startswith("NET/IB") and "speed=" in msg:
@@ -305,6 +362,10 @@ class Facts:
         elif msg.startswith("NET/Socket") and " Using " in msg:
             for _, name in _NET_SOCKET.findall(msg.split("Using", 1)[1]):
                 self.socket_ifaces.add(name)
+            if len(self.socket_lines) < KEEP:
+                self.socket_lines.append(ev)
+        elif msg.startswith("NET : Using interface "):  # NCCL before 2.4
+            self.socket_ifaces.add(msg[22:].split(":", 1)[0])
             if len(self.socket_lines) < KEEP:
                 self.socket_lines.append(ev)
         elif msg.startswith("Bootstrap"):
@@ -360,6 +421,13 @@ class Facts:
                 name = next(g for g in plugin.groups() if g)
                 if name not in self.plugins:
                     self.plugins.append(name)
+                if "RDMA" in name or "IBext" in name or "rdma_sharp" in name:
+                    self.mark("rdma_plugin", ev)  # HPC-X's IB plugin: the run expects RDMA
+                if host and (plugin.group(3) or host not in self.host_plugins):
+                    # its path when printed (comparable between hosts), else that one loaded
+                    self.host_plugins[host] = (plugin.group(3) or "loaded", ev)
+            elif host and _NO_PLUGIN.search(msg):
+                self.host_plugins.setdefault(host, ("none", ev))
 
     # -- JSON --------------------------------------------------------------------------------
 
@@ -424,5 +492,18 @@ class Facts:
             "warnings": self.warning_count,
             "warning_lines": [f"{e.file}:{e.line}: {e.text.strip()[:300]}" for e in self.warnings],
             "tables": len(self.tables),
+            "versions": {kind: sorted(values) for kind, values in sorted(self.versions.items())},
+            "net_plugin_per_host": {h: p for h, (p, _) in sorted(self.host_plugins.items())},
+            "nics_per_host": {h: n for h, (n, _) in sorted(self.host_nics.items())},
+            "gpu_links": dict(sorted(self.topo_links.items())),  # nvidia-smi topo -m pairs
+            "harmless_lines": [
+                {
+                    "line": f"{e.file}:{e.line}",
+                    "text": e.text.strip()[:300],
+                    "why": why,
+                    "source": source,
+                }
+                for e, why, source in self.harmless
+            ],
             "notes": self.notes,
         }

@@ -24,6 +24,7 @@ CATEGORIES = (
     "slow_node",
     "collnet_sharp",
     "channels",
+    "version_mismatch",
 )
 """The fixed list a finding's ``category`` comes from (docs/doctor-rules.md)."""
 
@@ -48,7 +49,9 @@ class Finding:
     ``tier``: which tier it slows (``inter`` node network, ``intra`` node links, or ``any``);
     ``weight``: the share of that tier's bandwidth the cause typically costs (0-1, a ranking
     prior documented per rule); ``explains_GBps``: the part of the measured gap attributed to
-    it, None without an nccl-tests table to compare with.
+    it, None without an nccl-tests table to compare with; ``confidence``: how surely the
+    evidence shows this cause (0-1: about 0.9 for NCCL naming the fault, below 0.5 for an
+    indirect sign, when ``confirm`` says what to run to settle it).
     """
 
     id: str
@@ -60,6 +63,8 @@ class Finding:
     tier: Literal["inter", "intra", "any"]
     weight: float
     explains_GBps: float | None = None
+    confidence: float = 1.0
+    confirm: str | None = None
 
     def as_dict(self, rank: int) -> dict[str, Any]:
         """JSON form with its 1-based rank."""
@@ -71,6 +76,8 @@ class Finding:
             "title": self.title,
             "evidence": [e.as_dict() for e in self.evidence],
             "explains_GBps": self.explains_GBps,
+            "confidence": self.confidence,
+            "confirm": self.confirm,
             "fix": self.fix,
         }
 

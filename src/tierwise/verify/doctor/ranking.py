@@ -4,8 +4,9 @@ The gap is the collective model's busbw (``tierwise.collectives.predict``) for t
 op, rank count and nodes on the cluster, minus the busbw the table shows, both at the
 table's largest message size. A finding explains the share of the gap its weight takes
 among the findings on tiers the run used (a one-node run does not use the network, so
-network findings explain none of its gap). Without a table, ``explains_GBps`` stays None
-and findings rank by severity, then weight.
+network findings explain none of its gap), weighted by how sure each finding is (its
+``confidence``). Without a table, ``explains_GBps`` stays None and findings rank by
+confidence, then severity, then weight: the most likely cause first, not the first rule.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ def rank(findings: list[Finding], measured_gap: Gap | None) -> tuple[Finding, ..
     """Findings with ``explains_GBps`` filled, best explanation first."""
     if measured_gap is not None:
         tiers = {"intra", "any"} | ({"inter"} if measured_gap.nodes > 1 else set())
-        total = sum(f.weight for f in findings if f.tier in tiers)
+        total = sum(f.weight * f.confidence for f in findings if f.tier in tiers)
         findings = [
             replace(
                 f,
-                explains_GBps=round(measured_gap.gap_GBps * f.weight / total, 1)
+                explains_GBps=round(measured_gap.gap_GBps * f.weight * f.confidence / total, 1)
                 if f.tier in tiers and total > 0
                 else 0.0,
             )
@@ -71,6 +72,12 @@ def rank(findings: list[Finding], measured_gap: Gap | None) -> tuple[Finding, ..
     return tuple(
         sorted(
             findings,
-            key=lambda f: (-(f.explains_GBps or 0.0), SEVERITY_ORDER[f.severity], -f.weight, f.id),
+            key=lambda f: (
+                -(f.explains_GBps or 0.0),
+                -f.confidence,
+                SEVERITY_ORDER[f.severity],
+                -f.weight,
+                f.id,
+            ),
         )
     )

@@ -21,20 +21,25 @@ Empty, binary and unrecognisable files are a ``ParseError`` naming the file.
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tierwise.errors import ParseError
 from tierwise.formats import parse_log
 from tierwise.formats.nccl_reader import rank_line
 from tierwise.formats.ops import op_in_name
-from tierwise.verify.doctor.facts import Facts, HostRun, Port
+from tierwise.textio import MAX_INPUT_BYTES, open_regular
+from tierwise.verify.doctor.facts import KEEP, Facts, HostRun, Port
+from tierwise.verify.doctor.known import harmless
 from tierwise.verify.doctor.model import Evidence
+from tierwise.verify.doctor.printouts import read_printout, topo_matrix
+from tierwise.verify.doctor.records import split_records
 
 _WHERE = re.compile(r"^[\w./\-]+:\d+$")  # "transport/net_ib.cc:839", "ofi_init:700"
 _LEVELS = ("INFO", "WARN", "TRACE", "ERROR")
-_OLD_LEVEL = re.compile(r" (?:INFO|WARN) ")
+_OLD_LEVEL = re.compile(r"(?:^|(?<=\s))(?:INFO|WARN) ")
 _VERSION_LINE = re.compile(r"\bNCCL version \S+")
 _ENV = re.compile(r"(?:^|[\s\"'])(?:-x\s+|export\s+|--env[= ])?(NCCL_[A-Z0-9_]+)=([^\s\"';]*)")
 # nvidia-smi -L ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)") and the nvidia-smi table
@@ -62,6 +67,10 @@ _MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "p2p_disabled",
         re.compile(r"cudaDeviceEnablePeerAccess returned|peer access is not supported"),
+    ),
+    (
+        "nccl_error",
+        re.compile(r"unhandled system error|ncclSystemError|ncclInternalError|ncclRemoteError"),
     ),
     (
         "nvls_bind",
@@ -96,7 +105,22 @@ _NCCL_WARN_KEYS: tuple[tuple[str, str], ...] = (
     ("sharp_error", "SHARP coll init error"),
     ("sharp_error", "SHARP group create"),
     ("p2p_disabled", "P2P is disabled"),
+    ("p2p_disabled", "peer access is not supported"),
+    ("p2p_disabled", "cudaDeviceEnablePeerAccess"),
+    ("nvls_bind", "Failed to bind NVLink SHARP"),
+    ("truncated", "message truncated"),  # ranks disagree on sizes: versions or settings differ
     ("reg_mr_failed", "ibv_reg_mr"),
+    ("p2p_disabled", "Could not enable P2P"),
+    ("symbol_version", "not found (required by"),  # a plugin built against a newer library
+    ("symbol_version", "undefined symbol"),
+    ("connect_failed", "Connection timed out"),
+    ("connect_failed", "No route to host"),
+    ("connect_failed", "Connection refused"),
+    ("connect_failed", "socketStartConnect"),
+    ("bad_address", "is neither AF_INET"),  # no interface matched, or mismatched NCCL versions
+    ("init_complete", "Init COMPLETE"),
+    ("using_network_socket", "Using internal Network Socket"),  # NCCL 2.2/2.3
+    ("no_ib_device", "returned 0 devices"),  # NCCL 2.3: "Net/IB: call to devices() returned 0"
 )
 _MAX_BINARY_RATIO = 0.1
 """Share of control bytes in the first 64 KiB above which a file is binary."""
@@ -119,12 +143,15 @@ class _Scan:
         self.facts = facts
         self.source = source
         self.recognised = 0
+        self.nonblank = 0  # lines with anything on them
         self.port: Port | None = None  # the ibstat/ibstatus/ibv_devinfo/ethtool block being read
         self.device: str | None = None
         self.width = 1  # ibv_devinfo active_width, for the active_speed line after it
         self.model: str | None = None  # NIC model of the ports that follow
         self.prefixes: dict[str, tuple[str | None, int | None, str | None]] = {}
         self.rank_lines: list[int] = []  # nccl-tests "# Rank" lines, to cite a table's hosts
+        self.printout_state: dict[str, int] = {}  # see printouts.read_printout
+        self.key_cache: dict[str, str | None] = {}  # message -> its _NCCL_WARN_KEYS key
 
     def ev(self, lineno: int, line: str) -> Evidence:
         return Evidence(self.source, lineno, line.strip()[:300])
@@ -136,6 +163,7 @@ class _Scan:
         if level not in _LEVELS:
             if version := _VERSION_LINE.search(line):
                 self.facts.add_setting(version.group(0), self.ev(lineno, line))
+                self.other(lineno, line)  # a framework's error quoting the version
                 return True
             return False
         self.record(lineno, line, level, line[at + 6 + len(level) :].strip(), line[:at])
@@ -145,22 +173,48 @@ class _Scan:
         """Add one NCCL message; ``before``: what precedes the level (host, GPU, location)."""
         host, dev, where = self.prefix(before)
         ev = Evidence(self.source, lineno, line)  # stripped when a finding cites it
-        self.facts.add_nccl(level, msg, host, dev, ev)
-        if not msg.startswith("Channel"):  # connection and ring lines: most of a big log
-            for key, needle in _NCCL_WARN_KEYS:
-                if needle in msg:
-                    self.facts.mark(key, ev)
-                    break
+        known_harmless = level == "WARN" and self.known_harmless(msg, ev)
+        if known_harmless:
+            level = "INFO"  # a harmless WARN is not a warning
+        if not self.facts.add_nccl(level, msg, host, dev, ev) or known_harmless:
+            return  # connection, ring and call lines (most of a big log) name no fault
+        if not self.known_harmless(msg, ev) and not self.keys(msg, ev) and level == "WARN":
+            self.facts.mark("unexplained_warn", ev)
         if level == "WARN" and where and "nvls" in where:
             self.facts.mark("nvls_bind", ev)
 
-    def old_nccl(self, lineno: int, line: str) -> bool:
-        """A line of NCCL before 2.3: ``host:pid:tid [dev] [file:line] INFO|WARN msg``."""
-        match = _OLD_LEVEL.search(line)
-        if not match or self.prefix(line[: match.start()])[1] is None:
+    def keys(self, text: str, ev: Evidence) -> bool:
+        """Mark the first known NCCL message ``text`` holds; False when none."""
+        key = self.key_cache.get(text, "")
+        if key == "":
+            key = next((k for k, needle in _NCCL_WARN_KEYS if needle in text), None)
+            if len(self.key_cache) < 100_000:  # ranks repeat their messages word for word
+                self.key_cache[text] = key
+        if key is None:
             return False
+        self.facts.mark(key, ev)
+        return True
+
+    def known_harmless(self, text: str, ev: Evidence) -> bool:
+        """Whether ``text`` is a known-harmless line (kept in the facts with its source)."""
+        entry = harmless(text)
+        if entry is None:
+            return False
+        if len(self.facts.harmless) < KEEP:
+            self.facts.harmless.append((ev, entry.why, entry.source))
+        return True
+
+    def old_nccl(self, lineno: int, line: str) -> bool:
+        """A line of NCCL before 2.3 (``host:pid:tid [dev] [file:line] INFO|WARN msg``), or a
+        record pasted without its prefix (``file.cc:line WARN msg``, ``INFO msg``)."""
+        match = _OLD_LEVEL.search(line)
+        if not match:
+            return False
+        before = line[: match.start()]
+        if self.prefix(before)[1] is None and not all(_WHERE.match(w) for w in before.split()):
+            return False  # neither ``host:pid:tid [dev]`` nor only a ``file.cc:line`` before it
         level = match.group(0).strip()
-        self.record(lineno, line, level, line[match.end() :].strip(), line[: match.start()])
+        self.record(lineno, line, level, line[match.end() :].strip(), before)
         return True
 
     def prefix(self, text: str) -> tuple[str | None, int | None, str | None]:
@@ -174,9 +228,9 @@ class _Scan:
         if words and words[-1][:1].isdigit() and words[-1].replace(".", "").isdigit():
             words.pop()  # TRACE time stamp
         host = dev = None
-        if len(words) >= 2 and words[-1].startswith("[") and words[-1][1:-1].isdigit():
-            dev = int(words[-1][1:-1])
-            parts = words[-2].rsplit(":", 2)
+        if words and words[-1].startswith("[") and words[-1][1:-1].isdigit():
+            dev = int(words[-1][1:-1])  # ``[dev] NCCL INFO`` also without a host before it
+            parts = words[-2].rsplit(":", 2) if len(words) >= 2 else []
             if len(parts) == 3:
                 host = parts[0].rsplit("]", 1)[-1].rsplit(":", 1)[-1].rsplit(">", 1)[-1] or None
         result = (host, dev, where)
@@ -268,6 +322,7 @@ class _Scan:
         if _TOPO_ROW.match(line):
             if _NVLINK_CELL.search(line) and len(facts.nvlink_in_topo) < 8:
                 facts.nvlink_in_topo.append(self.ev(lineno, line))
+            topo_matrix(facts, line, self.ev(lineno, line), self.printout_state)
             return True
         if "<net " in line or "<pci " in line:
             self.xml(lineno, line)
@@ -292,6 +347,8 @@ class _Scan:
             )
             if attrs.get("speed", "").isdigit():
                 p.rate_Gbps, p.rate_evidence = int(attrs["speed"]) / 1000, p.evidence
+            if self.model and self.model.startswith(("0x0200", "0x0207")):  # PCI class
+                p.link_layer = "Ethernet" if self.model.startswith("0x0200") else "InfiniBand"
             facts.ports.append(p)
             if attrs.get("gdr") == "0" and len(facts.xml_gdr_off) < 8:
                 facts.xml_gdr_off.append(self.ev(lineno, line))
@@ -334,9 +391,14 @@ class _Scan:
             if pattern.search(line):
                 self.facts.mark(key, self.ev(lineno, line))
                 hit = True
-        return hit
+        ev = self.ev(lineno, line)
+        if self.known_harmless(line, ev):
+            return True
+        if read_printout(self.facts, line, ev, self.printout_state):
+            hit = True
+        return self.keys(line, ev) or hit
 
-    def run(self, lines: list[str]) -> list[str]:
+    def run(self, lines: Iterable[str]) -> list[str]:
         """Scan every line; returns the text the nccl-tests reader sees (NCCL lines blanked).
         A line holding a number no reader can take ('²', thousands of digits) is skipped."""
         readers: tuple[Callable[[int, str], bool], ...] = (self.topology, self.tools, self.other)
@@ -356,42 +418,62 @@ class _Scan:
 
     def line(self, lineno: int, line: str, readers: tuple[Callable[[int, str], bool], ...]) -> str:
         """Read one line into the facts; returns what the nccl-tests reader sees of it."""
-        if ("NCCL" in line and self.nccl(lineno, line)) or (
-            ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line)
-        ):
+        if "NCCL" in line:
+            if line.count("NCCL ") < 2 and self.nccl(lineno, line):  # one record: most lines
+                self.recognised += 1
+                self.nonblank += 1
+                if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
+                    self.other(lineno, line)
+                return ""
+            records = split_records(line)
+            found = [self.nccl(lineno, record) for record in records]
+            if any(found):
+                self.recognised += 1
+                self.nonblank += 1
+                if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
+                    self.other(lineno, line)
+                for record, was in zip(records, found, strict=True):
+                    if not was:
+                        self.line(lineno, record, readers)
+                return ""
+        if ("INFO " in line or "WARN " in line) and self.old_nccl(lineno, line):
             self.recognised += 1
-            if "NCCL_" in line and "=" in line:  # an NCCL_X=value on a launcher line
-                self.other(lineno, line)
+            self.nonblank += 1
             return ""
         if not line.strip():
             self.port = None  # a port block (ibstat, ethtool, ...) has no blank line
             return line
+        self.nonblank += 1
         if any(reader(lineno, line) for reader in readers):
             self.recognised += 1
         return line
 
 
 def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
-    """Add one file's facts; returns {path, lines, recognised, tables}. Raises ParseError."""
+    """Add one file's facts; returns {path, lines, recognised, tables}. Raises ParseError.
+    The file is read as a stream of lines (a 50 MB log is never held as one string)."""
     path = Path(path)
     source = str(path)
     try:
-        data = path.read_bytes()
+        with open_regular(path, limit=MAX_INPUT_BYTES) as raw:  # no device, FIFO or folder
+            head = raw.read(65536)
+            if _is_binary(head):
+                raise ParseError(
+                    "binary file; expected text (NCCL_DEBUG output, nccl-tests log, ibstat, ...)",
+                    source=source,
+                )
+            raw.seek(0)
+            encoding = "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8-sig"
+            text = io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline=None)
+            scan = _Scan(facts, source)
+            table_text = scan.run(line.rstrip("\n") for line in text)
     except OSError as exc:
         raise ParseError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
-    if not data.strip():
+    if not scan.nonblank:
         raise ParseError(
             "the file is empty; expected NCCL_DEBUG output, an nccl-tests log or a tool printout",
             source=source,
         )
-    if _is_binary(data[:65536]):
-        raise ParseError(
-            "binary file; expected text (NCCL_DEBUG output, nccl-tests log, ibstat, ...)",
-            source=source,
-        )
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    scan = _Scan(facts, source)
-    table_text = scan.run(lines)
     tables = _tables("\n".join(table_text), source, path.name, facts, scan.rank_lines)
     if not scan.recognised and not tables:
         raise ParseError(
@@ -401,7 +483,7 @@ def read_file(path: str | Path, facts: Facts) -> dict[str, object]:
         )
     return {
         "path": source,
-        "lines": len(lines),
+        "lines": len(table_text),
         "recognised_lines": scan.recognised,
         "tables": tables,
     }

@@ -1,0 +1,238 @@
+"""Fabric routing (ECMP hashing, adaptive, static), pods and stragglers in the models."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import cli_json
+from tierwise.collectives.links import busiest_load, expected_max_load
+from tierwise.collectives.model import channels, ring_busbw, ring_crossings
+from tierwise.collectives.predict import group_shape, predict
+from tierwise.hardware.cluster import ClusterSpec, load_cluster
+from tierwise.hardware.fleet import FleetSpec, expected_max_normal
+from tierwise.hardware.placement import Placement
+from tierwise.perf.estimate import estimate
+from tierwise.perf.groups import Degrees, group_shape_of
+from tierwise.perf.step import Flags
+from tierwise.workload.layout import Layout
+from tierwise.workload.load import load_model
+
+GIB = 1 << 30
+
+
+def _monte_carlo_max(flows: int, links: int, trials: int, seed: int) -> float:
+    """Mean busiest-link load when each flow hashes uniformly onto one of the links."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, links, size=(trials, flows))
+    counts = np.zeros((trials, links), dtype=np.int64)
+    np.add.at(counts, (np.arange(trials)[:, None], picks), 1)
+    return float(counts.max(axis=1).mean())
+
+
+@pytest.mark.parametrize(
+    ("flows", "links"),
+    [(2, 32), (8, 8), (16, 128), (64, 16), (256, 128), (1000, 16), (3000, 64)],
+)
+def test_ecmp_expected_busiest_link_matches_monte_carlo(flows: int, links: int) -> None:
+    simulated = _monte_carlo_max(flows, links, trials=4000, seed=flows * 31 + links)
+    assert expected_max_load(flows, links) == pytest.approx(simulated, rel=0.02)
+
+
+def test_ecmp_hand_values_and_meta_imbalance() -> None:
+    # Two flows on two links collide with probability 1/2: E[max] = 1.5; three on two: 2.25.
+    assert expected_max_load(2, 2) == pytest.approx(1.5, abs=1e-9)
+    assert expected_max_load(3, 2) == pytest.approx(2.25, abs=1e-9)
+    assert expected_max_load(5, 1) == 5.0
+    # Meta (SIGCOMM'24): max/average flows per link above 1.2 for 1,000 flows on 16 links.
+    assert expected_max_load(1000, 16) / (1000 / 16) > 1.2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 256))
+def test_busiest_load_ordering(flows: int, links: int) -> None:
+    fluid = busiest_load("adaptive", flows, links)
+    static = busiest_load("static", flows, links)
+    ecmp = busiest_load("ecmp", flows, links)
+    assert fluid == pytest.approx(flows / links)
+    assert fluid <= static + 1e-9 and static <= ecmp + 1e-6 * ecmp
+    assert ecmp <= flows + 1e-9
+
+
+def _roce(nodes: int = 64, **topo: Any) -> ClusterSpec:
+    return load_cluster("mi300x-8", nodes=nodes, **topo)
+
+
+def test_roce_defaults_to_ecmp_and_ib_to_adaptive() -> None:
+    assert _roce().routing == "ecmp"
+    assert load_cluster("dgx-h100").routing == "adaptive"
+    assert load_cluster("dgx-h100", routing="static").routing == "static"
+
+
+def _dp_shape(cluster: ClusterSpec, scatter: bool) -> Any:
+    return group_shape_of(cluster, Degrees(tp=8, cp=1, ep=1, dp=64, pp=1), "dpcp", scatter=scatter)
+
+
+def test_adaptive_prices_the_fluid_share() -> None:
+    """Adaptive routing: a ring scattered over 4 leaves at 2:1 gets each domain's share of
+    the uplinks over its crossings (the model before routing existed)."""
+    s = _dp_shape(_roce(routing="adaptive", oversubscription=2.0), scatter=True)
+    fluid = s.n_dom * s.uplink_GBps_per_domain / (s.leaf_crossings * s.nic_share)
+    nic = s.n_dom * s.rails * s.port_GBps / (s.dom_crossings * s.nic_share)
+    assert ring_busbw(s) == pytest.approx(min(fluid, nic, s.intra_GBps))
+    assert math.isinf(s.flow_cap_GBps("leaf", s.leaf_crossings, channels(s)))
+
+
+def test_one_flow_per_uplink_prices_as_adaptive() -> None:
+    """Static routing deals the flows one per uplink: the contiguous ring prices as adaptive
+    routing does, every algorithm and size."""
+    sizes = [1 << 20, 256 << 20, 4 * GIB]
+    base = predict("all_reduce", _dp_shape(_roce(routing="adaptive"), False), sizes)
+    s = _dp_shape(_roce(routing="static"), False)
+    links = s.busiest_link(channels(s), ring_crossings(s))
+    assert links[0]["busiest_link_flows"] == 1.0  # fewer flows than uplinks: one each
+    again = predict("all_reduce", s, sizes)
+    np.testing.assert_allclose(again.time_us, base.time_us)
+
+
+def test_ecmp_collisions_slow_a_scattered_ring_and_queue_pairs_help() -> None:
+    """A ring whose every step crosses leaves loads the uplinks fully: hashed flows collide
+    and it runs at the busiest uplink's pace; 4 queue pairs per connection spread it."""
+    size = [GIB]
+
+    def busbw(routing: str, qps: int = 1) -> float:
+        cluster = _roce(routing=routing, qps_per_connection=qps)
+        return float(predict("all_reduce", _dp_shape(cluster, True), size, "ring").busbw_GBps[0])
+
+    adaptive, ecmp, ecmp4 = busbw("adaptive"), busbw("ecmp"), busbw("ecmp", 4)
+    s = _dp_shape(_roce(routing="ecmp"), True)
+    flows = s.flows_up("leaf", s.leaf_crossings, channels(s))
+    busiest = expected_max_load(flows, s.uplinks("leaf"))
+    # the ring's channels, one flow each, at a port's rate over the busiest uplink's flows
+    assert ring_busbw(s) == pytest.approx(channels(s) * s.port_GBps / busiest, rel=1e-9)
+    assert ecmp < 0.6 * adaptive
+    assert ecmp < ecmp4 < adaptive
+
+
+def _two_pods(pod_over: float) -> ClusterSpec:
+    return load_cluster("dgx-h100", nodes=64).model_copy(
+        update={
+            "topology": load_cluster("dgx-h100").topology.model_copy(
+                update={
+                    "nodes_per_leaf": 16,
+                    "leaves_per_pod": 2,
+                    "pod_oversubscription": pod_over,
+                }
+            )
+        }
+    )
+
+
+def test_pod_boundary_slows_exactly_the_groups_that_cross_it() -> None:
+    """Two pods of 32 nodes at 1:7 above them: with pp outermost, only the pipeline's stage
+    boundary crosses the pods (Alibaba HPN's placement); with dp outermost, the gradient
+    ring crosses them instead."""
+    model = load_model("llama3-70b")
+    layout = Layout(tp=8, pp=2, dp=32, seq=4096, gbs=256, distributed_optimizer=True)
+    flags = Flags(overlap_grad_reduce=False)
+
+    def comm(pod_over: float, order: str) -> dict[str, float]:
+        out = estimate(model, _two_pods(pod_over), layout, dataclasses.replace(flags, order=order))
+        return {**out["comm_total_s"], "tiers": out["comm_tiers"]}
+
+    flat, steep = comm(1.0, ("tp", "cp", "dp", "pp")), comm(7.0, ("tp", "cp", "dp", "pp"))
+    assert steep["tiers"]["pp"] == "core" and steep["tiers"]["dp"] == "spine"
+    assert steep["pp"] > 1.5 * flat["pp"]
+    for kind in ("tp", "dp"):
+        assert steep[kind] == pytest.approx(flat[kind])
+    flat, steep = comm(1.0, ("tp", "cp", "pp", "dp")), comm(7.0, ("tp", "cp", "pp", "dp"))
+    assert steep["tiers"]["dp"] == "core" and steep["tiers"]["pp"] != "core"
+    assert steep["pp"] == pytest.approx(flat["pp"]) and steep["tp"] == pytest.approx(flat["tp"])
+    # a contiguous ring crosses each pod boundary once: 1:7 leaves it on its NICs' pace
+    assert steep["dp"] >= flat["dp"]
+
+
+def test_pod_oversubscription_divides_a_ring_that_crosses_pods_often() -> None:
+    """A scattered ring steps between pods on every step: 1:7 above the pods is its bound."""
+    sizes = [4 * GIB]
+    busbw = {}
+    for over in (1.0, 7.0):
+        c = _two_pods(over)
+        nodes = [n for pair in zip(range(32), range(32, 64), strict=True) for n in pair]
+        placement = Placement.contiguous(c, 64, nodes=nodes, ranks_per_node=1)
+        shape = group_shape(c, placement=placement)
+        assert shape.n_pod == 2 and shape.pod_crossings == 64
+        busbw[over] = float(predict("all_reduce", shape, sizes, "ring").busbw_GBps[0])
+        expect = shape.n_dom * shape.pod_uplink_GBps_per_domain / shape.pod_crossings
+        assert busbw[over] <= expect * (1 + 1e-9)
+    assert busbw[7.0] < busbw[1.0] / 3
+
+
+@pytest.mark.parametrize(("share", "slow"), [(0.005, 0.10), (0.02, 0.25), (0.0, 0.5)])
+@pytest.mark.parametrize("nodes", [1, 16, 512, 3072])
+def test_straggler_fleet_expected_step_slowdown(share: float, slow: float, nodes: int) -> None:
+    fleet = FleetSpec(slow_node_share=share, slow_node_slowdown=slow)
+    assert fleet.step_slowdown(nodes, nodes * 8) == pytest.approx(slow * (1 - (1 - share) ** nodes))
+    if share == 0:
+        assert fleet.step_slowdown(nodes, nodes * 8) == 0.0
+
+
+def test_gpu_spread_adds_the_expected_slowest_gpu() -> None:
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-6)
+    assert expected_max_normal(1) == 0.0
+    rng = np.random.default_rng(7)
+    simulated = rng.standard_normal((4000, 512)).max(axis=1).mean()
+    assert expected_max_normal(512) == pytest.approx(simulated, rel=0.01)
+    fleet = FleetSpec(gpu_speed_spread=0.01)
+    assert fleet.step_slowdown(64, 512) == pytest.approx(0.01 * expected_max_normal(512))
+
+
+def test_straggler_term_in_the_step_time() -> None:
+    model = load_model("llama3-70b")
+    layout = Layout(tp=8, pp=4, dp=8, seq=4096, gbs=256, distributed_optimizer=True)
+    calm = load_cluster("dgx-h100", nodes=32)
+    assert calm.fleet.name == "well-run"
+    base = estimate(model, calm, layout)
+    assert base["breakdown"]["straggler_s"] == 0.0
+    slow = calm.model_copy(update={"fleet": FleetSpec.model_validate("megascale-nsdi24")})
+    r = estimate(model, slow, layout)
+    expect = 0.10 * (1 - (1 - 0.005) ** 32) * r["breakdown"]["compute_s"]
+    assert r["breakdown"]["straggler_s"] == pytest.approx(expect)
+    assert r["step_time_s"] == pytest.approx(base["step_time_s"] + expect)
+
+
+def test_fleet_names_and_errors() -> None:
+    assert FleetSpec.model_validate("megascale-nsdi24").slow_node_share == 0.005
+    with pytest.raises(ValueError, match="unknown fleet"):
+        FleetSpec.model_validate("nope")
+
+
+def test_collective_explain_reports_the_busiest_uplink() -> None:
+    out = cli_json(
+        "collective", "--cluster", "mi300x-8", "--nodes", "64", "-b", "1G", "-e", "1G",
+        "--explain", "--qps-per-connection", "4",
+    )  # fmt: skip
+    (leaf,) = out["busiest_links"]
+    assert leaf["level"] == "leaf" and leaf["routing"] == "ecmp"
+    assert leaf["flows"] == 16 * 4 and leaf["uplinks"] == 16 * 8
+    assert leaf["busiest_link_flows"] == pytest.approx(expected_max_load(64, 128))
+    assert leaf["busiest_link_share"] == pytest.approx(leaf["busiest_link_flows"] / 64)
+
+
+def test_sweep_varies_the_fleet_and_routing() -> None:
+    out = cli_json(
+        "sweep", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "4",
+        "--gbs", "64", "--seq", "4096", "--vary", "slow_node_share=0,0.05",
+        "--vary", "slow_node_slowdown=0.2",
+    )  # fmt: skip
+    rows = out["rows"]
+    assert [r["slow_node_share"] for r in rows] == [0.0, 0.05]
+    expected = 1 + 0.2 * (1 - 0.95**4)
+    assert rows[1]["step_time_s"] > rows[0]["step_time_s"]
+    assert rows[1]["step_time_s"] <= rows[0]["step_time_s"] * expected * (1 + 1e-6)

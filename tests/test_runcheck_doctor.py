@@ -1,0 +1,101 @@
+"""`tierwise doctor LOG` on a training log: the prediction beside the measurement, findings
+ranked by the seconds the flag they name would save, the cluster the log states."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED, assert_user_error, run_cli
+from tests.trainlog_gen import LLAMA8B_ARGS, megatron_log, model_step
+from tierwise.hardware.cluster import load_cluster
+
+DATA = Path(__file__).parent / "data" / "trainlog"
+
+
+def _overlaps_off_log(tmp_path: Path) -> Path:
+    """A 32-GPU data-parallel run with --overlap-grad-reduce off, its step time the model's."""
+    args = {
+        **LLAMA8B_ARGS,
+        "tensor_model_parallel_size": 1,
+        "pipeline_model_parallel_size": 1,
+        "data_parallel_size": 32,
+        "global_batch_size": 32,
+        "overlap_grad_reduce": False,
+        "use_distributed_optimizer": False,
+    }
+    log = megatron_log(tmp_path / "run.log", args, 1.0)
+    step = model_step(log, load_cluster("dgx-h100", nodes=4))
+    return megatron_log(log, args, step)
+
+
+def test_overlap_off_is_the_first_finding(tmp_path: Path) -> None:
+    log = _overlaps_off_log(tmp_path)
+    proc = run_cli("doctor", str(log), "-c", "dgx-h100", "--nodes", "4", "--json", check=False)
+    assert proc.returncode == 1
+    import json
+
+    out = json.loads(proc.stdout)
+    assert out["run"]["error_pct"] == pytest.approx(0, abs=0.5)
+    first = out["findings"][0]
+    assert first["id"] == "overlap-grad-reduce-off"
+    assert first["flag"] == "--overlap-grad-reduce" and first["term"] == "dp_comm_s"
+    assert first["explains_s"] > 0
+    # turning the overlap on is what the model then predicts
+    text = run_cli("doctor", str(log), "-c", "dgx-h100", "--nodes", "4", check=False).stdout
+    assert "1. gradient reduce is not overlapped" in text
+
+
+def test_fully_stated_log_prints_prediction_beside_measurement() -> None:
+    proc = run_cli("doctor", str(DATA / "megatron_2024_llama8b.log"), "-c", "dgx-h100", check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "measured vs predicted" in proc.stdout
+    assert "step time (s)" in proc.stdout and "5.00" in proc.stdout
+    out = cli_json_any("doctor", str(DATA / "megatron_2024_llama8b.log"), "-c", "dgx-h100")
+    run = out["run"]
+    assert run["measured_step_time_s"] == pytest.approx(5.002, abs=1e-3)
+    assert run["predicted_step_time_s"] > 0
+    assert run["error_pct"] == pytest.approx(
+        (run["predicted_step_time_s"] / run["measured_step_time_s"] - 1) * 100
+    )
+    assert run["measured_peak_memory_gib"] == pytest.approx(44000 / 1024)
+    assert out["cluster_source"]["chosen_by"] == "--cluster"
+
+
+def cli_json_any(*args: str) -> dict:
+    """`--json` output whatever the exit code (doctor exits 1 with findings)."""
+    import json
+
+    proc = run_cli(*args, "--json", check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_without_cluster_the_log_chooses_and_says_so() -> None:
+    log = SHARED / "training_logs" / "mlperf41-nvidia-gpt3-175b-h100-256"
+    if not log.exists():
+        pytest.skip("../shared/training_logs is not present")
+    configs = sorted(str(p) for p in (log / "config").iterdir())
+    out = cli_json_any("doctor", str(log / "log.txt"), *configs)
+    src = out["cluster_source"]
+    assert src["chosen_by"] == "log" and "h100-sxm" in src["reason"] and "32 node" in src["reason"]
+    assert out["priced_as"]["layout"]["vpp"] == 6
+    assert "defer_embedding_wgrad_compute=True" in out["priced_as"]["not_modelled"]
+    assert abs(out["run"]["error_pct"]) < 30
+
+
+def test_a_log_without_model_dims_is_one_line(tmp_path: Path) -> None:
+    proc = run_cli("doctor", str(DATA / "deepspeed.log"), check=False)
+    assert_user_error(proc, "deepspeed.log", "states no model")
+
+
+def test_nccl_logs_still_go_to_the_nccl_doctor() -> None:
+    nccl = Path(__file__).parent / "data" / "doctor" / "nccl-1412-no-gdrdma.log"
+    out = cli_json_any("doctor", str(nccl))
+    assert "facts" in out and "kind" not in out
+
+
+def test_calibrate_hint_names_the_command() -> None:
+    out = cli_json_any("doctor", str(DATA / "megatron_2024_llama8b.log"), "-c", "dgx-h100")
+    assert any("tierwise calibrate" in f["fix"] for f in out["findings"])
