@@ -265,3 +265,43 @@ def test_layout_flag_errors_end_to_end(args: list[str], needles: list[str]) -> N
     """The one line names the flag typed, the value and what is allowed (a bad FP8 recipe was
     accepted by plan and sweep when no FP8 was searched)."""
     assert_user_error(run_cli(*args, "--model", "llama3-8b", check=False), *needles)
+
+
+NODES_200 = "nodes=" + ",".join(map(str, range(1, 201)))
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["plan", "--nodes", "100000", "--gpus-per-node", "1024"], ["102400000 GPUs", "1048576"]),
+        (["sweep", "--nodes", "100000", "--gpus-per-node", "1024"], ["--gpus-per-node"]),
+        (["sweep", "--nodes", "2", "--gpus-per-node", "128"], ["NIC of its own", "<= 64"]),
+        (
+            ["sweep", "--vary", NODES_200, "--vary", "nics_per_node=1,2"],
+            ["400 combinations", "at most 256"],
+        ),
+    ],
+)
+def test_cluster_and_sweep_sizes_are_bounded(args: list[str], needles: list[str]) -> None:
+    """10^5 nodes of 1024 GPUs took minutes and 10 GB in plan; a sweep's what-if gave 128 GPUs
+    128 NICs and failed on a field the user never typed; --vary lists multiply."""
+    assert_user_error(run_cli(*args, "--model", "llama3-8b", check=False, timeout=60), *needles)
+
+
+def test_largest_cluster_plans_and_sweeps() -> None:
+    """The largest accepted cluster (10^5 nodes of 8 GPUs) plans and sweeps (times in
+    docs/limits.md): a sweep's NIC rates share the groups' spans, and give the same answer
+    as pricing each rate on its own cluster does."""
+    from tierwise.hardware.cluster import load_cluster
+    from tierwise.perf import groups
+    from tierwise.perf.groups import Degrees, group_shape_of
+
+    out = cli_json("sweep", "--nodes", "100000", "--model", "llama3-8b")
+    assert out["needed_Gbps_per_gpu"] > 0 and out["best_layout"]["dp"] > 1
+    slow = load_cluster("dgx-h100", nodes=64, nic="roce200")
+    fast = load_cluster("dgx-h100", nodes=64)
+    d = Degrees(8, 1, 1, 64, 1)
+    shared = [group_shape_of(c, d, "dp") for c in (fast, slow)]
+    groups._SPANS.clear()
+    groups._CACHES.clear()
+    assert group_shape_of(slow, d, "dp") == shared[1] != shared[0]
