@@ -140,6 +140,9 @@ class Framework:
     """Its gradient reduce runs during backward with no flag to turn it off (FSDP2's hooks)."""
     dotted_options: bool = False
     """Its options are dotted config overrides (``--parallelism.x``), not Megatron's flags."""
+    legacy_zero3_before: str | None = None
+    """The release from which its ZeRO-3 gathers overlap compute and skip the per-rank copies;
+    ``Flags.legacy_zero3`` prices the releases before it (None: it has no such history)."""
 
     @property
     def runs_any_dtype(self) -> bool:
@@ -247,6 +250,12 @@ DEEPSPEED = Framework(
     emitter="deepspeed",
     launcher=DEEPSPEED_RUNNER,
     launch_reads_file=True,
+    # Before 0.5.5 (2021-11-02) ZeRO-3 gathered each parameter synchronously through list
+    # collectives, one tensor per rank (deepspeed/runtime/zero/partition_parameters.py
+    # _allgather_param and _reduce_scatter_gradient, v0.3.14-v0.5.4: a torch.cuda.synchronize()
+    # before every gather and after every module's fetch, so no gather ran asynchronously, and
+    # torch's list all_gather copying its output once more, as commit c0eeb69d (#1188) states).
+    legacy_zero3_before="0.5.5",
 )
 GENERIC = Framework(
     name="generic",
@@ -275,6 +284,13 @@ TABLE: Mapping[str, Framework] = MappingProxyType(
     {row.name: row for row in (MEGATRON, TORCHTITAN, DEEPSPEED, GENERIC)}
 )
 LAUNCHED = tuple(name for name, row in TABLE.items() if row.emitter is not None)
+
+
+def legacy_zero3_rows() -> list[Framework]:
+    """The rows whose older releases ran ZeRO-3 as ``Flags.legacy_zero3`` prices it."""
+    return [r for r in TABLE.values() if r.legacy_zero3_before is not None]
+
+
 """The frameworks tierwise plans for and launches (``--framework``)."""
 ANY = "any"
 """``--framework any``: the union of the launched frameworks' spaces."""
