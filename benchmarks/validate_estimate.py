@@ -274,15 +274,13 @@ def run_all() -> list[dict[str, Any]]:
 # leaves open (docs/validation.md has the longer story). Every other row's explanation is its
 # largest predicted terms.
 KNOWN_CAUSES = {
-    "sc21-zero3-530b-640": "ZeRO-3 of 2021 (DeepSpeed in Megatron): the published step "
-    "implies ~35-40 GB/s per GPU for its 4.2 TB of parameter gathers and gradient "
-    "reduce-scatters per step, a quarter of what NCCL's ring reaches on Selene; the model "
-    "prices the NCCL ring",
+    "sc21-zero3-530b-640": "DeepSpeed ZeRO-3 before 0.5.5 (--legacy-zero3): every gather "
+    "and gradient reduce-scatter exposed, with per-rank host time; the errors are flat in "
+    "dp, the ~21% left is not explained (NCCL at 640-2,240 ranks of 2021 uncalibrated)",
     "sc21-zero3-530b-1120": "as sc21-zero3-530b-640",
-    "sc21-zero3-530b-2240": "as sc21-zero3-530b-640; here the gathers (not the compute) "
-    "set the step",
+    "sc21-zero3-530b-2240": "as sc21-zero3-530b-640",
     "bloom-176b-384": "Omni-Path 4 x 100 Gb/s encoded as 2 x HDR 200 (no catalog NIC); "
-    "DeepSpeed's pipeline engine and BF16 optimizer of 2022",
+    "DeepSpeed's pipeline engine: fp32 gradient accumulation and all-reduce priced",
     "mlperf40-gpt3-175b-eos-512-mbs2": "the v4.0 submission (NeMo 24.04, FP8 parameters, "
     "mbs 2) runs 12% faster per sequence than v3.1's mbs 1 rows on the same layout; the "
     "model finds 4% of it (larger GEMMs, a bubble at vpp 4), nothing of the release's own "

@@ -119,8 +119,8 @@ class Flags:
         if self.legacy_zero3 and self.runner.legacy_zero3_before is None:
             runs = [f"{r.name} (before {r.legacy_zero3_before})" for r in legacy_zero3_rows()]
             raise SpecError(
-                f"--legacy-zero3: given with --framework {self.framework or 'none'}, whose "
-                f"ZeRO-3 has no legacy release; allowed with --framework {', '.join(runs)}"
+                f"--legacy-zero3: {self.runner.title} has no legacy ZeRO-3 release; allowed "
+                f"only with --framework {' or '.join(runs)}"
             )
         if self.cache_expert_inputs and self.framework is not None:
             raise SpecError(

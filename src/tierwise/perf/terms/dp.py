@@ -70,6 +70,14 @@ DEEPSPEED_PERSISTENCE_THRESHOLD = 100_000
 # before the coordinator releases them; the next module is prefetched only while the
 # current one and it fit under it.
 DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
+# DeepSpeed's pipeline engine all-reduces fp32 gradients in buckets of this many elements
+# (deepspeed/runtime/pipe/engine.py MEMORY_OPT_ALLREDUCE_SIZE).
+DEEPSPEED_PIPE_ALLREDUCE_BUCKET = 500_000_000
+# HBM bytes per parameter of adding one micro-batch's 16-bit gradient into the fp32 one
+# (BF16 optimizer update_hp_grads: the bf16 gradient read and cast to a temporary fp32
+# tensor, 2 + 4; the add reads it and the fp32 gradient and writes that, 4 + 4 + 4).
+HP_GRAD_ACCUMULATE_BYTES = 18
+FP32_BYTES = 4
 # DeepSpeed's ZeRO-3 before 0.5.5 (`Flags.legacy_zero3`; deepspeed/runtime/zero/
 # partition_parameters.py v0.3.14-v0.5.4): every parameter's all-gather builds a list of one
 # narrowed view per rank and torch's list all_gather then copies each rank's piece out of its
@@ -203,11 +211,36 @@ def dp_comm(
         sent = keep * sent + sharded.applies * (ranks - 1) / ranks * sharded.bytes
         buffers = keep * buffers + sharded.applies * sharded.bytes
         window = keep * window + sharded.applies * micro * compute_s * DP_OVERLAP_EFFICIENCY
+    accumulate = 0.0
+    if runner.pipeline_fp32_grads:
+        piped = f["pp"] > 1
+        own = _pipeline_fp32_grads(s, comm, groups, params)
+        keep = 1 - piped
+        exposed = keep * exposed + piped * own.exposed_s
+        traffic = keep * traffic + piped * own.total_s
+        # The all-reduce sends twice its buffer (reduce-scatter, then all-gather phase).
+        sent = keep * sent + piped * (ranks - 1) / ranks * (own.bytes + params * FP32_BYTES)
+        buffers = keep * buffers + piped * own.bytes
+        window = keep * window
+        shard = shard | piped  # the BF16 optimizer shards its states (its own ZeRO-1)
+        accumulate = piped * micro * params * HP_GRAD_ACCUMULATE_BYTES / hbm_bytes_per_s(s.gpu)
     if "dp_shard" in f:  # HSDP: optimizer states sharded over one replica's ranks
         ranks = f["dp_shard"] * f["cp"]
     opt_params = params / (1 + shard * (ranks - 1))
-    optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu)
+    optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu) + accumulate
     return DataParallel(CommTerm(exposed, traffic, sent, group), window, buffers, optimizer)
+
+
+def _pipeline_fp32_grads(
+    s: Stage, comm: C.CommFn, groups: list[tuple[str, Array]], params: Array
+) -> Sharded:
+    """DP of a framework whose pipeline engine reduces fp32 gradients
+    (`Framework.pipeline_fp32_grads`), per step: their all-reduce after the last micro-batch
+    and the 16-bit weights' all-gather after the step, both exposed; `bytes`: their buffers."""
+    buckets = [-(-n // DEEPSPEED_PIPE_ALLREDUCE_BUCKET) for _, n in groups]
+    ar = _over(comm, "all_reduce", groups, buckets, FP32_BYTES)
+    ag = _over(comm, "all_gather", groups, [1.0] * len(groups), BF16_BYTES)
+    return Sharded(ar + ag, ar + ag, params * (FP32_BYTES + BF16_BYTES), 1.0, "dpcp")
 
 
 def _zero() -> float:
@@ -359,13 +392,16 @@ def _legacy_zero3_s(s: Stage, comm: C.CommFn, ag: Array, gathered: Array, grads:
     gathers = sum(c for c, n in modules if n >= DEEPSPEED_PERSISTENCE_THRESHOLD)
     grad_bytes = main_grad_bytes(f["grad_reduce_bf16"])
     rs = sum([c * comm("dpcp", "reduce_scatter", n / tp * grad_bytes) for c, n in modules])
+    # What the layers leave (embeddings, final norm, output layer): one more reduce-scatter.
+    rest = pos(grads / grad_bytes - s.layers * sum(c * n for c, n in modules) / tp)
     per_rank = ranks * LEGACY_ZERO3_PER_RANK_S
     hbm = hbm_bytes_per_s(s.gpu)
     passes = s.passes * (s.layers * (ag + gathers * per_rank)) + s.passes * gathered * (
         LEGACY_GATHER_HBM_PASSES / hbm
     )
     reduces = s.layers * (rs + sum(c for c, _ in modules) * per_rank)
-    return passes + reduces + grads * LEGACY_REDUCE_HBM_PASSES / hbm
+    rest_rs = (rest > 0) * (comm("dpcp", "reduce_scatter", rest * grad_bytes) + per_rank)
+    return passes + reduces + rest_rs + grads * LEGACY_REDUCE_HBM_PASSES / hbm
 
 
 def largest_module(m: ModelSpec) -> float:
