@@ -11,8 +11,8 @@ from tests.emit_views import torchtitan_view
 from tierwise.errors import SpecError
 from tierwise.frameworks import DEEPSPEED, MEGATRON
 from tierwise.hardware.cluster import load_cluster
-from tierwise.perf.estimate import estimate
 from tierwise.perf.efficiency import hbm_bytes_per_s
+from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import Flags
 from tierwise.perf.terms import dp as dp_term
 from tierwise.perf.terms.dp import (
