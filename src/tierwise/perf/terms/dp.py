@@ -30,7 +30,11 @@ As frameworks run it (their rows in `tierwise.frameworks`, read through `Flags.r
 - DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm, with
   ``stage3_prefetch_bucket_size`` prefetch), forward and again backward, each collective
   paying its latency, which dominates at scale; gradients reduce-scattered every micro-step
-  in ``reduce_bucket_size`` (5e8 elements) buckets.
+  in ``reduce_bucket_size`` (5e8 elements) buckets. Before 0.5.5 (``--legacy-zero3``) every
+  parameter and gradient had its own collective through per-rank lists, with a device
+  synchronisation around every gather: nothing overlapped, and host time grew with dp.
+- DeepSpeed's pipeline engine (bf16): each micro-batch's gradients added into fp32 ones, all-
+  reduced after the last micro-batch, the updated weights gathered after the step: exposed.
 """
 
 from __future__ import annotations
@@ -83,8 +87,8 @@ FP32_BYTES = 4
 # narrowed view per rank and torch's list all_gather then copies each rank's piece out of its
 # flat buffer (one copy launch per rank); every gradient's reduce-scatter narrows one view per
 # rank and torch copies them into a flat buffer. Host seconds per rank per such collective
-# (a Python narrow plus a copy launch): fitted on ../shared/calibration (the SC'21 ZeRO-3
-# runs; benchmarks/validate_estimate.py --fit), bounded by what one launch can cost.
+# (a Python narrow plus a copy launch, 2-30 us): the slope of the SC'21 ZeRO-3 runs' step
+# time in dp (../shared/calibration; benchmarks/validate_estimate.py fit_legacy_zero3).
 LEGACY_ZERO3_PER_RANK_S = 10e-6
 # HBM bytes moved per byte gathered: the zeroed flat buffer written (torch.zeros), the copy
 # out of torch's flattened output read and written.
