@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from tierwise.collectives import tables as T
-from tierwise.collectives.model import auto_candidates, bus_factor, candidates, tree_correction
+from tierwise.collectives.model import (
+    auto_candidates,
+    bus_factor,
+    candidates,
+    graph_channels,
+    tree_correction,
+)
 from tierwise.collectives.predict import group_shape, predict, predicted_busbw
 from tierwise.hardware.cluster import load_cluster
 from tierwise.hardware.placement import Placement
@@ -45,11 +51,33 @@ def test_nvls_tree_gain_on_two_nodes_does_not_carry_to_four() -> None:
     assert four == pytest.approx(366, rel=0.03)
 
 
-def test_tree_on_two_a100_nodes_is_bound_by_the_nvlink_chain() -> None:
-    # chain through 8 GPUs: 2n per GPU on NVLink 3 (300 x 0.78); x0.92 (tuning.cc)
-    assert _busbw("dgx-a100", 2, "tree") == pytest.approx(234 / 2 * 0.92 * 2 * 15 / 16, rel=0.01)
-    # 4 nodes: 2n through the 8 HDR NICs (8 x 24 GB/s)
-    assert _busbw("dgx-a100", 4, "tree") == pytest.approx(192 / 2 * 0.92 * 2 * 31 / 32, rel=0.01)
+def test_tree_on_a100_nodes_is_bound_by_nccls_per_channel_cap() -> None:
+    # NCCL's graph: 8 channels (one per HDR NIC at 24 GB/s); the tuner caps the tree at
+    # 8 x perChMaxTreeBw (Ampere 23.6 on 2 nodes, 17.8 on >= 4), algbw half of it, below the
+    # NVLink chain (234 / 2 x 0.92 x 2) and the NICs
+    assert _busbw("dgx-a100", 2, "tree") == pytest.approx(8 * 23.6 / 2 * 2 * 15 / 16, rel=0.01)
+    assert _busbw("dgx-a100", 4, "tree") == pytest.approx(8 * 17.8 / 2 * 2 * 31 / 32, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "nodes", "extra", "expected"),
+    [
+        ("dgx-h100", 1, {}, 12),  # 370.8 GB/s NVLink: 6 channels at 60, doubled
+        ("dgx-h100", 2, {}, 8),  # 8 NDR NICs at 45 (7 x 48 fit NVLink), not doubled below 50
+        ("dgx-h100", 2, {"nics_per_node": 4}, 8),  # 4 at 48, doubled (4 channels only)
+        ("dgx-a100", 1, {}, 12),  # 240 GB/s: 6 at 40, doubled
+        ("dgx-a100", 2, {}, 8),  # 8 HDR NICs at 24, not doubled below 25
+        ("dgx-b200", 1, {}, 16),  # 720 GB/s: 8 at 90, doubled
+        ("dgx-b200", 2, {}, 8),  # 8 NICs at 48
+        ("gb200-nvl72", 18, {}, 16),  # one rack is one node to NCCL (MNNVL clique)
+        ("gb200-nvl72", 36, {}, 15),  # two racks: 15 x 48 fill one GPU's 720, of 72 NICs
+    ],
+)
+def test_graph_channels_follow_nccls_search(
+    cluster: str, nodes: int, extra: dict, expected: int
+) -> None:
+    c = load_cluster(cluster, nodes=nodes, **extra)
+    assert graph_channels(group_shape(c)) == expected
 
 
 def test_ll_ceiling_by_node_count() -> None:
