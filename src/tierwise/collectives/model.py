@@ -241,8 +241,8 @@ def _searched_channels(arch: str, nvlink_GBps: float, nics: int, nic_GBps: float
             n = min(n, nics * int(nic_GBps // speed))
         if n * speed > best_n * best_speed:
             best_n, best_speed = n, speed
-    sm90 = arch != "ampere"
-    keep = sm90 and best_speed < T.DUP_MIN_SPEED_SM90 and best_n > T.DUP_MAX_CHANNELS_BELOW_SM90_SPEED
+    slow_sm90 = arch != "ampere" and best_speed < T.DUP_MIN_SPEED_SM90
+    keep = slow_sm90 and best_n > T.DUP_MAX_CHANNELS_BELOW_SM90_SPEED
     if best_speed >= T.DUP_MIN_SPEED and not keep:
         best_n = min(2 * best_n, T.GRAPH_MAX_CHANNELS)
     return max(best_n, 1)

@@ -12,6 +12,7 @@ from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
+from tierwise.collectives.tables import NVLS_FILL_LOOPS
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
@@ -89,6 +90,13 @@ def collective(
             "lat_us": c.lat_us,
             "algbw_GBps": c.algbw_GBps,
             "tree_corrected": c.corrected,
+            "nvls_pipeline": {
+                "chunks_in_flight": c.pipeline.ops,
+                "max_chunk_bytes": c.pipeline.chunk,
+                "fill_loops": NVLS_FILL_LOOPS,
+            }
+            if c.pipeline
+            else None,
             "auto": c in auto,
         }
         for c in (candidates(op, shape) if explain else [])
@@ -124,6 +132,13 @@ def register(app: typer.Typer) -> None:
     app.command("collective")(collective)
 
 
+def _pipeline_cell(p: dict[str, Any] | None) -> str:
+    """`loops x chunks x chunk` of an NVLS pipeline's fill, or `-`."""
+    if p is None:
+        return "-"
+    return f"{p['fill_loops']:g} x {p['chunks_in_flight']} x <= {p['max_chunk_bytes'] >> 10} KiB"
+
+
 def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
     """The candidates' table and the ring's busiest uplink per level."""
     rows = [
@@ -133,14 +148,15 @@ def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]
             c["lat_us"],
             c["algbw_GBps"],
             "yes" if c["tree_corrected"] else "-",
+            _pipeline_cell(c["nvls_pipeline"]),
             "yes" if c["auto"] else "forced only",
         )
         for c in explained
     ]
     console.print(
         table(
-            "candidates (time = lat + bytes / (algbw x tree correction))",
-            ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
+            "candidates (time = lat + (bytes + pipeline fill) / (algbw x tree correction))",
+            ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "pipeline fill", "auto"],
             rows,
         )
     )
