@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tierwise.collectives.shape import Shape
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.groups import (
     DEFAULT_ORDER,
@@ -54,7 +55,8 @@ def batch_comm(
     order: tuple[str, ...] = DEFAULT_ORDER,
     scatter: bool = False,
 ) -> CommFn:
-    """Comm-time function over many layouts: one shape lookup per distinct degree tuple."""
+    """Comm-time function over many layouts: one shape lookup per distinct degree tuple, one
+    collective pricing per distinct group shape of each kind (many tuples share a shape)."""
     import numpy as np
 
     # One integer per degree tuple (mixed radix): a 1-D unique is far cheaper than a row one.
@@ -63,16 +65,29 @@ def batch_comm(
     uniq, inverse = np.unique(np.ravel_multi_index(columns, dims), return_inverse=True)
     rows = np.stack(np.unravel_index(uniq, dims), axis=1)
     groups = [layout_groups(cluster, Degrees(*map(int, row)), order, scatter) for row in rows]
-    by_group = np.argsort(inverse, kind="stable")
-    members = np.split(by_group, np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1])
+    by_kind: dict[str, tuple[list[Shape], list[np.ndarray]]] = {}
+
+    def members_of(kind: str) -> tuple[list[Shape], list[np.ndarray]]:
+        """The distinct shapes of `kind` groups and the layouts on each."""
+        if kind not in by_kind:
+            ids: dict[Shape, int] = {}
+            of_tuple = np.array(
+                [-1 if (sh := g.shapes.get(kind)) is None else ids.setdefault(sh, len(ids))
+                 for g in groups],
+                dtype=np.int64,
+            )  # fmt: skip
+            shape_of = of_tuple[inverse]
+            order_ = np.argsort(shape_of, kind="stable")
+            counts = np.bincount(shape_of + 1, minlength=len(ids) + 1)
+            split = np.split(order_, np.cumsum(counts)[:-1])[1:]  # drop the no-group layouts
+            by_kind[kind] = (list(ids), split)
+        return by_kind[kind]
 
     def time(kind: str, op: str, size: Array) -> Array:
         size = np.broadcast_to(np.asarray(size, dtype=float), inverse.shape)
         out = np.zeros(inverse.shape)
-        for g, idx in zip(groups, members, strict=True):
-            shape = g.shapes.get(kind)
-            if shape is not None:
-                out[idx] = comm_time_s(op, shape, size[idx])
+        for shape, idx in zip(*members_of(kind), strict=True):
+            out[idx] = comm_time_s(op, shape, size[idx])
         return out
 
     return time

@@ -30,12 +30,12 @@ from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.straggler import straggler_s
 from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
 from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
-from tierwise.workload.memory import GiB, main_grad_bytes, memory_batch
+from tierwise.workload.memory import GiB, MemoryBreakdown, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
 from tierwise.workload.spec import ModelSpec
 
-__all__ = ["Flags", "step_terms"]
+__all__ = ["Flags", "memory_terms", "step_terms"]
 
 # Share of overlapped (hidden) communication time that still lands on the step: NCCL's
 # kernels occupy 16-32 of the GPU's SMs and compete for HBM while the overlapped GEMMs run.
@@ -57,6 +57,29 @@ def memory_fields(f: dict[str, Any]) -> dict[str, Any]:
     shard = f["dp_shard"]
     fields = {k: v for k, v in f.items() if k != "dp_shard"}
     return fields | {"dp": shard, "gbs": f["gbs"] * shard // f["dp"]}
+
+
+def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> MemoryBreakdown:
+    """Bytes per GPU of each layout as `step_terms` counts them (a `memory_batch` result):
+    cheap beside the step time, so a search prunes on it before pricing."""
+    if flags.runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
+        f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
+    schedule = flags.pipeline_schedule or "1F1B"
+    dual = schedule in DUAL_SCHEDULES
+    flash = flags.flash_attention
+    return memory_batch(
+        m,
+        **memory_fields(f),
+        flash_attention=flash,
+        dropout=not flash,
+        low_precision_params=flags.fp8_param_gather and flags.runner.low_precision_param_gather,
+        param_copies=PARAM_COPIES.get(schedule, 1),
+        dual_pipe=dual,
+        zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
+        if flags.runner.sharded_dp == SHARDED_ZERO3  # DeepSpeed's live-parameter buffers
+        else None,
+        cache_expert_inputs=flags.cache_expert_inputs,
+    )
 
 
 def step_terms(
@@ -105,20 +128,7 @@ def step_terms(
         flags.delay_wgrad_compute or dual,
     )
     pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
-    flash = flags.flash_attention
-    mem = memory_batch(
-        m,
-        **memory_fields(f),
-        flash_attention=flash,
-        dropout=not flash,
-        low_precision_params=flags.fp8_param_gather and flags.runner.low_precision_param_gather,
-        param_copies=PARAM_COPIES.get(schedule, 1),
-        dual_pipe=dual,
-        zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
-        if flags.runner.sharded_dp == SHARDED_ZERO3  # DeepSpeed's live-parameter buffers
-        else None,
-        cache_expert_inputs=flags.cache_expert_inputs,
-    )
+    mem = memory_terms(m, f, flags)
     host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
     exposed = tp.exposed_s + cp.exposed_s + ep.exposed_s + host.exposed_s

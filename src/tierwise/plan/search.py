@@ -12,7 +12,7 @@ import numpy as np
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
-from tierwise.perf.step import Flags
+from tierwise.perf.step import Flags, memory_terms
 from tierwise.perf.train_time import checkpoint_terms, ettr
 from tierwise.plan.diagnose import why_no_layout
 from tierwise.plan.space import RECOMPUTE, Space, build_space
@@ -159,21 +159,23 @@ def search(
     )
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
-    terms = estimate_batch(model, cluster, space.arrays, flags)
-    usable = (cluster.gpu.hbm_gib - headroom_gib) * GiB
-    fits = np.asarray(terms["memory"].total_bytes <= usable, dtype=bool)
+    # Memory first (cheap): only the layouts that fit are priced.
+    memory = memory_terms(model, space.arrays, flags).total_bytes
+    fits = np.asarray(memory <= (cluster.gpu.hbm_gib - headroom_gib) * GiB, dtype=bool)
     if not fits.any():
-        raise SpecError(_nothing_fits_message(model, cluster, space, terms, headroom_gib))
-    score = np.where(fits, _score(terms, space.arrays, objective, cluster, interval_min), np.inf)
+        raise SpecError(_nothing_fits_message(model, cluster, space, memory, headroom_gib))
+    arrays = {key: column[fits] for key, column in space.arrays.items()}
+    terms = estimate_batch(model, cluster, arrays, flags)
+    score = _score(terms, arrays, objective, cluster, interval_min)
     if not np.isfinite(score).any():  # no layout finishes a run: show the fastest steps
-        score = np.where(fits, terms["step_time_s"], np.inf)
-    headroom = cluster.gpu.hbm_gib * GiB - terms["memory"].total_bytes
-    best_score = abs(score[fits].min())  # the best plan's: step time or tokens per dollar
+        score = terms["step_time_s"]
+    headroom = cluster.gpu.hbm_gib * GiB - memory[fits]
+    best_score = abs(score.min())  # the best plan's: step time or tokens per dollar
     order = np.lexsort((-headroom, np.round(score / best_score / TIE_TOLERANCE)))
-    best = [int(i) for i in order[: min(top, int(fits.sum()))]]
+    best = [int(i) for i in order[:top]]
     plans = []
     for i in best:
-        layout = layout_at(space.arrays, i, model.layers)
+        layout = layout_at(arrays, i, model.layers)
         plans.append(estimate(model, cluster, layout, flags))
     elapsed = time.perf_counter() - started
     return PlanResult(plans, space.size, int(fits.sum()), elapsed, precisions_of(space))
@@ -190,9 +192,9 @@ def precisions_of(space: Space) -> tuple[str, ...]:
 
 
 def _nothing_fits_message(
-    model: ModelSpec, cluster: ClusterSpec, space: Space, terms: dict[str, Any], headroom: float
+    model: ModelSpec, cluster: ClusterSpec, space: Space, memory: np.ndarray, headroom: float
 ) -> str:
-    mem = terms["memory"].total_bytes / GiB
+    mem = memory / GiB
     i = int(np.argmin(mem))
     layout = layout_at(space.arrays, i, model.layers)
     return (

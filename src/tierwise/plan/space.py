@@ -7,7 +7,7 @@ options, then pruned by the same divisibility rules `Layout.validate_for` states
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,63 +170,100 @@ def build_space(
         ok &= dp == _ints(fix, "dp", ())[0]
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
-    delayed_fp8 = precision_code("fp8", "delayed")
-    rest = (
-        vpp_opts,
-        mbs_opts,
-        ep_opts,
-        range(len(rc_codes)),
-        range(len(shard_opts)),
-        range(len(codes)),
+    rest = {
+        "vpp": vpp_opts,
+        "mbs": mbs_opts,
+        "ep": ep_opts,
+        "rc": range(len(rc_codes)),
+        "shard": range(len(shard_opts)),
+        "dtype": range(len(codes)),
         # The uneven split only where some kept pipeline depth does not divide the layers.
-        SPLITS if fw.uneven_pp and any(model.layers % p for p in pp[ok]) else SPLITS[:1],
-    )
-    degree, vpp, mbs, ep, rc, shard, dtype, ends_short = _product(np.nonzero(ok)[0], *rest)
-    tp, cp, pp, dp = tp[degree], cp[degree], pp[degree], dp[degree]
-    zero = np.array([s[0] for s in shard_opts])[shard]
-    product = len(ok) * math.prod(len(a) for a in rest)
-    layers = model.layers
-    even = (ends_short == 0) & (layers % (pp * vpp) == 0)
-    first_u, last_u = uneven_split(layers, pp)
-    # Uneven (`uneven_split`, Megatron's --decoder-first/last-pipeline-num-layers; Llama 3
-    # 405B's 126 layers over 16 stages 7/8.../7): searched at a vpp that splits the middle
-    # stages evenly into chunks of 2 layers or more (a --fix vpp= takes any that leaves the
-    # end stages a layer a chunk); a rank's chunks may then differ by one, which the Megatron
-    # emitter states as a --pipeline-model-parallel-layout string.
-    middle = -(-layers // np.maximum(pp, 1))
-    searched = (middle % vpp == 0) & (middle >= 2 * vpp)
-    fits_chunks = (first_u >= vpp) & (searched | ("vpp" in fix))
-    short = (ends_short == 1) & (pp >= 2) & (layers % pp != 0) & fits_chunks
-    ok = (
-        (gbs % (mbs * np.maximum(dp, 1)) == 0)
-        & (even | short)
-        & ((vpp == 1) | (pp > 1))
-        & ((cp * dp) % ep == 0)  # etp = tp: experts regroup the cp*dp ranks
-        & ((pp == 1) | (zero <= fw.pp_zero))
-        & ~((rc_masks[rc] != DEFAULT_MASK) & (np.array(codes)[dtype] == delayed_fp8))
-    )
-    picked = dict(tp=tp, cp=cp, pp=pp, vpp=vpp, mbs=mbs, ep=ep, dp=dp, ends_short=ends_short)
-    sel = {k: v[ok] for k, v in picked.items()}
-    n = len(sel["tp"])
-    first_u, last_u = uneven_split(model.layers, sel["pp"])
-    uneven = sel["ends_short"] == 1
-    even_layers = model.layers // sel["pp"]
+        "ends_short": SPLITS
+        if fw.uneven_pp and any(model.layers % p for p in pp[ok])
+        else SPLITS[:1],
+    }
+    product = len(ok) * math.prod(len(a) for a in rest.values())
+    zero_of = np.array([s[0] for s in shard_opts])
+    rules = _rules(model.layers, gbs, fw, "vpp" in fix, zero_of, rc_masks, np.array(codes))
+    degrees = {"tp": tp[ok], "cp": cp[ok], "pp": pp[ok], "dp": dp[ok]}
+    rows = _pruned_product(degrees, rest, rules)
+    n = len(rows["tp"])
+    first_u, last_u = uneven_split(model.layers, rows["pp"])
+    uneven = rows["ends_short"] == 1
+    even_layers = model.layers // rows["pp"]
     arrays = {
-        **{k: sel[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs")},
-        "etp": sel["tp"],
+        **{k: rows[k] for k in ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs")},
+        "etp": rows["tp"],
         "gbs": np.full(n, gbs),
         "seq": np.full(n, seq),
-        "sp": (sel["tp"] > 1) & _flag(fix, "sp", True),
-        "recompute": rc_codes[rc[ok]],
-        "recompute_modules": rc_masks[rc[ok]],
-        "zero": zero[ok],
-        "distributed_optimizer": np.array([s[1] for s in shard_opts])[shard[ok]],
+        "sp": (rows["tp"] > 1) & _flag(fix, "sp", True),
+        "recompute": rc_codes[rows["rc"]],
+        "recompute_modules": rc_masks[rows["rc"]],
+        "zero": zero_of[rows["shard"]],
+        "distributed_optimizer": np.array([s[1] for s in shard_opts])[rows["shard"]],
         "grad_reduce_bf16": np.full(n, grad16),
-        "precision": np.array(codes)[dtype[ok]],
+        "precision": np.array(codes)[rows["dtype"]],
         "first_stage_layers": np.where(uneven, first_u, even_layers),
         "last_stage_layers": np.where(uneven, last_u, even_layers),
     }
     return Space(arrays, product)
+
+
+Rule = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+def _pruned_product(
+    rows: dict[str, np.ndarray], axes: Mapping[str, Sequence[int]], rules: Mapping[str, Rule]
+) -> dict[str, np.ndarray]:
+    """The rows of `rows` x each axis in turn (itertools.product order), pruned after each
+    axis by its rule: the same candidates as pruning the full product, without building it."""
+    for name, options in axes.items():
+        index, column = _product(np.arange(len(rows["tp"])), options)
+        rows = {k: v[index] for k, v in rows.items()} | {name: column}
+        if name in rules:
+            keep = rules[name](rows)
+            rows = {k: v[keep] for k, v in rows.items()}
+    return rows
+
+
+def _rules(
+    layers: int,
+    gbs: int,
+    fw: Framework,
+    vpp_fixed: bool,
+    zero_of: np.ndarray,
+    rc_masks: np.ndarray,
+    codes: np.ndarray,
+) -> dict[str, Rule]:
+    """What each axis of the product must satisfy once it is added (`Layout.validate_for`'s
+    rules, vectorised)."""
+    delayed_fp8 = precision_code("fp8", "delayed")
+
+    def short(r: dict[str, np.ndarray]) -> np.ndarray:
+        """An uneven split (`uneven_split`, Megatron's --decoder-first/last-pipeline-num-layers;
+        Llama 3 405B's 126 layers over 16 stages 7/8.../7) at this vpp: one that splits the
+        middle stages evenly into chunks of 2 layers or more (a --fix vpp= takes any that
+        leaves the end stages a layer a chunk); a rank's chunks may then differ by one, which
+        the Megatron emitter states as a --pipeline-model-parallel-layout string."""
+        pp, vpp = r["pp"], r["vpp"]
+        middle = -(-layers // np.maximum(pp, 1))
+        searched = (middle % vpp == 0) & (middle >= 2 * vpp)
+        first = uneven_split(layers, pp)[0]
+        return (pp >= 2) & (layers % pp != 0) & (first >= vpp) & (searched | vpp_fixed)
+
+    def even(r: dict[str, np.ndarray]) -> np.ndarray:
+        return layers % (r["pp"] * r["vpp"]) == 0
+
+    return {
+        "vpp": lambda r: ((r["vpp"] == 1) | (r["pp"] > 1)) & (even(r) | short(r)),
+        "mbs": lambda r: gbs % (r["mbs"] * np.maximum(r["dp"], 1)) == 0,
+        "ep": lambda r: (r["cp"] * r["dp"]) % r["ep"] == 0,  # etp = tp: experts regroup cp*dp
+        "shard": lambda r: (r["pp"] == 1) | (zero_of[r["shard"]] <= fw.pp_zero),
+        "dtype": lambda r: (
+            ~((rc_masks[r["rc"]] != DEFAULT_MASK) & (codes[r["dtype"]] == delayed_fp8))
+        ),
+        "ends_short": lambda r: np.where(r["ends_short"] == 1, short(r), even(r)),
+    }
 
 
 def _degree_options(
