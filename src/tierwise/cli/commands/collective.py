@@ -12,6 +12,7 @@ from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
+from tierwise.collectives.shape import Shape
 from tierwise.collectives.tables import NVLS_FILL_LOOPS
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
@@ -82,25 +83,7 @@ def collective(
         from tierwise.report.figures import busbw_figure_file
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
-    auto = set(auto_candidates(op, shape)) if explain else set()
-    explained = [
-        {
-            "algo": c.algo,
-            "proto": c.proto,
-            "lat_us": c.lat_us,
-            "algbw_GBps": c.algbw_GBps,
-            "tree_corrected": c.corrected,
-            "nvls_pipeline": {
-                "chunks_in_flight": c.pipeline.ops,
-                "max_chunk_bytes": c.pipeline.chunk,
-                "fill_loops": NVLS_FILL_LOOPS,
-            }
-            if c.pipeline
-            else None,
-            "auto": c in auto,
-        }
-        for c in (candidates(op, shape) if explain else [])
-    ]
+    explained = _explained(op, shape) if explain else []
     links = shape.busiest_link(channels(shape), ring_crossings(shape)) if explain else []
     if as_json:
         print_json(
@@ -130,6 +113,30 @@ def collective(
 def register(app: typer.Typer) -> None:
     """Add `tierwise collective`."""
     app.command("collective")(collective)
+
+
+def _explained(op: str, shape: Shape) -> list[dict[str, Any]]:
+    """Every candidate's latency and bandwidth, its NVLS pipeline, and whether NCCL's tuner
+    would consider it."""
+    auto = set(auto_candidates(op, shape))
+    return [
+        {
+            "algo": c.algo,
+            "proto": c.proto,
+            "lat_us": c.lat_us,
+            "algbw_GBps": c.algbw_GBps,
+            "tree_corrected": c.corrected,
+            "nvls_pipeline": {
+                "chunks_in_flight": c.pipeline.ops,
+                "max_chunk_bytes": c.pipeline.chunk,
+                "fill_loops": NVLS_FILL_LOOPS,
+            }
+            if c.pipeline
+            else None,
+            "auto": c in auto,
+        }
+        for c in candidates(op, shape)
+    ]
 
 
 def _pipeline_cell(p: dict[str, Any] | None) -> str:
