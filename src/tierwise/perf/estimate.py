@@ -109,6 +109,7 @@ def estimate(
             "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or layout.pp,
         },
         "framework": flags.framework,
+        "legacy_zero3": flags.legacy_zero3,
         "overlap": flags.overlaps(),
         "moe": None
         if model.moe is None

@@ -166,6 +166,7 @@ def step_terms(
         flags.runner,
         flags.fp8_param_gather,
         flags.align_param_gather,
+        flags.legacy_zero3,
     )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
