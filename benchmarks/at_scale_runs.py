@@ -31,6 +31,9 @@ RECIPE_FLAGS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"
 # Megatron-DeepSpeed fork (training from 2022-03; FlashAttention was published 2022-05)
 # computes ALiBi attention with Megatron's scale-mask-softmax kernels, scores in HBM.
 UNFUSED_ATTENTION = {"bloom-176b-384"}
+# Runs of DeepSpeed's ZeRO-3 before its 0.5.5 release (2021-11-02): SC'21's Table 2 (the
+# paper's final version, 2021-08) ran ZeRO-3 through the DeepSpeed of its day.
+LEGACY_ZERO3 = {"sc21-zero3-530b-640", "sc21-zero3-530b-1120", "sc21-zero3-530b-2240"}
 
 
 def load_runs() -> list[dict[str, Any]]:
@@ -81,6 +84,7 @@ def flags_of(run: dict[str, Any]) -> Flags:
         **stated,
         align_param_gather="ALIGN_PARAM_GATHER" in note,
         fp8_param_gather=bool(recipe.get("fp8_param_gather", False)),
+        legacy_zero3=run["id"] in LEGACY_ZERO3,
         framework=lay["framework"],
         attention_backend=lay.get(
             "attention_backend", "unfused" if run["id"] in UNFUSED_ATTENTION else "flash"

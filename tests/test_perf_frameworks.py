@@ -11,8 +11,10 @@ from tests.emit_views import torchtitan_view
 from tierwise.errors import SpecError
 from tierwise.frameworks import DEEPSPEED, MEGATRON
 from tierwise.hardware.cluster import load_cluster
+from tierwise.perf.efficiency import hbm_bytes_per_s
 from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import Flags
+from tierwise.perf.terms import dp as dp_term
 from tierwise.perf.terms.dp import (
     DP_OVERLAP_EFFICIENCY,
     deepspeed_zero3,
@@ -204,3 +206,85 @@ def test_plan_for_one_framework_prices_as_estimate_does() -> None:
     args += [f"--recompute={best['recompute']}"]
     out = cli_json("estimate", *cluster, *args, "--framework", "torchtitan")
     assert out["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+
+
+def test_legacy_zero3_hand_computed() -> None:
+    """DeepSpeed before 0.5.5, llama3-8b on dp 8: per micro-batch, forward and backward each
+    gather the 7 large modules of all 32 layers (one collective each, plus 8 ranks' host
+    time), backward reduce-scatters all 9 modules' gradients one by one (fp32), and the
+    buffers' extra HBM passes; nothing hides behind compute."""
+    s = stage(zero=3)  # 2 micro-batches, no recompute: 2 passes
+    m, params = s.model, stage_params(s)
+    h, kv, ffn = 4096, 1024, 14336
+    gathered = [h * h, h * kv, h * kv, h * h, h * ffn, h * ffn, h * ffn]
+    modules = [*gathered, h, h]  # two RMS norms, under the persistence threshold
+    per_rank = 8 * dp_term.LEGACY_ZERO3_PER_RANK_S
+    hbm = hbm_bytes_per_s(H100)
+    ag_layer = sum(fake_comm("", "", n * 2) for n in gathered)
+    rs_layer = sum(fake_comm("", "", n * 4) for n in modules)
+    share = sum(gathered) / (sum(gathered) + 2 * h)
+    per_micro = (
+        2 * 32 * (ag_layer + 7 * per_rank)
+        + 2 * share * params * 2 * 3 / hbm  # zeroed buffer, copy out: 3 passes a byte
+        + 32 * (rs_layer + 9 * per_rank)
+        + params * 4 * 2 / hbm  # per-rank inputs copied in: 2 passes a byte
+        # embeddings and the final norm: one more reduce-scatter
+        + fake_comm("", "", (params - 32 * sum(modules)) * 4)
+        + per_rank
+    )
+    r = deepspeed_zero3(s, fake_comm, 3.2, params, legacy=True)
+    assert r.exposed_s == pytest.approx(2 * per_micro) == pytest.approx(r.total_s)
+    assert sum(n for n, _ in layer_modules(m)) == 9
+
+
+def test_legacy_zero3_host_time_grows_with_dp_while_bytes_stay_flat() -> None:
+    """The bytes each GPU moves per step do not depend on dp (one micro-batch per GPU); the
+    legacy per-rank host time does, by exactly ranks x collectives x its constant."""
+    m = load_model("llama3-70b")
+    sent, dp_s = [], []
+    for dp in (64, 512):
+        lay = Layout(seq=4096, gbs=dp, mbs=1, dp=dp, zero=3, recompute="full")
+        c = load_cluster("dgx-a100", nodes=dp // 8)
+        r = estimate(m, c, lay, Flags(framework="deepspeed", legacy_zero3=True))
+        sent.append(sum(r["bytes_per_tier"].values()))
+        dp_s.append(r["breakdown"]["dp_comm_s"])
+    assert sent[1] / sent[0] == pytest.approx(1.0, abs=0.02)
+    gathers = sum(c for c, n in layer_modules(m) if n >= 1e5)
+    collectives = 80 * (3 * gathers + sum(c for c, _ in layer_modules(m)))
+    host = (512 - 64) * collectives * dp_term.LEGACY_ZERO3_PER_RANK_S
+    # The rest of the difference is the collectives' own latency on more ranks (> 0).
+    assert dp_s[1] - dp_s[0] > host
+    assert dp_s[1] - dp_s[0] < 1.5 * host
+
+
+def test_legacy_zero3_only_where_a_release_ran_it() -> None:
+    with pytest.raises(SpecError, match="allowed only with --framework deepspeed"):
+        Flags(framework="megatron", legacy_zero3=True)
+    with pytest.raises(SpecError, match="the generic model"):
+        Flags(legacy_zero3=True)
+    base = ("estimate", "--model", "llama3-8b", "--cluster", "dgx-a100", "--nodes", "2")
+    assert_user_error(run_cli(*base, "--legacy-zero3", check=False), "--legacy-zero3")
+    out = cli_json(*base, "--framework", "deepspeed", "--zero", "1", "--legacy-zero3")
+    assert any("--legacy-zero3 changes nothing" in a for a in out["assumed"])
+    on = cli_json(*base, "--framework", "deepspeed", "--zero", "3", "--legacy-zero3")
+    off = cli_json(*base, "--framework", "deepspeed", "--zero", "3")
+    assert on["legacy_zero3"] and not off["legacy_zero3"]
+    assert on["breakdown"]["dp_comm_s"] > off["breakdown"]["dp_comm_s"]
+
+
+def test_deepspeed_pipeline_reduces_fp32_gradients_after_the_last_micro_batch() -> None:
+    """DeepSpeed's pipeline engine (bf16): each micro-batch's gradients added into fp32 ones
+    (18 HBM bytes a parameter), their fp32 all-reduce after the last micro-batch and the
+    updated bf16 weights' gather after the step, both exposed however long the compute."""
+    s = stage(pp=2, dp=4, zero=1)  # 4 micro-batches
+    params = stage_params(s)
+    buckets = -(-params // 500_000_000)
+    ar = buckets * fake_comm("", "", params * 4 / buckets)
+    ag = fake_comm("", "", params * 2)
+    r = dp_comm(s, fake_comm, compute_s=100.0, runner=DEEPSPEED)
+    assert r.comm.exposed_s == pytest.approx(ar + ag) == pytest.approx(r.comm.total_s)
+    adam = params / 4 * dp_term.OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(H100)
+    accumulate = 4 * params * 18 / hbm_bytes_per_s(H100)
+    assert r.optimizer_s == pytest.approx(adam + accumulate)
+    # The generic model hides the same stage's reduce-scatter and gather behind the compute.
+    assert dp_comm(s, fake_comm, compute_s=100.0).comm.exposed_s == 0

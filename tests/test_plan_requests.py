@@ -6,7 +6,10 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.errors import SpecError
@@ -146,3 +149,31 @@ def test_each_framework_reduces_gradients_as_it_does_by_default() -> None:
     assert fp32["communication_data_type"] == "fp32"
     bf16 = deepspeed_config(Layout(dp=8, seq=4096, zero=1, grad_reduce_bf16=True))
     assert "communication_data_type" not in bf16
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=5),
+    st.lists(st.lists(st.integers(1, 8), min_size=1, max_size=4), min_size=1, max_size=3),
+    st.lists(st.integers(2, 5), min_size=3, max_size=3),
+)
+def test_pruning_axis_by_axis_keeps_the_full_products_survivors_in_order(
+    base: list[int], axes_values: list[list[int]], moduli: list[int]
+) -> None:
+    """`_pruned_product` equals building the whole product and pruning it at the end."""
+    from tierwise.plan.space import _pruned_product
+
+    names = [f"a{i}" for i in range(len(axes_values))]
+    axes = dict(zip(names, axes_values, strict=True))
+    # a rule per axis reading that axis and the ones before it
+    rules = {
+        name: (lambda r, n=name, k=moduli[i % 3]: (r[n] + r["tp"]) % k != 0)
+        for i, name in enumerate(names)
+    }
+    got = _pruned_product({"tp": np.array(base)}, axes, rules)
+    full = [
+        row
+        for row in itertools.product(base, *axes_values)
+        if all((row[i + 1] + row[0]) % moduli[i % 3] != 0 for i in range(len(names)))
+    ]
+    assert [tuple(int(got[k][j]) for k in ("tp", *names)) for j in range(len(got["tp"]))] == full

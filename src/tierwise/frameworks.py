@@ -140,6 +140,13 @@ class Framework:
     """Its gradient reduce runs during backward with no flag to turn it off (FSDP2's hooks)."""
     dotted_options: bool = False
     """Its options are dotted config overrides (``--parallelism.x``), not Megatron's flags."""
+    pipeline_fp32_grads: bool = False
+    """With pipelining (16-bit training) its optimizer adds every micro-batch's 16-bit
+    gradients into fp32 ones, all-reduces those after the last micro-batch and gathers the
+    updated 16-bit weights after the step, nothing overlapped (`tierwise.perf.terms.dp`)."""
+    legacy_zero3_before: str | None = None
+    """The release from which its ZeRO-3 gathers overlap compute and skip the per-rank copies;
+    ``Flags.legacy_zero3`` prices the releases before it (None: it has no such history)."""
 
     @property
     def runs_any_dtype(self) -> bool:
@@ -247,6 +254,19 @@ DEEPSPEED = Framework(
     emitter="deepspeed",
     launcher=DEEPSPEED_RUNNER,
     launch_reads_file=True,
+    # Its pipeline engine trains bf16 through the BF16 optimizer (its own ZeRO-1): after every
+    # backward but the last stage's, update_hp_grads adds the bf16 gradients into fp32 ones
+    # (deepspeed/runtime/pipe/engine.py _exec_backward_pass; runtime/bf16_optimizer.py); the
+    # ReduceGrads instruction, after the last micro-batch, all-reduces those fp32 gradients
+    # (_exec_reduce_grads -> _bf16_reduce_grads) and step() all-gathers the updated bf16
+    # weights (all_gather_dp_groups): v0.6 (2022, BLOOM's) to current.
+    pipeline_fp32_grads=True,
+    # Before 0.5.5 (2021-11-02) ZeRO-3 gathered each parameter synchronously through list
+    # collectives, one tensor per rank (deepspeed/runtime/zero/partition_parameters.py
+    # _allgather_param and _reduce_scatter_gradient, v0.3.14-v0.5.4: a torch.cuda.synchronize()
+    # before every gather and after every module's fetch, so no gather ran asynchronously, and
+    # torch's list all_gather copying its output once more, as commit c0eeb69d (#1188) states).
+    legacy_zero3_before="0.5.5",
 )
 GENERIC = Framework(
     name="generic",
@@ -275,6 +295,13 @@ TABLE: Mapping[str, Framework] = MappingProxyType(
     {row.name: row for row in (MEGATRON, TORCHTITAN, DEEPSPEED, GENERIC)}
 )
 LAUNCHED = tuple(name for name, row in TABLE.items() if row.emitter is not None)
+
+
+def legacy_zero3_rows() -> list[Framework]:
+    """The rows whose older releases ran ZeRO-3 as ``Flags.legacy_zero3`` prices it."""
+    return [r for r in TABLE.values() if r.legacy_zero3_before is not None]
+
+
 """The frameworks tierwise plans for and launches (``--framework``)."""
 ANY = "any"
 """``--framework any``: the union of the launched frameworks' spaces."""

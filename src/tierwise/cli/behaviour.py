@@ -66,6 +66,12 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "keep their dispatched and SwiGLU inputs in the layout's format and recompute the "
         "SwiGLU output.",
     ),
+    "legacy_zero3": (
+        ("--legacy-zero3",),
+        "DeepSpeed's ZeRO-3 as released before 0.5.5 (2021): each parameter gathered and each "
+        "gradient reduce-scattered on its own through per-rank list collectives, a device "
+        "synchronisation around every gather (no prefetch overlap).",
+    ),
     "cp_comm": (
         ("--cp-comm-type",),
         "Context parallel comm (Megatron's flag): p2p (ring attention), a2a.",

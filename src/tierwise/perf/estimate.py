@@ -18,6 +18,8 @@ from tierwise.workload.spec import ModelSpec
 if TYPE_CHECKING:
     import numpy as np
 
+    from tierwise.workload.memory import MemoryBreakdown
+
 
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
@@ -107,6 +109,7 @@ def estimate(
             "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or layout.pp,
         },
         "framework": flags.framework,
+        "legacy_zero3": flags.legacy_zero3,
         "overlap": flags.overlaps(),
         "moe": None
         if model.moe is None
@@ -122,8 +125,13 @@ def estimate(
 
 
 def estimate_batch(
-    model: ModelSpec, cluster: ClusterSpec, arrays: dict[str, np.ndarray], flags: Flags = Flags()
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    arrays: dict[str, np.ndarray],
+    flags: Flags = Flags(),
+    memory: MemoryBreakdown | None = None,
 ) -> dict[str, Any]:
-    """Step time, tokens/s, MFU, memory and fit for many layouts at once (arrays in/out)."""
+    """Step time, tokens/s, MFU, memory and fit for many layouts at once (arrays in/out;
+    `memory`: their `memory_terms` where the caller has them)."""
     comm = C.batch_comm(cluster, arrays, flags.order, flags.scatter_nodes)
-    return step_terms(model, cluster, arrays, comm, flags)
+    return step_terms(model, cluster, arrays, comm, flags, memory=memory)

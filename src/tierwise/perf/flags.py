@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.frameworks import LAUNCHED, Framework, row
+from tierwise.frameworks import LAUNCHED, Framework, legacy_zero3_rows, row
 
 FRAMEWORKS = LAUNCHED
 # Megatron-LM's --attention-backend names: flash (FlashAttention) and fused (cuDNN fused
@@ -93,6 +93,11 @@ class Flags:
     # Megatron-core's TransformerConfig.fp8_dot_product_attention: the attention core in FP8
     # (cuDNN), not BF16.
     fp8_dot_product_attention: bool = False
+    # ZeRO-3 as its framework's releases before `Framework.legacy_zero3_before` ran it
+    # (DeepSpeed before 0.5.5, 2021): each parameter gathered and each gradient
+    # reduce-scattered on its own, through list collectives that narrow and copy one tensor
+    # per rank, with a device synchronisation around every gather (tierwise.perf.terms.dp).
+    legacy_zero3: bool = False
 
     def __post_init__(self) -> None:
         if self.attention_backend not in ATTENTION_BACKENDS:
@@ -111,6 +116,12 @@ class Flags:
                 f"--microbatch-group-size-per-virtual-pipeline-stage: {group}; allowed: >= 1"
             )
         row(self.framework)  # a one-line error unless a framework of the table
+        if self.legacy_zero3 and self.runner.legacy_zero3_before is None:
+            runs = [f"{r.name} (before {r.legacy_zero3_before})" for r in legacy_zero3_rows()]
+            raise SpecError(
+                f"--legacy-zero3: {self.runner.title} has no legacy ZeRO-3 release; allowed "
+                f"only with --framework {' or '.join(runs)}"
+            )
         if self.cache_expert_inputs and self.framework is not None:
             raise SpecError(
                 f"--cache-expert-inputs: DeepSeek-V3's own training framework caches expert "

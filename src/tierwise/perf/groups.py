@@ -10,13 +10,14 @@ prices each collective from a memoised (latency, rate) list without touching num
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from tierwise.collectives.model import Candidate, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import Placement, hierarchy, nic_sharing
+from tierwise.hardware.placement import SMALL_WORLD, Placement, hierarchy, nic_sharing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -215,7 +216,9 @@ def _fallback_key(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, .
     return (*d, *map(order.index, ("tp", "cp", "dp", "pp")), GROUP_KINDS.index(kind))
 
 
-def _concurrent_groups(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[list[int]]:
+def _concurrent_groups(
+    d: Degrees, order: tuple[str, ...], kind: str, gpn: int
+) -> list[Sequence[int]]:
     """The groups of `kind` with a rank on the first node (`gpn` GPUs): they run at the same
     time and share its NICs (pp: the two ranks across one stage boundary)."""
     progression = _progression(d, order, kind)
@@ -225,7 +228,12 @@ def _concurrent_groups(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) 
     stride, n = progression
     block = stride * n
     bases = dict.fromkeys((r // block) * block + r % stride for r in range(min(gpn, d.world)))
-    return [[b + k * stride for k in range(n)] for b in bases]
+    if n * len(bases) <= SMALL_WORLD:
+        return [[b + k * stride for k in range(n)] for b in bases]
+    import numpy as np
+
+    steps = np.arange(n, dtype=np.int64) * stride
+    return [steps + b for b in bases]
 
 
 def group_shape_of(

@@ -89,10 +89,12 @@ def step_terms(
     comm: C.CommFn,
     flags: Flags = Flags(),
     middle_layers: Array | None = None,
+    memory: MemoryBreakdown | None = None,
 ) -> dict[str, Any]:
     """Seconds per step of each component, plus the derived metrics (scalars or arrays).
     `middle_layers`: the most layers on a pipeline rank between the first and the last
-    (default: the planner's split, the same count on every middle rank)."""
+    (default: the planner's split, the same count on every middle rank); `memory`: the
+    layouts' `memory_terms`, where the caller has them already."""
     gpu = cluster.gpu
     if flags.runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
         f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
@@ -128,7 +130,7 @@ def step_terms(
         flags.delay_wgrad_compute or dual,
     )
     pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
-    mem = memory_terms(m, f, flags)
+    mem = memory_terms(m, f, flags) if memory is None else memory
     host = offload(gpu, mem.host_offload, work.layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
     exposed = tp.exposed_s + cp.exposed_s + ep.exposed_s + host.exposed_s
@@ -164,6 +166,7 @@ def step_terms(
         flags.runner,
         flags.fp8_param_gather,
         flags.align_param_gather,
+        flags.legacy_zero3,
     )
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the

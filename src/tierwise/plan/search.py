@@ -160,12 +160,13 @@ def search(
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
     # Memory first (cheap): only the layouts that fit are priced.
-    memory = memory_terms(model, space.arrays, flags).total_bytes
+    breakdown = memory_terms(model, space.arrays, flags)
+    memory = breakdown.total_bytes
     fits = np.asarray(memory <= (cluster.gpu.hbm_gib - headroom_gib) * GiB, dtype=bool)
     if not fits.any():
         raise SpecError(_nothing_fits_message(model, cluster, space, memory, headroom_gib))
     arrays = {key: column[fits] for key, column in space.arrays.items()}
-    terms = estimate_batch(model, cluster, arrays, flags)
+    terms = estimate_batch(model, cluster, arrays, flags, breakdown.take(fits))
     score = _score(terms, arrays, objective, cluster, interval_min)
     if not np.isfinite(score).any():  # no layout finishes a run: show the fastest steps
         score = terms["step_time_s"]

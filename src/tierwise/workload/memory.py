@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tierwise.workload.flops import (
     ACT_BYTES,
@@ -134,6 +134,12 @@ class MemoryBreakdown(NamedTuple):
     def total_gib(self) -> Array:
         """Total in GiB (2^30 bytes)."""
         return self.total_bytes / GiB
+
+    def take(self, index: Any) -> MemoryBreakdown:
+        """The breakdown of the layouts at `index` (a mask or indices) of a batch."""
+        import numpy as np
+
+        return MemoryBreakdown(*(v[index] if np.ndim(v) else v for v in self))
 
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and

@@ -112,6 +112,8 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     check_framework(runner, layout, dp_shard)
+    if flags.legacy_zero3 and layout.zero < 3:
+        assumed.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)

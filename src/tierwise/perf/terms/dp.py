@@ -30,12 +30,16 @@ As frameworks run it (their rows in `tierwise.frameworks`, read through `Flags.r
 - DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm, with
   ``stage3_prefetch_bucket_size`` prefetch), forward and again backward, each collective
   paying its latency, which dominates at scale; gradients reduce-scattered every micro-step
-  in ``reduce_bucket_size`` (5e8 elements) buckets.
+  in ``reduce_bucket_size`` (5e8 elements) buckets. Before 0.5.5 (``--legacy-zero3``) every
+  parameter and gradient had its own collective through per-rank lists, with a device
+  synchronisation around every gather: nothing overlapped, and host time grew with dp.
+- DeepSpeed's pipeline engine (bf16): each micro-batch's gradients added into fp32 ones, all-
+  reduced after the last micro-batch, the updated weights gathered after the step: exposed.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import NamedTuple
 
 from tierwise.frameworks import GENERIC, SHARDED_FSDP2, SHARDED_ZERO3, Framework
@@ -70,6 +74,27 @@ DEEPSPEED_PERSISTENCE_THRESHOLD = 100_000
 # before the coordinator releases them; the next module is prefetched only while the
 # current one and it fit under it.
 DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
+# DeepSpeed's pipeline engine all-reduces fp32 gradients in buckets of this many elements
+# (deepspeed/runtime/pipe/engine.py MEMORY_OPT_ALLREDUCE_SIZE).
+DEEPSPEED_PIPE_ALLREDUCE_BUCKET = 500_000_000
+# HBM bytes per parameter of adding one micro-batch's 16-bit gradient into the fp32 one
+# (BF16 optimizer update_hp_grads: the bf16 gradient read and cast to a temporary fp32
+# tensor, 2 + 4; the add reads it and the fp32 gradient and writes that, 4 + 4 + 4).
+HP_GRAD_ACCUMULATE_BYTES = 18
+FP32_BYTES = 4
+# DeepSpeed's ZeRO-3 before 0.5.5 (`Flags.legacy_zero3`; deepspeed/runtime/zero/
+# partition_parameters.py v0.3.14-v0.5.4): every parameter's all-gather builds a list of one
+# narrowed view per rank and torch's list all_gather then copies each rank's piece out of its
+# flat buffer (one copy launch per rank); every gradient's reduce-scatter narrows one view per
+# rank and torch copies them into a flat buffer. Host seconds per rank per such collective
+# (a Python narrow plus a copy launch, 2-30 us): the slope of the SC'21 ZeRO-3 runs' step
+# time in dp (../shared/calibration; benchmarks/validate_estimate.py fit_legacy_zero3).
+LEGACY_ZERO3_PER_RANK_S = 10e-6
+# HBM bytes moved per byte gathered: the zeroed flat buffer written (torch.zeros), the copy
+# out of torch's flattened output read and written.
+LEGACY_GATHER_HBM_PASSES = 3
+# ... per byte reduce-scattered: the per-rank inputs copied into torch's flat buffer.
+LEGACY_REDUCE_HBM_PASSES = 2
 
 
 class DataParallel(NamedTuple):
@@ -122,12 +147,14 @@ def dp_comm(
     runner: Framework = GENERIC,
     fp8_param_gather: bool = True,
     align_param_gather: bool = False,
+    legacy_zero3: bool = False,
 ) -> DataParallel:
     """DP/ZeRO/FSDP communication and optimizer step of the stage `s`, per step; `compute_s`:
     one micro-batch's compute, the window the collectives hide in; `runner`: the framework
     table's row of how it runs (module docstring); `fp8_param_gather`: Megatron's
     --fp8-param-gather (parameters gathered in an FP8/MXFP8 layout's format);
-    `align_param_gather`: Megatron's --align-param-gather (module docstring)."""
+    `align_param_gather`: Megatron's --align-param-gather (module docstring); `legacy_zero3`:
+    ZeRO-3 as DeepSpeed ran it before 0.5.5 (`deepspeed_zero3`)."""
     f, micro = s.f, s.micro
     groups = _dp_groups(s)
     params = groups[0][1] if len(groups) == 1 else groups[0][1] + groups[1][1]
@@ -177,7 +204,10 @@ def dp_comm(
     )
     group = "dpcp"
     if runner.sharded_dp is not None:
-        sharded = SHARDED_PER_BLOCK[runner.sharded_dp](s, comm, compute_s, params)
+        per_block = SHARDED_PER_BLOCK[runner.sharded_dp]
+        if legacy_zero3:
+            per_block = partial(deepspeed_zero3, legacy=True)
+        sharded = per_block(s, comm, compute_s, params)
         group = sharded.group
         keep = 1 - sharded.applies
         exposed = keep * exposed + sharded.applies * sharded.exposed_s
@@ -185,11 +215,36 @@ def dp_comm(
         sent = keep * sent + sharded.applies * (ranks - 1) / ranks * sharded.bytes
         buffers = keep * buffers + sharded.applies * sharded.bytes
         window = keep * window + sharded.applies * micro * compute_s * DP_OVERLAP_EFFICIENCY
+    accumulate = 0.0
+    if runner.pipeline_fp32_grads:
+        piped = f["pp"] > 1
+        own = _pipeline_fp32_grads(s, comm, groups, params)
+        keep = 1 - piped
+        exposed = keep * exposed + piped * own.exposed_s
+        traffic = keep * traffic + piped * own.total_s
+        # The all-reduce sends twice its buffer (reduce-scatter, then all-gather phase).
+        sent = keep * sent + piped * (ranks - 1) / ranks * (own.bytes + params * FP32_BYTES)
+        buffers = keep * buffers + piped * own.bytes
+        window = keep * window
+        shard = shard | piped  # the BF16 optimizer shards its states (its own ZeRO-1)
+        accumulate = piped * micro * params * HP_GRAD_ACCUMULATE_BYTES / hbm_bytes_per_s(s.gpu)
     if "dp_shard" in f:  # HSDP: optimizer states sharded over one replica's ranks
         ranks = f["dp_shard"] * f["cp"]
     opt_params = params / (1 + shard * (ranks - 1))
-    optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu)
+    optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu) + accumulate
     return DataParallel(CommTerm(exposed, traffic, sent, group), window, buffers, optimizer)
+
+
+def _pipeline_fp32_grads(
+    s: Stage, comm: C.CommFn, groups: list[tuple[str, Array]], params: Array
+) -> Sharded:
+    """DP of a framework whose pipeline engine reduces fp32 gradients
+    (`Framework.pipeline_fp32_grads`), per step: their all-reduce after the last micro-batch
+    and the 16-bit weights' all-gather after the step, both exposed; `bytes`: their buffers."""
+    buckets = [-(-n // DEEPSPEED_PIPE_ALLREDUCE_BUCKET) for _, n in groups]
+    ar = _over(comm, "all_reduce", groups, buckets, FP32_BYTES)
+    ag = _over(comm, "all_gather", groups, [1.0] * len(groups), BF16_BYTES)
+    return Sharded(ar + ag, ar + ag, params * (FP32_BYTES + BF16_BYTES), 1.0, "dpcp")
 
 
 def _zero() -> float:
@@ -279,7 +334,9 @@ def layer_modules(m: ModelSpec) -> list[tuple[float, float]]:
     return dense + [(count * (1 - moe_share), size) for count, size in mlp] + experts
 
 
-def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
+def deepspeed_zero3(
+    s: Stage, comm: C.CommFn, compute_s: Array, params: Array, legacy: bool = False
+) -> Sharded:
     """DeepSpeed ZeRO-3, per step: every micro-batch gathers each module's parameters before
     its forward, again before the recompute forward under full recompute (the module hooks
     fire again and the forward released them: deepspeed/runtime/zero/
@@ -291,7 +348,13 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     (1e9 elements: a 530B model's 1.3e9-element QKV) nothing is prefetched and every gather
     waits. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8
     elements) buckets; the last, filled as backward ends, is exposed. None of it shrinks with
-    dp: each GPU receives the whole model's weights per pass."""
+    dp: each GPU receives the whole model's weights per pass.
+
+    `legacy` (releases before 0.5.5): nothing overlaps (a device synchronisation before every
+    gather and after every module's fetch, which also waits for the reduction stream); each
+    gradient is reduce-scattered on its own; every gather and reduce-scatter pays
+    `LEGACY_ZERO3_PER_RANK_S` per rank and its buffers' extra HBM passes. That host time
+    grows with dp while the bytes do not."""
     f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
     ag = sum(
         [
@@ -317,7 +380,32 @@ def deepspeed_zero3(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -
     total = micro * (gathers * blocks * ag + rs)
     gathered = _gathered_share(s.model) * params * BF16_BYTES
     moved = micro * (gathers * gathered + grads)
+    if legacy:
+        total = micro * _legacy_zero3_s(s, comm, ag, gathered, grads)
+        per_micro = total / micro
     return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
+
+
+def _legacy_zero3_s(s: Stage, comm: C.CommFn, ag: Array, gathered: Array, grads: Array) -> Array:
+    """Seconds of one micro-batch's ZeRO-3 collectives as DeepSpeed ran them before 0.5.5, all
+    on the critical path: `ag` (one layer's gathers), `gathered` and `grads` (bytes a pass
+    gathers and backward reduces on one GPU)."""
+    f, tp = s.f, s.f["tp"]
+    ranks = f["dp"] * f["cp"]
+    modules = layer_modules(s.model)
+    gathers = sum(c for c, n in modules if n >= DEEPSPEED_PERSISTENCE_THRESHOLD)
+    grad_bytes = main_grad_bytes(f["grad_reduce_bf16"])
+    rs = sum([c * comm("dpcp", "reduce_scatter", n / tp * grad_bytes) for c, n in modules])
+    # What the layers leave (embeddings, final norm, output layer): one more reduce-scatter.
+    rest = pos(grads / grad_bytes - s.layers * sum(c * n for c, n in modules) / tp)
+    per_rank = ranks * LEGACY_ZERO3_PER_RANK_S
+    hbm = hbm_bytes_per_s(s.gpu)
+    passes = s.passes * (s.layers * (ag + gathers * per_rank)) + s.passes * gathered * (
+        LEGACY_GATHER_HBM_PASSES / hbm
+    )
+    reduces = s.layers * (rs + sum(c for c, _ in modules) * per_rank)
+    rest_rs = (rest > 0) * (comm("dpcp", "reduce_scatter", rest * grad_bytes) + per_rank)
+    return passes + reduces + rest_rs + grads * LEGACY_REDUCE_HBM_PASSES / hbm
 
 
 def largest_module(m: ModelSpec) -> float:
