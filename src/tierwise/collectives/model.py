@@ -2,9 +2,10 @@
 
 Each (algorithm, protocol) reduces to a fixed latency `lat_us` and an algorithm bandwidth
 `algbw_GBps`: time(n bytes) = lat_us + n / (1e3 * algbw_GBps) in us, the form of NCCL's tuner
-(src/graph/tuning.cc; tables in `tables.py`). The tree and NVLS algorithms also take NCCL's
-per-size tree correction. Candidates are built once per group shape; any number of sizes is
-one numpy expression. `auto` picks the fastest candidate per size, as NCCL does.
+(src/graph/tuning.cc; tables in `tables.py`). The tree also takes NCCL's per-size tree
+correction; NVLS and NVLS-tree pay their chunk pipeline's fill (`Pipeline`). Candidates are
+built once per group shape; any number of sizes is one numpy expression. `auto` picks the
+fastest candidate per size, as NCCL does.
 
 Bandwidths are physical first: what each algorithm moves over each tier the group crosses
 (NVLink per GPU, the NICs of each NVLink domain, leaf uplinks), at each tier's effective rate.

@@ -176,9 +176,9 @@ COLLNET_ARITY_LAT_US = 0.4  # CollNet direct: "0.4 us arity serialization latenc
 RING_PLATEAU = {"volta": 1.9, "ampere": 1.4, "hopper": 1.4, "blackwell": 1.4}
 
 # Tree all_reduce bandwidth correction by size (treeCorrectionFactor), per protocol, for
-# 64 B x 2^i, i = 0..23; NCCL also applies it to NVLS-tree on Blackwell x86 hosts, tierwise
-# to NVLS and NVLS-tree everywhere (their logs show the same mid-size shortfall). tierwise
-# interpolates it in log2(size) so time stays monotone between powers of two.
+# 64 B x 2^i, i = 0..23 (NCCL also applies it to NVLS-tree on Blackwell x86 hosts; tierwise
+# prices NVLS and NVLS-tree by their pipeline fill instead, below). tierwise interpolates it
+# in log2(size) so time stays monotone between powers of two.
 TREE_CORRECTION = {
     "LL": (
         *(1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5),
