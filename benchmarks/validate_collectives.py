@@ -162,6 +162,38 @@ def held_out_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def rack_rows() -> list[dict[str, Any]]:
+    """The CoreWeave GB200 NVL72 1- and 2-rack tables (training_runs_at_scale.yaml,
+    `collectives:`), NVLS and CollNet off as they ran, uncalibrated."""
+    import yaml
+
+    doc = yaml.safe_load((CAL.parent / "training_runs_at_scale.yaml").read_text())
+    out = []
+    for table in doc["collectives"]:
+        cluster = load_cluster("gb200-nvl72", nodes=table["nodes"])
+        cluster = cluster.model_copy(update={"in_network_reduction": "none"})
+        k = table["gpus_per_node"]
+        placement = Placement.contiguous(cluster, table["gpus"], ranks_per_node=k)
+        sizes = np.array([r["size_bytes"] for r in table["rows"]], dtype=float)
+        pred = predict(table["op"], group_shape(cluster, placement=placement), sizes)
+        rows = [
+            {
+                "size_bytes": r["size_bytes"],
+                "measured_busbw_GBps": r["oop_busbw_GBps"],
+                "predicted_busbw_GBps": round(float(p), 1),
+                "algo": f"{a}/{pr}",
+                "error": round(float(p) / r["oop_busbw_GBps"] - 1, 4),
+            }
+            for r, p, a, pr in zip(
+                table["rows"], pred.busbw_GBps, pred.algo, pred.proto, strict=True
+            )
+        ]
+        out.append(
+            {"id": table["id"], "racks": table["racks"], "gpus": table["gpus"], "rows": rows}
+        )
+    return out
+
+
 def log_rows() -> list[dict[str, Any]]:
     """Every row of every table: uncalibrated prediction, and `calibrate` on that log."""
     out = []
@@ -232,11 +264,36 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:+.1f}%"
 
 
+def rack_markdown(racks: list[dict[str, Any]]) -> list[str]:
+    """The GB200 NVL72 rack tables' section."""
+    lines = [
+        "",
+        "### GB200 NVL72 racks (CoreWeave, NCCL 2.26.2, NVLS and CollNet off)",
+        "",
+        "From `training_runs_at_scale.yaml` (`collectives:`), uncalibrated. NCCL treats a rack as",
+        "one node (its MNNVL clique): 16 ring channels in one rack, 15 across two (each channel",
+        "passes every GPU: 15 x 48 GB/s fill one GPU's 720 GB/s of NVLink as NCCL counts it),",
+        "which caps the 2-rack tree at 15 x 42.8 GB/s (NCCL 2.30.7's Blackwell 2-node tree;",
+        "2.26.2, which ran the table, had 82.8); see docs/validation-fabric.md.",
+        "",
+        "| racks | size B | measured busbw GB/s | predicted | algo/proto | error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in racks:
+        for r in t["rows"]:
+            lines.append(
+                f"| {t['racks']} | {r['size_bytes']} | {r['measured_busbw_GBps']:.1f} | "
+                f"{r['predicted_busbw_GBps']} | {r['algo']} | {_pct(r['error'])} |"
+            )
+    return lines
+
+
 def markdown(
     points: list[dict[str, Any]],
     logs: list[dict[str, Any]],
     held: list[dict[str, Any]],
     s: dict[str, Any],
+    racks: list[dict[str, Any]],
 ) -> str:
     lines = [
         "## Collectives: predicted vs measured",
@@ -258,6 +315,8 @@ def markdown(
         f"- `NVLS_LINE_SHARE` {T.NVLS_LINE_SHARE}: DGX H100 1x8 NVLS at 16 GiB (x NCCL's Hopper "
         "NVLS efficiency 0.85 = 0.61 of NVLink line rate).",
         f"- `NVLS_TREE_INTRA_SHARE` {T.NVLS_TREE_INTRA_SHARE}: H100 2x8 NVLS-tree at 8 GiB.",
+        f"- `NVLS_FILL_LOOPS` {T.NVLS_FILL_LOOPS:g}: loops of NCCL's NVLS chunks (channels x heads"
+        " x the chunk enqueue.cc picks per size) that fill the pipeline, on the three NVLS tables.",
         "- NVLink 4 ring efficiency 0.82 (nccl issue 1455, nccl-tests 212), NVLink 3 0.78 (Azure"
         " A100), NVLink 5 0.93 (GB200 NVL72 rack ring), NDR 0.94 and HDR 0.96 (per-NIC notes),"
         " RoCE 400 0.87 (the two RoCE points, 4x8 and 5x8, between them): `hardware/data`.",
@@ -307,6 +366,7 @@ def markdown(
             for g in HELD_OUT_GIB
         )
         lines.append(f"| {h['nodes']} | {h['measured_busbw_GBps']} | {cells} |")
+    lines += rack_markdown(racks)
     for lg in logs:
         lines += ["", f"### {lg['log']} ({lg['system']}, algo {lg['algo']})", ""]
         lines.append(
@@ -343,11 +403,13 @@ def markdown(
 
 
 def main() -> None:
-    points, logs, held = point_rows(), log_rows(), held_out_rows()
+    points, logs, held, racks = point_rows(), log_rows(), held_out_rows(), rack_rows()
     s = summary(points)
-    (REPO / "docs" / "validation-collectives.md").write_text(markdown(points, logs, held, s))
+    text = markdown(points, logs, held, s, racks)
+    (REPO / "docs" / "validation-collectives.md").write_text(text)
     brief = [{k: v for k, v in lg.items() if k != "rows"} for lg in logs]
-    print(json.dumps({"summary": s, "points": points, "held_out": held, "logs": brief}, indent=2))
+    out = {"summary": s, "points": points, "held_out": held, "logs": brief, "racks": racks}
+    print(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

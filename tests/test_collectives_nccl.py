@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from tierwise.collectives import tables as T
-from tierwise.collectives.model import auto_candidates, bus_factor, candidates, tree_correction
+from tierwise.collectives.model import (
+    auto_candidates,
+    bus_factor,
+    candidates,
+    graph_channels,
+    tree_correction,
+)
 from tierwise.collectives.predict import group_shape, predict, predicted_busbw
 from tierwise.hardware.cluster import load_cluster
 from tierwise.hardware.placement import Placement
@@ -45,11 +51,33 @@ def test_nvls_tree_gain_on_two_nodes_does_not_carry_to_four() -> None:
     assert four == pytest.approx(366, rel=0.03)
 
 
-def test_tree_on_two_a100_nodes_is_bound_by_the_nvlink_chain() -> None:
-    # chain through 8 GPUs: 2n per GPU on NVLink 3 (300 x 0.78); x0.92 (tuning.cc)
-    assert _busbw("dgx-a100", 2, "tree") == pytest.approx(234 / 2 * 0.92 * 2 * 15 / 16, rel=0.01)
-    # 4 nodes: 2n through the 8 HDR NICs (8 x 24 GB/s)
-    assert _busbw("dgx-a100", 4, "tree") == pytest.approx(192 / 2 * 0.92 * 2 * 31 / 32, rel=0.01)
+def test_tree_on_a100_nodes_is_bound_by_nccls_per_channel_cap() -> None:
+    # NCCL's graph: 8 channels (one per HDR NIC at 24 GB/s); the tuner caps the tree at
+    # 8 x perChMaxTreeBw (Ampere 23.6 on 2 nodes, 17.8 on >= 4), algbw half of it, below the
+    # NVLink chain (234 / 2 x 0.92 x 2) and the NICs
+    assert _busbw("dgx-a100", 2, "tree") == pytest.approx(8 * 23.6 / 2 * 2 * 15 / 16, rel=0.01)
+    assert _busbw("dgx-a100", 4, "tree") == pytest.approx(8 * 17.8 / 2 * 2 * 31 / 32, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "nodes", "extra", "expected"),
+    [
+        ("dgx-h100", 1, {}, 12),  # 370.8 GB/s NVLink: 6 channels at 60, doubled
+        ("dgx-h100", 2, {}, 8),  # 8 NDR NICs at 45 (7 x 48 fit NVLink), not doubled below 50
+        ("dgx-h100", 2, {"nics_per_node": 4}, 8),  # 4 at 48, doubled (4 channels only)
+        ("dgx-a100", 1, {}, 12),  # 240 GB/s: 6 at 40, doubled
+        ("dgx-a100", 2, {}, 8),  # 8 HDR NICs at 24, not doubled below 25
+        ("dgx-b200", 1, {}, 16),  # 720 GB/s: 8 at 90, doubled
+        ("dgx-b200", 2, {}, 8),  # 8 NICs at 48
+        ("gb200-nvl72", 18, {}, 16),  # one rack is one node to NCCL (MNNVL clique)
+        ("gb200-nvl72", 36, {}, 15),  # two racks: 15 x 48 fill one GPU's 720, of 72 NICs
+    ],
+)
+def test_graph_channels_follow_nccls_search(
+    cluster: str, nodes: int, extra: dict, expected: int
+) -> None:
+    c = load_cluster(cluster, nodes=nodes, **extra)
+    assert graph_channels(group_shape(c)) == expected
 
 
 def test_ll_ceiling_by_node_count() -> None:
@@ -124,3 +152,57 @@ def test_predicted_busbw_is_the_public_expectation() -> None:
         _busbw("dgx-h100", 2)
     )
     assert predicted_busbw(c, "all_reduce", 8 * GIB, nodes=64) > 0  # more nodes than the spec
+
+
+def test_nvls_pipeline_fill_follows_nccls_chunk_rules() -> None:
+    # DGX H100 1x8: 16 NVLS channels x 8 heads = 128 chunks in flight; 128 KiB chunks from
+    # 64 x 128 x 128 KiB = 1 GiB, 64 KiB below, 32 KiB below 64 MiB, 16 KiB below 8 MiB
+    shape = _shape("dgx-h100", 1)
+    nvls = _cand("all_reduce", shape, "nvls", "Simple")
+    assert nvls.pipeline is not None and nvls.pipeline.ops == 128
+    kib, mib = 1024, 1 << 20
+    for size, chunk in ((GIB, 128 * kib), (512 * mib, 64 * kib), (32 * mib, 32 * kib)):
+        fill = T.NVLS_FILL_LOOPS * 128 * chunk
+        expected = nvls.lat_us + (size + fill) / (1e3 * nvls.algbw_GBps)
+        assert nvls.time_scalar_us(size) == pytest.approx(expected)
+        assert float(nvls.time_us(np.array([size]))[0]) == pytest.approx(expected)
+    # 4 MiB: 16 KiB chunks, a 2 MiB loop filled twice
+    small = 4 * mib
+    assert nvls.time_scalar_us(small) == pytest.approx(
+        nvls.lat_us + (small + 2 * 2 * mib) / (1e3 * nvls.algbw_GBps)
+    )
+    # a message smaller than one loop fills with its own bytes: 2 x n more
+    tiny = 64 * kib
+    assert nvls.time_scalar_us(tiny) == pytest.approx(
+        nvls.lat_us + 3 * tiny / (1e3 * nvls.algbw_GBps)
+    )
+
+
+def test_nvls_tree_chunk_is_64k_from_four_nodes() -> None:
+    two = _cand("all_reduce", _shape("dgx-h100", 2), "nvls_tree", "Simple").pipeline
+    four = _cand("all_reduce", _shape("dgx-h100", 4), "nvls_tree", "Simple").pipeline
+    assert two is not None and four is not None
+    assert (two.ops, two.chunk, four.chunk) == (128, 128 * 1024, 64 * 1024)
+    # 2 nodes at 1 GiB: 128 KiB chunks (16 MiB loop); below 4 x 16 MiB: 64 KiB
+    assert two.fill_bytes(GIB) == T.NVLS_FILL_LOOPS * 128 * 128 * 1024
+    assert two.fill_bytes(32 << 20) == T.NVLS_FILL_LOOPS * 128 * 64 * 1024
+
+
+def test_pipeline_fill_scalar_and_array_agree_and_grow_with_size() -> None:
+    pipe = _cand("all_reduce", _shape("dgx-b200", 2), "nvls_tree", "Simple").pipeline
+    assert pipe is not None
+    sizes = np.unique(np.geomspace(8, 32 * GIB, 400).astype(np.int64)).astype(float)
+    arr = pipe.fill_bytes_array(sizes)
+    assert np.allclose(arr, [pipe.fill_bytes(float(n)) for n in sizes])
+    assert np.all(np.diff(arr) >= 0)
+
+
+def test_two_nvl72_racks_price_nccls_tree_and_ring_not_one_channel_per_nic() -> None:
+    # NVLS off: 15 graph channels cap the 2-node tree at 15 x 42.8 GB/s (Blackwell, NCCL
+    # 2.30.7), so the ring takes over at large sizes; with 64 channels (2 per NIC) the tree
+    # looked 27% faster than measured at 512 MiB
+    shape = _shape("gb200-nvl72", 36, k=4, inr="none")
+    tree = _cand("all_reduce", shape, "tree", "Simple")
+    assert tree.algbw_GBps == pytest.approx(0.5 * 15 * T.PER_CH_MAX_TREE["blackwell"][1])
+    pred = predict("all_reduce", shape, [512 << 20, 4 * GIB])
+    assert list(pred.algo) == ["tree", "ring"]

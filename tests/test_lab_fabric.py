@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import assert_user_error, run_cli
 from tierwise.lab import fabric, netns, shaping
 
-PREFIX = "twtest-"
+# One prefix per test process: two suites on one machine never touch each other's namespaces.
+PREFIX = f"tw{os.getpid() % 100000}t-"
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.skipif(

@@ -19,15 +19,16 @@ from tierwise.frameworks import frameworks_for
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.flags import Flags
+from tierwise.perf.terms.dp import deepspeed_live_bytes
 from tierwise.plan.emit.megatron import megatron_args
 from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import PlanResult, search
 from tierwise.plan.sweep import workload_needed_bandwidth
-from tierwise.workload.layout import Layout, layouts_to_arrays
+from tierwise.workload.layout import Layout, layout_fields, layouts_to_arrays
 from tierwise.workload.load import load_model
-from tierwise.workload.memory import GiB, memory
+from tierwise.workload.memory import GiB, main_grad_bytes, memory, memory_batch
 from tierwise.workload.pipeline import parse_layout
 from tierwise.workload.spec import ModelSpec
 
@@ -141,12 +142,20 @@ def check_plans(
         assert lay.tp * lay.cp * lay.pp * lay.dp == cluster.world
         assert lay.global_batch % (lay.mbs * lay.dp) == 0
         assert sum(lay.stage_layers(model)) == model.layers
-        held = memory(
-            model,
-            lay,
-            low_precision_params=framework in ("any", "megatron"),
-            framework=framework if framework == "torchtitan" else None,
-        )
+        if framework == "deepspeed" and lay.zero == 3:  # its live-parameter buffers
+            grads = main_grad_bytes(lay.grad_reduce_bf16)
+            held = memory_batch(
+                model,
+                **layout_fields(lay, model),
+                zero3_buffer_bytes=deepspeed_live_bytes(model, lay.tp, grads),
+            )
+        else:
+            held = memory(
+                model,
+                lay,
+                low_precision_params=framework in ("any", "megatron"),
+                framework=framework if framework == "torchtitan" else None,
+            )
         assert held.total_bytes <= cluster.gpu.hbm_gib * GiB
         assert plan["fits"]
         if round_trip:

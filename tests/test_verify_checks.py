@@ -45,8 +45,10 @@ def test_published_dgx_h100_log_passes_the_sample_contract(calibration_dir: Path
     rows = _rows(load_contract(NODE_CONTRACT), log)
     busbw = _one(rows, "nvlink-busbw")
     assert (busbw.status, busbw.tier, busbw.unit) == ("PASS", "intra", "% of model")
-    assert busbw.measured == pytest.approx(98.0, abs=1.5)  # lowest at 1 GiB (467.85 GB/s)
-    assert busbw.size_bytes == 1 << 30
+    # the model's NVLS (with its pipeline fill) is within 1% of the log from 1 GiB; the lowest
+    # ratio is at 16 GiB
+    assert busbw.measured == pytest.approx(100.2, abs=1.0)
+    assert busbw.size_bytes == 16 << 30
     assert busbw.margin == pytest.approx(busbw.measured - 90)
     floor = _one(rows, "nvlink-busbw-floor")
     assert (floor.status, floor.measured, floor.size_bytes) == ("PASS", 477.24, 4 << 30)
@@ -61,7 +63,7 @@ def test_published_dgx_h100_log_passes_the_sample_contract(calibration_dir: Path
 def test_stricter_contract_fails_the_named_check(calibration_dir: Path) -> None:
     log = calibration_dir / "nccl" / "dgx-h100_1x8_all_reduce.txt"
     contract = _strict(
-        **{"nvlink-busbw": {"min_pct_of_model": 99}, "small-latency": {"max_us": 10}}
+        **{"nvlink-busbw": {"min_pct_of_model": 101}, "small-latency": {"max_us": 10}}
     )
     rows = _rows(contract, log)
     failed = {name for name, rs in rows.items() if any(r.status == "FAIL" for r in rs)}

@@ -2,9 +2,10 @@
 
 Each (algorithm, protocol) reduces to a fixed latency `lat_us` and an algorithm bandwidth
 `algbw_GBps`: time(n bytes) = lat_us + n / (1e3 * algbw_GBps) in us, the form of NCCL's tuner
-(src/graph/tuning.cc; tables in `tables.py`). The tree and NVLS algorithms also take NCCL's
-per-size tree correction. Candidates are built once per group shape; any number of sizes is
-one numpy expression. `auto` picks the fastest candidate per size, as NCCL does.
+(src/graph/tuning.cc; tables in `tables.py`). The tree also takes NCCL's per-size tree
+correction; NVLS and NVLS-tree pay their chunk pipeline's fill (`Pipeline`). Candidates are
+built once per group shape; any number of sizes is one numpy expression. `auto` picks the
+fastest candidate per size, as NCCL does.
 
 Bandwidths are physical first: what each algorithm moves over each tier the group crosses
 (NVLink per GPU, the NICs of each NVLink domain, leaf uplinks), at each tier's effective rate.
@@ -55,15 +56,44 @@ P2P_PER_PEER_US = 0.5
 
 
 @dataclass(frozen=True)
+class Pipeline:
+    """NCCL's NVLS pipeline for one group: `ops` chunks in flight (channels x heads), a chunk
+    of `chunk` bytes that `rules` shrink for small messages ((multiple, size): below multiple x
+    ops x chunk bytes the chunk drops to `size`, in order, as enqueue.cc does)."""
+
+    ops: int
+    chunk: int
+    rules: tuple[tuple[int, int], ...]
+
+    def fill_bytes(self, size_bytes: float) -> float:
+        """Bytes' worth of time the pipeline takes to fill for one message."""
+        c = self.chunk
+        for mult, size in self.rules:
+            if size_bytes < mult * self.ops * c and c > size:
+                c = size
+        return T.NVLS_FILL_LOOPS * min(self.ops * c, size_bytes)
+
+    def fill_bytes_array(self, n: np.ndarray) -> np.ndarray:
+        """`fill_bytes` of every size in `n`."""
+        import numpy as np
+
+        c = np.full(n.shape, float(self.chunk))
+        for mult, size in self.rules:
+            c = np.where((n < mult * self.ops * c) & (c > size), float(size), c)
+        return T.NVLS_FILL_LOOPS * np.minimum(self.ops * c, n)
+
+
+@dataclass(frozen=True)
 class Candidate:
-    """One way to run the collective: time(n) = lat_us + n / (1e3 * algbw_GBps * c(n)),
-    c = NCCL's tree correction where `corrected`, else 1."""
+    """One way to run the collective: time(n) = lat_us + (n + f(n)) / (1e3 * algbw_GBps * c(n)),
+    c = NCCL's tree correction where `corrected`, else 1; f = the NVLS `pipeline` fill, else 0."""
 
     algo: str
     proto: str
     lat_us: float
     algbw_GBps: float
     corrected: bool = False
+    pipeline: Pipeline | None = None
 
     def time_us(self, size_bytes: np.ndarray | float) -> np.ndarray:
         """Predicted time in us for message sizes in bytes."""
@@ -71,11 +101,14 @@ class Candidate:
 
         n = np.asarray(size_bytes, dtype=float)
         bw = self.algbw_GBps * (tree_correction(self.proto, n) if self.corrected else 1.0)
-        return self.lat_us + n / (1e3 * bw)
+        moved = n + self.pipeline.fill_bytes_array(n) if self.pipeline else n
+        return self.lat_us + moved / (1e3 * bw)
 
     def time_scalar_us(self, size_bytes: float) -> float:
         """`time_us` of one size in plain Python (the planner's hot path)."""
         bw = self.algbw_GBps * (_correction_scalar(self.proto, size_bytes) if self.corrected else 1)
+        if self.pipeline:
+            size_bytes += self.pipeline.fill_bytes(size_bytes)
         return self.lat_us + size_bytes / (1e3 * bw)
 
 
@@ -111,10 +144,13 @@ def times_us(cands: Sequence[Candidate], size_bytes: np.ndarray) -> np.ndarray:
         return np.zeros((0, n.size))
     lat = np.array([c.lat_us for c in cands])[:, None]
     bw = np.array([c.algbw_GBps for c in cands])[:, None] * np.ones((1, n.size))
+    moved = np.ones((len(cands), 1)) * n[None, :]
     for i, c in enumerate(cands):
         if c.corrected:
             bw[i] = bw[i] * tree_correction(c.proto, n)
-    return lat + n[None, :] / (1e3 * bw)
+        if c.pipeline:
+            moved[i] += c.pipeline.fill_bytes_array(n)
+    return lat + moved / (1e3 * bw)
 
 
 def bus_factor(op: str, p: int) -> float:
@@ -177,6 +213,40 @@ def channels(s: Shape) -> int:
     if not s.crosses_domains:
         return T.ONE_NODE_CHANNELS
     return min(T.CHANNELS_PER_RAIL * s.rails, T.MAX_CHANNELS)
+
+
+def graph_channels(s: Shape) -> int:
+    """Channels of NCCL's ring/tree graph, which the tuner's per-channel caps multiply
+    (tuning.cc `graphs[a]->nChannels`; NCCL opens twice as many at run time, `channels`).
+
+    NCCL's search (search.cc `ncclTopoCompute`) takes the per-channel speed that fits the most
+    bandwidth: every channel passes each GPU of the domain (channels x speed within one GPU's
+    NVLink) and, across domains, enters and leaves through one NIC (channels x speed within the
+    group's NICs); `ncclTopoDupChannels` then doubles a fast graph. So a GB200 NVL72 rack
+    runs 16 channels alone and 15 across racks, not one per NIC. Without NVLink (or outside
+    NCCL's tables) `channels` stands in."""
+    if not s.nccl_nvlink_GBps or s.arch not in T.SEARCH_SPEEDS_INTRA:
+        return channels(s)
+    nics = s.rails if s.crosses_domains else 0
+    return _searched_channels(s.arch, s.nccl_nvlink_GBps, nics, s.nic_line_GBps)
+
+
+@lru_cache(maxsize=256)
+def _searched_channels(arch: str, nvlink_GBps: float, nics: int, nic_GBps: float) -> int:
+    """`graph_channels` of one (architecture, NVLink, NICs) combination."""
+    speeds = (T.SEARCH_SPEEDS_INTER if nics else T.SEARCH_SPEEDS_INTRA)[arch]
+    best_n, best_speed = 0, 0.0
+    for speed in speeds:
+        n = min(int(nvlink_GBps // speed), T.GRAPH_MAX_CHANNELS)
+        if nics:
+            n = min(n, nics * int(nic_GBps // speed))
+        if n * speed > best_n * best_speed:
+            best_n, best_speed = n, speed
+    slow_sm90 = arch != "ampere" and best_speed < T.DUP_MIN_SPEED_SM90
+    keep = slow_sm90 and best_n > T.DUP_MAX_CHANNELS_BELOW_SM90_SPEED
+    if best_speed >= T.DUP_MIN_SPEED and not keep:
+        best_n = min(2 * best_n, T.GRAPH_MAX_CHANNELS)
+    return max(best_n, 1)
 
 
 def _ll_max(s: Shape) -> float:
@@ -329,7 +399,7 @@ def _ring_proto_busbw(s: Shape, busbw: float, proto: str) -> float:
     if proto == "LL":
         return min(_ll_max(s), T.LL_BW_FACTOR * busbw)
     if proto == "LL128":
-        cap = channels(s) * T.PER_CH_MAX_RING_LL128[s.arch][node_index(s)]
+        cap = graph_channels(s) * T.PER_CH_MAX_RING_LL128[s.arch][node_index(s)]
         return min(T.LL128_BW_FACTOR * busbw, cap)
     return busbw
 
@@ -400,7 +470,7 @@ def _tree(s: Shape) -> list[Candidate]:
     if not math.isfinite(phys):
         return []
     idx = node_index(s)
-    nch = channels(s)
+    nch = graph_channels(s)
     simple = min(T.TREE_BW_FACTOR * 2 * phys, nch * T.PER_CH_MAX_TREE[s.arch][idx])
     by_proto = {
         "Simple": simple,
@@ -429,26 +499,40 @@ def _tree(s: Shape) -> list[Candidate]:
 # --- in-switch (NVLS) and in-network (SHARP) reduction ------------------------------------
 
 
+def nvls_pipeline(s: Shape, tree: bool, algbw: float = math.inf) -> Pipeline:
+    """The NVLS pipeline NCCL runs on `s` (NVLS-tree with `tree`): its channels x heads chunks
+    and the chunk rules of enqueue.cc (tables)."""
+    nch = T.NVLS_CHANNELS.get(s.arch, T.NVLS_CHANNELS["hopper"])[int(s.crosses_domains)]
+    ops = nch * max(1, min(s.k, T.NVLS_MAX_HEADS))
+    if tree:
+        many = s.n_dom >= 4
+        chunk = T.NVLS_TREE_MANY_NODES_CHUNK_BYTES if many else T.NVLS_CHUNK_BYTES
+        return Pipeline(ops, chunk, T.NVLS_TREE_CHUNK_RULES)
+    slow = s.crosses_domains and algbw < T.NVLS_NET_SLOW_GBPS
+    chunk = T.NVLS_NET_SLOW_CHUNK_BYTES if slow else T.NVLS_CHUNK_BYTES
+    return Pipeline(ops, chunk, T.NVLS_CHUNK_RULES)
+
+
 def _nvls(s: Shape) -> list[Candidate]:
     """NVLS: the NVSwitch reduces; across domains (NCCL: only with CollNet/SHARP) each domain's
     NICs carry n once up and once down through the SHARP switches.
 
-    NVLS and NVLS-tree take NCCL's per-size tree correction (NCCL itself applies it to NVLS-tree
-    on Blackwell x86 hosts): the NVLS logs in ../shared/calibration/nccl fall short of the
-    uncorrected line by the same 10-40% from 1 MiB to 256 MiB (docs/validation-collectives.md).
+    NVLS and NVLS-tree fill NCCL's chunk pipeline before they stream (`nvls_pipeline`,
+    `T.NVLS_FILL_LOOPS`): with the chunk NCCL picks per size this is what the NVLS logs in
+    ../shared/calibration/nccl fall short of the line by, from 1 MiB up.
     """
     lat = _hw_lat(s, "nvls", "Simple", net=False) + s.intra_overhead_us
     bw = _nvls_GBps(s)
     if s.crosses_domains:
         lat += _inter_lat(s, "nvls", "Simple") + s.net_overhead_us
         bw = min(bw * T.NVLS_TREE_INTRA_SHARE, node_net_GBps(s) * T.SHARP_ALGBW_EFFICIENCY)
-    return [Candidate("nvls", "Simple", lat, bw, corrected=True)]
+    return [Candidate("nvls", "Simple", lat, bw, pipeline=nvls_pipeline(s, False, bw))]
 
 
 def _nvls_tree(s: Shape) -> list[Candidate]:
     """NVLS inside each domain, NCCL's tree between domains: the 2-node tree sends n per node,
     a deeper one 2n, so the 2-node gain does not carry to 4+ nodes; capped per NVLS channel
-    by node count (NCCL's busBw, i.e. nccl-tests busbw). Takes NCCL's per-size tree correction
+    by node count (NCCL's busBw, i.e. nccl-tests busbw). Fills NCCL's NVLS-tree pipeline
     (see `_nvls`)."""
     nvls_ch = T.NVLS_CHANNELS.get(s.arch)
     if nvls_ch is None:
@@ -464,7 +548,7 @@ def _nvls_tree(s: Shape) -> list[Candidate]:
         + s.net_overhead_us
         + 2 * _log2i(s.n_dom) * _inter_lat(s, "nvls_tree", "Simple")
     )
-    return [Candidate("nvls_tree", "Simple", lat, algbw, corrected=True)]
+    return [Candidate("nvls_tree", "Simple", lat, algbw, pipeline=nvls_pipeline(s, True))]
 
 
 def _collnet(s: Shape) -> list[Candidate]:

@@ -95,6 +95,10 @@ class Shape:
     NICs (`domain_nics`) land on `rail_switches` leaf switches (one per rail on rail-optimized
     fabrics); `siblings` groups like this one cross the same switches at once, and the job
     gets `uplink_share` of the uplinks (other jobs take the rest).
+
+    NCCL's view, for its graph search (`collectives.model.graph_channels`): one GPU's NVLink
+    bandwidth as NCCL's topology counts it (`nccl_nvlink_GBps`, 0 without NVLink) and one NIC's
+    line rate (`nic_line_GBps`).
     """
 
     p: int
@@ -133,6 +137,8 @@ class Shape:
     domain_nics: int = 1
     siblings: int = 1
     uplink_share: float = 1.0
+    nccl_nvlink_GBps: float = 0.0
+    nic_line_GBps: float = 0.0
 
     @property
     def crosses_domains(self) -> bool:
@@ -344,4 +350,6 @@ def shape_of(
         domain_nics=max(1, cluster.nics_per_domain),
         siblings=max(1, siblings),
         uplink_share=uplink_share,
+        nccl_nvlink_GBps=T.NCCL_NVLINK_GBPS_PER_GPU.get(cluster.intra.key, 0.0),
+        nic_line_GBps=cluster.inter.nic.line_GBps,
     )

@@ -117,6 +117,47 @@ CHANNELS_PER_RAIL = 2
 ONE_NODE_CHANNELS = 32
 MAX_CHANNELS = 64
 
+# NCCL's ring/tree graph search (src/graph/search.cc, `ncclTopoCompute`), whose channel count
+# the tuner multiplies its per-channel bandwidth caps by (tuning.cc: `graphs[a]->nChannels`).
+# Every channel's ring passes through every GPU of an NVLink domain, so channels x speed must
+# fit one GPU's NVLink bandwidth as NCCL's topology sees it (topo.h SM80_NVLINK_BW 20.0,
+# SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.0 GB/s per link; 12 NVLink 3 links on A100, 18
+# NVLink 4 on H100, 18 NVLink 5 on B200/GB200), and across domains each channel enters and
+# leaves through one NIC at that speed. Speeds per channel tried, GB/s (`speedArrayIntra`,
+# `sm90SpeedArrayIntra`, `sm100SpeedArrayIntra`, and the Inter arrays, NCCL 2.26-2.30).
+NCCL_NVLINK_GBPS_PER_GPU = {"nvlink3": 12 * 20.0, "nvlink4": 18 * 20.6, "nvlink5": 18 * 40.0}
+SEARCH_SPEEDS_INTRA = {
+    "ampere": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    "hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0),
+}
+SEARCH_SPEEDS_INTER = {
+    "ampere": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0),
+    "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0),
+    "blackwell": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0),
+}
+# The ring graph's channel limit (init.cc: ringGraph.maxChannels = MAXCHANNELS / 2).
+GRAPH_MAX_CHANNELS = 32
+# `ncclTopoDupChannels`: a graph found at >= 25 GB/s per channel is duplicated (half the
+# speed each), except on sm90+ below 50 GB/s per channel with more than 4 channels.
+DUP_MIN_SPEED = 25.0
+DUP_MIN_SPEED_SM90 = 50.0
+DUP_MAX_CHANNELS_BELOW_SM90_SPEED = 4
+
+# NVLS pipeline (enqueue.cc, chunk choice per message, NCCL 2.26-2.30): every NVLS channel
+# moves one chunk per head at a time (`concurrentOps` = channels x heads; heads = the domain's
+# GPUs, at most NCCL_MAX_NVLS_ARITY 32, device.h). The chunk starts at NCCL_NVLS_CHUNKSIZE
+# (128 KiB, nvls.cc) and drops to a smaller size below (multiple x concurrentOps x chunk)
+# bytes: NVLS (multiple, chunk) rules, then NVLS-tree's (whose chunk is 64 KiB at >= 4 nodes).
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_MAX_HEADS = 32
+NVLS_CHUNK_RULES = ((64, 65536), (8, 32768), (2, 16384))
+NVLS_TREE_CHUNK_RULES = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+NVLS_TREE_MANY_NODES_CHUNK_BYTES = 65536
+# NVLS across nodes (with SHARP) caps its chunk at 32 KiB when NCCL's NVLS bandwidth is below
+# 150 GB/s.
+NVLS_NET_SLOW_GBPS, NVLS_NET_SLOW_CHUNK_BYTES = 150.0, 32768
+
 # --- protocol and algorithm refinements (ncclTopoTuneModel "model refinements") -----------
 LL_BW_FACTOR = 0.5  # ring LL: half the Simple busBw (capped by the LL ceiling)
 LL128_BW_FACTOR = 0.92  # ring LL128: "0.92 /*120.0/128.0*/"
@@ -135,9 +176,9 @@ COLLNET_ARITY_LAT_US = 0.4  # CollNet direct: "0.4 us arity serialization latenc
 RING_PLATEAU = {"volta": 1.9, "ampere": 1.4, "hopper": 1.4, "blackwell": 1.4}
 
 # Tree all_reduce bandwidth correction by size (treeCorrectionFactor), per protocol, for
-# 64 B x 2^i, i = 0..23; NCCL also applies it to NVLS-tree on Blackwell x86 hosts, tierwise
-# to NVLS and NVLS-tree everywhere (their logs show the same mid-size shortfall). tierwise
-# interpolates it in log2(size) so time stays monotone between powers of two.
+# 64 B x 2^i, i = 0..23 (NCCL also applies it to NVLS-tree on Blackwell x86 hosts; tierwise
+# prices NVLS and NVLS-tree by their pipeline fill instead, below). tierwise interpolates it
+# in log2(size) so time stays monotone between powers of two.
 TREE_CORRECTION = {
     "LL": (
         *(1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5),
@@ -162,6 +203,13 @@ NVLS_LINE_SHARE = 0.717
 # NVLS stage of an NVLS-tree (the switch reduction also feeding the NICs) keeps this share of
 # the single-node NVLS rate: H100 2x8 (Nebius), 8 GiB busbw 467.5 -> algbw 249.4 / 274.2.
 NVLS_TREE_INTRA_SHARE = 0.91
+# Loops of (concurrentOps x chunk) bytes an NVLS or NVLS-tree all_reduce takes to fill its
+# pipeline before it streams (time += loops x min(loop bytes, n) / algbw). Fitted on the three
+# NVLS tables (DGX H100 1x8, H100 2x8, B200 2x8) from 1 MiB up: 2 (one loop in the switch's
+# reduction, one in its broadcast, with the network hop between them overlapped) leaves
+# every row from 128 MiB within 6% (docs/validation-fabric.md); NCCL's tuner instead applies
+# its tree correction by size, which left B200 2x8 at 128 MiB 29% high.
+NVLS_FILL_LOOPS = 2.0
 # SHARP sends each byte once up and once down per rail: algbw = NIC effective bandwidth.
 SHARP_ALGBW_EFFICIENCY = 1.0
 

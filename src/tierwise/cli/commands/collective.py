@@ -12,6 +12,8 @@ from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
+from tierwise.collectives.shape import Shape
+from tierwise.collectives.tables import NVLS_FILL_LOOPS
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
@@ -81,18 +83,7 @@ def collective(
         from tierwise.report.figures import busbw_figure_file
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
-    auto = set(auto_candidates(op, shape)) if explain else set()
-    explained = [
-        {
-            "algo": c.algo,
-            "proto": c.proto,
-            "lat_us": c.lat_us,
-            "algbw_GBps": c.algbw_GBps,
-            "tree_corrected": c.corrected,
-            "auto": c in auto,
-        }
-        for c in (candidates(op, shape) if explain else [])
-    ]
+    explained = _explained(op, shape) if explain else []
     links = shape.busiest_link(channels(shape), ring_crossings(shape)) if explain else []
     if as_json:
         print_json(
@@ -124,6 +115,37 @@ def register(app: typer.Typer) -> None:
     app.command("collective")(collective)
 
 
+def _explained(op: str, shape: Shape) -> list[dict[str, Any]]:
+    """Every candidate's latency and bandwidth, its NVLS pipeline, and whether NCCL's tuner
+    would consider it."""
+    auto = set(auto_candidates(op, shape))
+    return [
+        {
+            "algo": c.algo,
+            "proto": c.proto,
+            "lat_us": c.lat_us,
+            "algbw_GBps": c.algbw_GBps,
+            "tree_corrected": c.corrected,
+            "nvls_pipeline": {
+                "chunks_in_flight": c.pipeline.ops,
+                "max_chunk_bytes": c.pipeline.chunk,
+                "fill_loops": NVLS_FILL_LOOPS,
+            }
+            if c.pipeline
+            else None,
+            "auto": c in auto,
+        }
+        for c in candidates(op, shape)
+    ]
+
+
+def _pipeline_cell(p: dict[str, Any] | None) -> str:
+    """`loops x chunks x chunk` of an NVLS pipeline's fill, or `-`."""
+    if p is None:
+        return "-"
+    return f"{p['fill_loops']:g} x {p['chunks_in_flight']} x <= {p['max_chunk_bytes'] >> 10} KiB"
+
+
 def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
     """The candidates' table and the ring's busiest uplink per level."""
     rows = [
@@ -133,14 +155,15 @@ def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]
             c["lat_us"],
             c["algbw_GBps"],
             "yes" if c["tree_corrected"] else "-",
+            _pipeline_cell(c["nvls_pipeline"]),
             "yes" if c["auto"] else "forced only",
         )
         for c in explained
     ]
     console.print(
         table(
-            "candidates (time = lat + bytes / (algbw x tree correction))",
-            ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "auto"],
+            "candidates (time = lat + (bytes + pipeline fill) / (algbw x tree correction))",
+            ["algo", "proto", "lat us", "algbw GB/s", "tree corr.", "pipeline fill", "auto"],
             rows,
         )
     )
