@@ -3,6 +3,7 @@ bounded readers, bounds at the edge, and the small UX defects a new user found."
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -305,3 +306,34 @@ def test_largest_cluster_plans_and_sweeps() -> None:
     groups._SPANS.clear()
     groups._CACHES.clear()
     assert group_shape_of(slow, d, "dp") == shared[1] != shared[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"nodes": 200000}, "--nodes: 200000; allowed: > 0 and <= 100000"),
+        ({"nics_per_node": 999}, "--nics-per-node: 999; allowed: 0 to 64"),
+        ({"oversubscription": 0.5}, "--oversubscription: 0.5; allowed: >= 1.0"),
+        ({"routing": "zz"}, "--routing: 'zz'; allowed: 'ecmp', 'adaptive' or 'static'"),
+        ({"nic": "foo"}, "--nic: unknown nic 'foo'; allowed: hdr200"),
+    ],
+)
+def test_cluster_overrides_are_named_by_their_flag(overrides: dict, expected: str) -> None:
+    """A bad --nodes/--nics-per-node/... names the flag typed, not the spec field
+    (`cluster dgx-h100: field inter.nics_per_node: ...`); the same value from a file or a
+    log keeps naming its field."""
+    from tierwise.cli.options import CLUSTER_FLAGS
+    from tierwise.errors import SpecError
+    from tierwise.hardware.cluster import load_cluster
+
+    with pytest.raises(SpecError) as err:
+        load_cluster("dgx-h100", CLUSTER_FLAGS, **overrides)
+    assert str(err.value).startswith(expected), str(err.value)
+    with pytest.raises(SpecError, match=r"field|inter\.nic"):
+        load_cluster("dgx-h100", **overrides)
+
+
+def test_cluster_flag_named_end_to_end() -> None:
+    proc = run_cli("show", "cluster", "--nics-per-node", "999", "--json", check=False)
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"].endswith("--nics-per-node: 999; allowed: 0 to 64")

@@ -217,7 +217,8 @@ def build(model: type[M], data: Any, source: str, flags: Mapping[str, str] | Non
             raise SpecError(f"{source}: {msg}") from None
         field = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
-        flag = (flags or {}).get(str(err["loc"][0]))
+        flags = flags or {}
+        flag = flags.get(field, flags.get(str(err["loc"][0])))
         if flag is not None:
             raise SpecError(f"{flag}: {_short(value)}; allowed: {_allowed(model, err)}") from None
         shown = "" if isinstance(value, dict | list) else f" (got {_short(value)})"
@@ -226,22 +227,34 @@ def build(model: type[M], data: Any, source: str, flags: Mapping[str, str] | Non
 
 def _allowed(model: type[BaseModel], err: Any) -> str:
     """What a field allows, from a pydantic error: the literal choices, the bounds of a
-    number (both, from the field's constraints), else pydantic's message."""
+    number (all of them, from the field's constraints), else pydantic's message."""
     if err["type"] == "literal_error":
         return str(err["ctx"]["expected"])
-    if err["type"] in BOUND_ERRORS:
-        info = model.model_fields[str(err["loc"][0])]
-        low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
-        high = next((m.le for m in info.metadata if hasattr(m, "le")), None)
-        if low is not None and high is not None:
-            return f"{low} to {high}"
-        return f">= {low}" if low is not None else f"<= {high}"
+    info = _field_info(model, err["loc"])
+    if err["type"] in BOUND_ERRORS and info is not None:
+        bound = {k: getattr(m, k) for m in info.metadata for k in BOUNDS if hasattr(m, k)}
+        if "ge" in bound and "le" in bound:
+            return f"{bound['ge']} to {bound['le']}"
+        return " and ".join(f"{BOUNDS[k]} {v}" for k, v in bound.items())
     msg = str(err["msg"]).removeprefix("Value error, ")
     return msg[:1].lower() + msg[1:]
 
 
-BOUND_ERRORS = ("greater_than_equal", "less_than_equal")
-"""Pydantic error types of a number outside a field's ge/le bounds."""
+def _field_info(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """Pydantic's FieldInfo of the (nested) field at `loc`, or None."""
+    info = None
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict) or str(part) not in fields:
+            return None
+        info = fields[str(part)]
+        model = info.annotation
+    return info
+
+
+BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+BOUND_ERRORS = ("greater_than_equal", "less_than_equal", "greater_than", "less_than")
+"""Pydantic error types of a number outside a field's bounds."""
 
 
 def _short(value: Any) -> str:

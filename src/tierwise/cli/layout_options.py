@@ -3,12 +3,12 @@ as Megatron-LM names them. The behaviour flags are `tierwise.cli.behaviour`'s.""
 
 from __future__ import annotations
 
-from typing import Annotated, get_args
+from typing import Annotated
 
 import typer
 
 from tierwise.bounds import MAX_SEQ_TOKENS, MAX_SEQUENCES
-from tierwise.cli.options import count_option
+from tierwise.cli.options import count_option, flag_name
 
 TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor parallel size.")]
 CpOpt = Annotated[int | None, typer.Option("--cp", help="Context parallel size.")]
@@ -129,13 +129,8 @@ MemHeadroomOpt = Annotated[
 ]
 
 
-def _flag(option: object) -> str:
-    """The first name of an `Annotated[..., typer.Option(...)]` flag (`--sp` of --sp/--no-sp)."""
-    return str(get_args(option)[1].default).split("/")[0]
-
-
 LAYOUT_FLAGS = {
-    field: _flag(option)
+    field: flag_name(option)
     for field, option in {
         "tp": TpOpt,
         "cp": CpOpt,

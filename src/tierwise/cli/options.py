@@ -105,6 +105,14 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
     ),
 }
 
+
+def flag_name(option: Any) -> str:
+    """The first name of an `Annotated[..., typer.Option(...)]` flag (`--sp` of --sp/--no-sp)."""
+    return str(typing.get_args(option)[1].default).split("/")[0]
+
+
+CLUSTER_FLAGS = {name: flag_name(option) for name, (option, _) in _CLUSTER_OPTIONS.items()}
+"""Cluster override -> its flag, so a bad override is named as it was typed."""
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CLUSTER = _CLUSTER_OPTIONS["cluster"][1]
 _CLUSTER_ARGUMENT = (
@@ -149,7 +157,7 @@ def _as_choice(cluster: str | None, overrides: dict[str, Any]) -> dict[str, Any]
 def _load(cluster: str, overrides: dict[str, Any]) -> dict[str, Any]:
     from tierwise.hardware.cluster import idle_overrides, load_cluster  # only to run
 
-    spec = load_cluster(cluster, **overrides)
+    spec = load_cluster(cluster, CLUSTER_FLAGS, **overrides)
     for note in idle_overrides(spec, overrides):
         typer.echo(f"note: {note}", err=True)
     return {"cluster_spec": spec}

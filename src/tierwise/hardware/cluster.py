@@ -6,7 +6,7 @@ objects at validation time, so a loaded spec is self-contained and dumps reprodu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
 from itertools import accumulate
 from pathlib import Path
@@ -370,18 +370,37 @@ def presets() -> dict[str, dict[str, Any]]:
     return data_yaml("tierwise.hardware", "data/clusters.yaml")
 
 
-def load_cluster(arg: str | Path, **overrides: Any) -> ClusterSpec:
+def load_cluster(
+    arg: str | Path, flags: Mapping[str, str] | None = None, **overrides: Any
+) -> ClusterSpec:
     """A cluster from a preset name or a YAML file, with shape overrides applied.
 
     Overrides (None means keep): nodes, gpus_per_node, nics_per_node, nic, intra, oversubscription,
     nodes_per_leaf (replaces leaf_sizes, gpus_per_leaf and pod_sizes), nvlink_domain_gpus,
     topology (the topology kind), planes, the topology's routing, qps_per_connection,
     pod_oversubscription and leaves_per_pod, and the fleet's slow_node_share,
-    slow_node_slowdown and gpu_speed_spread.
+    slow_node_slowdown and gpu_speed_spread. `flags` (override -> the option that set it)
+    names a bad override by the flag typed.
     """
     data, source = _raw_cluster(str(arg))
     data = apply_overrides(data, **overrides)
-    return build(ClusterSpec, data, source)
+    given = {k for k, v in overrides.items() if v is not None}
+    for key, lookup in (("nic", catalog.nic), ("intra", catalog.link)):
+        if key in given and key in (flags or {}) and isinstance(overrides[key], str):
+            lookup(overrides[key], (flags or {})[key])  # an unknown key, named by its flag
+    named = {override_path(k): flag for k, flag in (flags or {}).items() if k in given}
+    return build(ClusterSpec, data, source, named)
+
+
+def override_path(key: str) -> str:
+    """The dotted cluster field an override sets (`nics_per_node` -> `inter.nics_per_node`)."""
+    if key in FLEET_OVERRIDES:
+        return f"fleet.{key}"
+    if key in ("nics_per_node", "nic"):
+        return f"inter.{key}"
+    if key in (*TOPOLOGY_OVERRIDES, "oversubscription", "planes", "nodes_per_leaf"):
+        return f"topology.{key}"
+    return "topology.kind" if key == "topology" else key
 
 
 def _raw_cluster(arg: str) -> tuple[dict[str, Any], str]:
