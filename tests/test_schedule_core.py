@@ -69,6 +69,19 @@ def test_topo_frag_keeps_whole_leaf_for_waiting_large_job() -> None:
     assert topo_frag(s, 2, reserve=2) is None  # both whole leaves are reserved; 1 node partial
 
 
+def test_naive_reads_the_first_free_nodes_from_their_leaves() -> None:
+    """Naive is first fit by index across leaves, read from the leaves that hold the nodes: a
+    running job's nodes never keep an array of the whole cluster alive (on 100,000 nodes,
+    3.7 GB for 10,000 jobs)."""
+    s = ClusterState(small(nodes=40), down=[1])
+    s.allocate(7, np.array([0, 2, 3, 5, 9, 10, 11, 12, 13]))
+    got = naive(s, 6)
+    assert got.tolist() == np.flatnonzero(s.owner == -1)[:6].tolist() == [4, 6, 7, 8, 14, 15]
+    assert got.base is None or got.base.size < s.nodes
+    assert naive(s, s.free_total).tolist() == np.flatnonzero(s.owner == -1).tolist()
+    assert naive(s, s.free_total + 1) is None
+
+
 def test_topo_frag_takes_a_whole_leaf_that_holds_the_job() -> None:
     """A whole free leaf can be small (down nodes): topo-frag takes the first one that holds
     the job, never fewer nodes than asked."""

@@ -33,8 +33,10 @@ MAX_SEQUENCES = 1 << 24
 MAX_SEQ_TOKENS = 1 << 26
 #: Bytes of one size a user types (message sizes, buffers): 1 PiB.
 MAX_BYTES = 1 << 50
-#: Jobs in a generated trace; ``schedule simulate`` on this many stays within seconds.
-MAX_JOBS = 100_000
+#: Jobs in a generated trace: the simulator takes ~2 s per policy for 50,000 on the default
+#: cluster (three policies ~6 s of CPU); time grows linearly with jobs, and with the distinct
+#: placements a large cluster prices (docs/schedule.md).
+MAX_JOBS = 50_000
 #: Rows of one `sweep --vary` (the product of its value lists): each row is a plan search,
 #: ~10 ms on a small cluster, ~1.5 s on 10^5 nodes.
 MAX_SWEEP_ROWS = 256

@@ -29,10 +29,16 @@ PlaceFn = Callable[[ClusterState, int, int], np.ndarray | None]
 
 
 def naive(state: ClusterState, n: int, reserve: int = 0) -> np.ndarray | None:
-    """First `n` free nodes by index."""
+    """First `n` free nodes by index (read from the leaves that hold them, not the whole
+    cluster: leaves hold consecutive nodes)."""
     if n > state.free_total:
         return None
-    return state.free_nodes()[:n]
+    free = state.free_per_leaf
+    last = int(np.searchsorted(np.cumsum(free), n))  # the leaf holding the n-th free node
+    leaves = free[: last + 1].nonzero()[0].tolist()
+    if len(leaves) == 1:
+        return state.free_nodes(leaves[0])[:n]
+    return np.concatenate([state.free_nodes(leaf) for leaf in leaves])[:n]
 
 
 def topo(state: ClusterState, n: int, reserve: int = 0) -> np.ndarray | None:
