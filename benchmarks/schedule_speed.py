@@ -1,24 +1,35 @@
 """Simulator speed: 10,000 synthetic jobs on a 2,048-node 2:1 cluster, per policy (JSON).
 
 Target: each policy <= 10 s on one laptop core, with either step-time model (`--slowdown`).
+`records_sha256` digests every job's start, end and nodes: equal digests before and after a
+change to the simulator mean it gives the same results.
 Run: .venv/bin/python benchmarks/schedule_speed.py [--slowdown perf|dp-allreduce]
+     .venv/bin/python benchmarks/schedule_speed.py --nodes 32 --jobs 50000 --oversubscription 1
+     (what `tierwise schedule simulate --synthetic 50000` runs)
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 
 from tierwise.hardware.cluster import load_cluster
 from tierwise.schedule.jobs import synthetic
 from tierwise.schedule.policies import POLICIES
-from tierwise.schedule.simulate import simulate
+from tierwise.schedule.simulate import JobRecord, simulate
 from tierwise.schedule.slowdown import SlowdownModel
 from tierwise.schedule.state import ClusterState
 from tierwise.schedule.step_time import STEP_TIMES, step_time_fn
 
 TARGET_S = 10.0
+
+
+def _digest(records: list[JobRecord]) -> str:
+    """sha256 of each job's id, start, end and nodes (floats as their exact repr)."""
+    text = "\n".join(f"{r.id} {r.start_s!r} {r.end_s!r} {r.nodes}" for r in records)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def main() -> None:
@@ -47,6 +58,7 @@ def main() -> None:
                 "mean_jct_s": m["mean_jct_s"],
                 "mean_slowdown": m["mean_slowdown"],
                 "slowdown_cache_entries": model.cache_size,
+                "records_sha256": _digest(result.records),
             }
         )
     print(

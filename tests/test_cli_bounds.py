@@ -172,8 +172,10 @@ def test_lab_errors_are_percent_as_calibrate_prints_them(capsys: pytest.CaptureF
 
 
 def test_schedule_table_says_which_sign_is_better() -> None:
+    """The value is the mean-JCT gain over naive: > 0 is faster (the sign is checked against
+    a trace where topo wins in tests/test_schedule_cli.py)."""
     out = run_cli("schedule", "simulate", "--synthetic", "20").stdout
-    assert "(<0" in out and "faster)" in out
+    assert "(>0" in out and "faster)" in out
 
 
 def test_collective_shows_the_runner_up_and_its_margin() -> None:
@@ -210,3 +212,96 @@ def test_calibrate_on_a_one_rank_log_is_one_line_without_numpy_warnings(tmp_path
     proc = run_cli("calibrate", str(log), check=False)
     assert_user_error(proc, "one rank moves no data", "allowed: logs of 2 or more ranks")
     assert "Warning" not in proc.stderr
+
+
+# -- layout flags named as typed --------------------------------------------------------------
+
+
+def test_every_layout_field_has_its_estimate_flag() -> None:
+    from tierwise.cli.layout_options import LAYOUT_FLAGS
+    from tierwise.workload.layout import Layout
+
+    assert set(LAYOUT_FLAGS) == set(Layout.model_fields)
+    assert LAYOUT_FLAGS["activation_offload_layers"] == "--cpu-offloading-num-layers"
+    assert LAYOUT_FLAGS["sp"] == "--sp" and LAYOUT_FLAGS["dp_shard_degree"] == "--dp-shard"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("recompute", "bad", "--recompute: 'bad'; allowed: 'none', 'selective' or 'full'"),
+        ("zero", 7, "--zero: 7; allowed: 0 to 3"),
+        ("zero", -1, "--zero: -1; allowed: 0 to 3"),
+        ("vpp", 0, "--vpp: 0; allowed: >= 1"),
+        ("etp", 0, "--etp: 0; allowed: >= 1"),
+        ("activation_offload_layers", -1, "--cpu-offloading-num-layers: -1; allowed: >= 0"),
+        ("dp_shard_degree", 0, "--dp-shard: 0; allowed: >= 1"),
+        ("fp8_recipe", "zz", "--fp8-recipe: 'zz'; allowed: 'delayed', 'tensorwise' or"),
+        ("recompute_modules", ["foo"], "--recompute-modules: 'foo'; allowed: 'core_attn'"),
+    ],
+)
+def test_layout_field_errors_name_the_flag(field: str, value: object, expected: str) -> None:
+    from tierwise.cli.layout_options import LAYOUT_FLAGS
+    from tierwise.errors import SpecError
+    from tierwise.workload.layout import Layout
+
+    with pytest.raises(SpecError) as err:
+        Layout.parse({"seq": 4096, field: value}, "layout", LAYOUT_FLAGS)
+    assert str(err.value).startswith(expected), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["estimate", "--recompute", "bad"], ["--recompute: 'bad'", "'selective'"]),
+        (["estimate", "--zero", "7"], ["--zero: 7", "0 to 3"]),
+        (["estimate", "--pp-layers", "9" * 30], ["--pp-layers", f"0 to {MAX_LAYERS}"]),
+        (["plan", "--fp8-recipe", "zz", "--nodes", "2"], ["--fp8-recipe: 'zz'", "tensorwise"]),
+        (["sweep", "--fix", "fp8_recipe=zz", "--nodes", "2"], ["--fix: fp8_recipe='zz'"]),
+    ],
+)
+def test_layout_flag_errors_end_to_end(args: list[str], needles: list[str]) -> None:
+    """The one line names the flag typed, the value and what is allowed (a bad FP8 recipe was
+    accepted by plan and sweep when no FP8 was searched)."""
+    assert_user_error(run_cli(*args, "--model", "llama3-8b", check=False), *needles)
+
+
+NODES_200 = "nodes=" + ",".join(map(str, range(1, 201)))
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["plan", "--nodes", "100000", "--gpus-per-node", "1024"], ["102400000 GPUs", "1048576"]),
+        (["sweep", "--nodes", "100000", "--gpus-per-node", "1024"], ["--gpus-per-node"]),
+        (["sweep", "--nodes", "2", "--gpus-per-node", "128"], ["NIC of its own", "<= 64"]),
+        (
+            ["sweep", "--vary", NODES_200, "--vary", "nics_per_node=1,2"],
+            ["400 combinations", "at most 256"],
+        ),
+    ],
+)
+def test_cluster_and_sweep_sizes_are_bounded(args: list[str], needles: list[str]) -> None:
+    """10^5 nodes of 1024 GPUs took minutes and 10 GB in plan; a sweep's what-if gave 128 GPUs
+    128 NICs and failed on a field the user never typed; --vary lists multiply."""
+    assert_user_error(run_cli(*args, "--model", "llama3-8b", check=False, timeout=60), *needles)
+
+
+def test_largest_cluster_plans_and_sweeps() -> None:
+    """The largest accepted cluster (10^5 nodes of 8 GPUs) plans and sweeps (times in
+    docs/limits.md): a sweep's NIC rates share the groups' spans, and give the same answer
+    as pricing each rate on its own cluster does."""
+    from tierwise.hardware.cluster import load_cluster
+    from tierwise.perf import groups
+    from tierwise.perf.groups import Degrees, group_shape_of
+
+    out = cli_json("sweep", "--nodes", "100000", "--model", "llama3-8b")
+    assert out["needed_Gbps_per_gpu"] > 0 and out["best_layout"]["dp"] > 1
+    slow = load_cluster("dgx-h100", nodes=64, nic="roce200")
+    fast = load_cluster("dgx-h100", nodes=64)
+    d = Degrees(8, 1, 1, 64, 1)
+    shared = [group_shape_of(c, d, "dp") for c in (fast, slow)]
+    groups._SPANS.clear()
+    groups._CACHES.clear()
+    assert group_shape_of(slow, d, "dp") == shared[1] != shared[0]

@@ -169,7 +169,7 @@ def test_estimate_cli_takes_the_megatron_flags() -> None:
     assert modules["memory_gib_per_gpu"] < plain["memory_gib_per_gpu"]
     assert modules["step_time_s"] > plain["step_time_s"] * 0.99
     proc = run_cli(*base, "--recompute-modules", "attention", check=False)
-    assert_user_error(proc, "recompute_modules", "attention")
+    assert_user_error(proc, "--recompute-modules", "attention")
     off = cli_json("estimate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "1",
                    "--cpu-offloading-num-layers", "16", "--json")  # fmt: skip
     assert off["memory"]["host_offload_gib"] > 0

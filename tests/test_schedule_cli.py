@@ -56,6 +56,16 @@ def test_simulate_json_keys_and_comparison(tmp_path: Path) -> None:
     assert (tmp_path / "jct.png").stat().st_size > 1000
 
 
+def test_jct_vs_naive_is_positive_when_faster() -> None:
+    """The JCT comparison's sign is what the table header says: > 0 is faster than naive."""
+    args = ["schedule", "simulate", "--cluster", "pcie-h100", "--nodes", "128"]
+    args += ["--oversubscription", "2", "--synthetic", "300", "--seed", "3"]
+    rows = {r["policy"]: r for r in cli_json(*args, "--policy", "naive,topo")["results"]}
+    assert rows["topo"]["mean_jct_s"] < rows["naive"]["mean_jct_s"]
+    assert rows["topo"]["jct_vs_naive_pct"] > 0 and rows["naive"]["jct_vs_naive_pct"] == 0
+    assert "(>0 faster)" in run_cli(*args, "--policy", "naive,topo").stdout.replace("\n", "")
+
+
 def test_printed_slowdowns_follow_the_fabric() -> None:
     """Same trace, same policy: a 4:1 spine slows naive placements more than 1:1; a fabric
     with 8 NICs of 400G hides the DP all-reduce entirely."""

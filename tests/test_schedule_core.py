@@ -69,6 +69,47 @@ def test_topo_frag_keeps_whole_leaf_for_waiting_large_job() -> None:
     assert topo_frag(s, 2, reserve=2) is None  # both whole leaves are reserved; 1 node partial
 
 
+def test_topo_frag_takes_a_whole_leaf_that_holds_the_job() -> None:
+    """A whole free leaf can be small (down nodes): topo-frag takes the first one that holds
+    the job, never fewer nodes than asked."""
+    s = ClusterState(small(nodes=12), down=[4, 5, 6])
+    s.allocate(1, np.array([0, 1, 2]))  # leaf 0: 1 free; whole: leaf 1 (1 node), leaf 2 (4)
+    assert topo_frag(s, 3, reserve=1).tolist() == [8, 9, 10]
+    assert topo_frag(s, 2, reserve=1).tolist() == [8, 9]
+    assert topo_frag(s, 3, reserve=2) is None  # both whole leaves reserved
+
+
+def test_simulated_trace_by_hand() -> None:
+    """Four jobs on two leaves of 4 nodes at 4:1, with a step time of 4 / uplink share (1 at
+    full rate): every start, end and node, worked out by hand.
+
+    naive: A (2 nodes) 0-1, B (4) 2-5 across both leaves (2 spine-crossing nodes per leaf:
+    share 2, slowdown 2), C (2) 6-7; D (4) waits for A and C, starts at 100 on 0,1,6,7, and
+    then 4 crossing nodes per leaf give B and D a share of 1 (slowdown 4): B has done 50 of
+    its 100 ideal s and ends at 100 + 4 * 50 = 300, D at 100 + 4 * 50 = 300.
+    topo: A leaf 0, B the whole leaf 1, C the rest of leaf 0; D takes leaf 0 at 100."""
+    c = small(nodes=8, over=4.0)
+    jobs = [job(0, 2), job(1, 4), job(2, 2), job(3, 4, duration=50.0)]
+    model = SlowdownModel(c, lambda cls, placement, share: 4.0 / share)
+    got = {}
+    for name in ("naive", "topo"):
+        result = simulate(ClusterState(c), jobs, POLICIES[name], model)
+        got[name] = [(r.start_s, r.end_s, r.nodes) for r in result.records]
+    assert got["naive"] == [
+        (0.0, 100.0, (0, 1)),
+        (0.0, 300.0, (2, 3, 4, 5)),
+        (0.0, 100.0, (6, 7)),
+        (100.0, 300.0, (0, 1, 6, 7)),
+    ]
+    assert got["topo"] == [
+        (0.0, 100.0, (0, 1)),
+        (0.0, 100.0, (4, 5, 6, 7)),
+        (0.0, 100.0, (2, 3)),
+        (100.0, 150.0, (0, 1, 2, 3)),
+    ]
+    assert result.busy_node_s == 2 * 100 + 4 * 100 + 2 * 100 + 4 * 50
+
+
 def test_slowdown_comes_from_fabric() -> None:
     """Spreading a DP job over leaves costs more on a more oversubscribed fabric, nothing when
     it stays in one leaf; a faster NIC shrinks the cost."""

@@ -17,6 +17,10 @@ from tierwise.errors import SpecError
 MAX_GPUS_PER_NODE = 1024
 #: GPUs in one NVLink domain: NVIDIA's largest announced is 576 (Vera Rubin NVL576, GTC 2025).
 MAX_DOMAIN_GPUS = 4096
+#: GPUs in one cluster (nodes x GPUs per node): the largest built have ~2*10^5 (xAI Colossus,
+#: 2025); placement, group and plan models hold a few arrays per GPU, and at 2^20 GPUs a plan
+#: stays within seconds where 10^8 GPUs (10^5 nodes of 1024) took minutes and 10 GB.
+MAX_GPUS = 1 << 20
 #: NIC ports per node: DGX H100/B200 have 8 compute NICs (+2 storage), some designs 16.
 MAX_NICS_PER_NODE = 64
 #: Transformer layers: the deepest published LLMs have ~128 (Llama 3.1 405B: 126).
@@ -31,6 +35,9 @@ MAX_SEQ_TOKENS = 1 << 26
 MAX_BYTES = 1 << 50
 #: Jobs in a generated trace; ``schedule simulate`` on this many stays within seconds.
 MAX_JOBS = 100_000
+#: Rows of one `sweep --vary` (the product of its value lists): each row is a plan search,
+#: ~10 ms on a small cluster, ~1.5 s on 10^5 nodes.
+MAX_SWEEP_ROWS = 256
 #: Random seeds: numpy takes any non-negative integer; tierwise takes those of 63 bits.
 MAX_SEED = 2**63 - 1
 

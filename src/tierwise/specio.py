@@ -19,6 +19,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -200,8 +201,10 @@ def read_json(path: Path) -> Any:
     return parse_json(read_text(path, limit=MAX_SPEC_BYTES, error=SpecError), str(path))
 
 
-def build(model: type[M], data: Any, source: str) -> M:
-    """Validate `data` as `model`; the first problem becomes one SpecError line."""
+def build(model: type[M], data: Any, source: str, flags: Mapping[str, str] | None = None) -> M:
+    """Validate `data` as `model`; the first problem becomes one SpecError line. A field in
+    `flags` (field -> the option the user typed, e.g. ``--recompute``) is named by its flag,
+    with the value and what the field allows."""
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
     check_data(data, source)
@@ -214,8 +217,31 @@ def build(model: type[M], data: Any, source: str) -> M:
             raise SpecError(f"{source}: {msg}") from None
         field = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
+        flag = (flags or {}).get(str(err["loc"][0]))
+        if flag is not None:
+            raise SpecError(f"{flag}: {_short(value)}; allowed: {_allowed(model, err)}") from None
         shown = "" if isinstance(value, dict | list) else f" (got {_short(value)})"
         raise SpecError(f"{source}: field {field}: {msg}{shown}") from None
+
+
+def _allowed(model: type[BaseModel], err: Any) -> str:
+    """What a field allows, from a pydantic error: the literal choices, the bounds of a
+    number (both, from the field's constraints), else pydantic's message."""
+    if err["type"] == "literal_error":
+        return str(err["ctx"]["expected"])
+    if err["type"] in BOUND_ERRORS:
+        info = model.model_fields[str(err["loc"][0])]
+        low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+        high = next((m.le for m in info.metadata if hasattr(m, "le")), None)
+        if low is not None and high is not None:
+            return f"{low} to {high}"
+        return f">= {low}" if low is not None else f"<= {high}"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return msg[:1].lower() + msg[1:]
+
+
+BOUND_ERRORS = ("greater_than_equal", "less_than_equal")
+"""Pydantic error types of a number outside a field's ge/le bounds."""
 
 
 def _short(value: Any) -> str:

@@ -3,7 +3,7 @@ as Megatron-LM names them. The behaviour flags are `tierwise.cli.behaviour`'s.""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
@@ -127,3 +127,37 @@ MemHeadroomOpt = Annotated[
         "fragmentation, NCCL buffers, CUDA graphs.",
     ),
 ]
+
+
+def _flag(option: object) -> str:
+    """The first name of an `Annotated[..., typer.Option(...)]` flag (`--sp` of --sp/--no-sp)."""
+    return str(get_args(option)[1].default).split("/")[0]
+
+
+LAYOUT_FLAGS = {
+    field: _flag(option)
+    for field, option in {
+        "tp": TpOpt,
+        "cp": CpOpt,
+        "ep": EpOpt,
+        "etp": EtpOpt,
+        "pp": PpOpt,
+        "vpp": VppOpt,
+        "dp": DpOpt,
+        "mbs": MbsOpt,
+        "gbs": GbsOpt,
+        "seq": SeqOpt,
+        "sp": SpOpt,
+        "recompute": RecomputeOpt,
+        "recompute_modules": RecomputeModulesOpt,
+        "activation_offload_layers": CpuOffloadLayersOpt,
+        "zero": ZeroOpt,
+        "dtype": DtypeOpt,
+        "fp8_recipe": Fp8RecipeOpt,
+        "distributed_optimizer": DistOptOpt,
+        "grad_reduce_bf16": GradBf16Opt,
+        "pp_layers": PpLayersOpt,
+        "dp_shard_degree": DpShardOpt,
+    }.items()
+}
+"""Layout field -> the estimate flag that sets it, so a bad value is named as it was typed."""

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tierwise.bounds import MAX_DOMAIN_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE
+from tierwise.bounds import MAX_DOMAIN_GPUS, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
@@ -200,6 +200,11 @@ class ClusterSpec(_Spec):
     @model_validator(mode="after")
     def _check_shape(self) -> ClusterSpec:
         domain, npd = self.domain_gpus, self.nodes_per_domain
+        if self.world > MAX_GPUS:
+            raise ValueError(
+                f"nodes*gpus_per_node = {self.nodes}*{self.gpus_per_node} = {self.world} GPUs; "
+                f"allowed: at most {MAX_GPUS} (--nodes, --gpus-per-node)"
+            )
         if domain % self.gpus_per_node:
             raise ValueError(
                 f"nvlink_domain_gpus={domain} must be a multiple of "

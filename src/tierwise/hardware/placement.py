@@ -18,7 +18,7 @@ import math
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -125,15 +125,7 @@ class GroupSpan:
         n_domains, ranks_per_domain, _ = _counts(domain)
         n_leaves = _counts(leaf)[0]
         n_pods = _counts(pod)[0]
-        top_name = (
-            "intra"
-            if n_domains == 1
-            else "leaf"
-            if n_leaves == 1
-            else "spine"
-            if n_pods == 1
-            else "core"
-        )
+        top_name = _top_name(n_domains, n_leaves, n_pods)
         return cls(
             size=len(ranks),
             nodes=_counts(node)[0],
@@ -150,6 +142,12 @@ class GroupSpan:
             **(_rail_fields(placement, ranks, domain) if n_domains > 1 else {}),
         )
 
+    def on(self, cluster: ClusterSpec) -> GroupSpan:
+        """This span with `cluster`'s tiers: the same group on a cluster of the same geometry
+        (nodes, domains, leaves, pods, NICs per node) whose links differ."""
+        top = tier(cluster, _top_name(self.domains, self.leaves, self.pods))
+        return replace(self, top=top, intra=tier(cluster, "intra"))
+
     @property
     def tiers_spanned(self) -> list[str]:
         """Names of the tiers the group's traffic uses, fastest first."""
@@ -158,6 +156,13 @@ class GroupSpan:
         order = ["intra", "leaf", "spine", "core"]
         used = order[1 : order.index(self.top.name) + 1]
         return (["intra"] if self.ranks_per_domain > 1 else []) + used
+
+
+def _top_name(domains: int, leaves: int, pods: int) -> str:
+    """The slowest tier a group spanning these crosses."""
+    if domains == 1:
+        return "intra"
+    return "leaf" if leaves == 1 else "spine" if pods == 1 else "core"
 
 
 def _steps(label: np.ndarray) -> np.ndarray:

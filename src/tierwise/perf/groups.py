@@ -17,7 +17,13 @@ from tierwise.collectives.model import Candidate, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.hardware.placement import SMALL_WORLD, Placement, hierarchy, nic_sharing
+from tierwise.hardware.placement import (
+    SMALL_WORLD,
+    GroupSpan,
+    Placement,
+    hierarchy,
+    nic_sharing,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,6 +167,15 @@ class _ClusterCache:
         self.placements: dict[bool, Placement] = {}
         self.shapes: dict[tuple[tuple[int, ...], bool], Shape] = {}
         self.layouts: dict[tuple[Degrees, tuple[str, ...], bool], LayoutGroups] = {}
+        # what a group's span and NIC sharing depend on (not the links' speeds)
+        self.geometry = (
+            cluster.nodes,
+            cluster.gpus_per_node,
+            cluster.nodes_per_domain,
+            cluster.inter.nics_per_node,
+            cluster.leaf_sizes,
+            cluster.pod_sizes,
+        )
 
     def placement(self, scatter: bool) -> Placement:
         """The contiguous or the scattered placement, built on first use."""
@@ -172,6 +187,10 @@ class _ClusterCache:
 
 _CACHES: dict[int, _ClusterCache] = {}
 _CACHES_KEPT = 64  # clusters whose group shapes stay cached at once
+_SPANS: dict[tuple[object, ...], tuple[GroupSpan, int, int]] = {}
+"""(geometry, shape key, scatter) -> (span, NIC sharing, siblings) of a group: clusters that
+differ only in their links (a sweep over NICs or oversubscription) share them."""
+_SPANS_KEPT = 100_000
 
 
 def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
@@ -254,10 +273,20 @@ def group_shape_of(
     key = (*progression, min(cluster.gpus_per_node, d.world)) if progression else None
     key = key or _fallback_key(d, order, kind)
     if (key, scatter) not in cache.shapes:
-        p = cache.placement(scatter)
-        siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
+        found = _SPANS.get((cache.geometry, key, scatter))
+        if found is None:
+            p = cache.placement(scatter)
+            siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
+            if len(_SPANS) >= _SPANS_KEPT:
+                _SPANS.clear()
+            found = _SPANS[cache.geometry, key, scatter] = (
+                p.span(siblings[0]),
+                nic_sharing(p, siblings),
+                len(siblings),
+            )
+        span, nic_share, siblings_n = found
         cache.shapes[key, scatter] = shape_of(
-            cluster, p.span(siblings[0]), nic_sharing(p, siblings), siblings=len(siblings)
+            cluster, span.on(cluster), nic_share, siblings=siblings_n
         )
     return cache.shapes[key, scatter]
 

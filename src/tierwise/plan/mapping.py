@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -22,26 +23,32 @@ def process_groups(
     for name, kind in MAPPED_KINDS.items():
         if getattr(d, kind) < 2:
             continue
-        _, first, inverse, counts = np.unique(
-            group_ids(d, order, kind), return_index=True, return_inverse=True, return_counts=True
+        _, first, inverse = np.unique(
+            group_ids(d, order, kind), return_index=True, return_inverse=True
         )
-        members = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
-        out[name] = [members[i].tolist() for i in np.argsort(first)]
+        # groups of one kind are equal in size: one row of ranks per group, ascending
+        members = np.argsort(inverse, kind="stable").reshape(len(first), -1)
+        out[name] = members[np.argsort(first)].tolist()
     return out
 
 
 def gpu_names(cluster: ClusterSpec, ranks: list[int], scatter: bool = False) -> list[str]:
     """`nodeN:gpuM` of each global rank under the cluster's placement."""
     placement = placement_for(cluster, scatter)
-    return [f"node{int(placement.node_of[r])}:gpu{int(placement.local_of[r])}" for r in ranks]
+    node, local = (
+        [column[r] for r in ranks] if isinstance(column, tuple) else column[ranks].tolist()
+        for column in (placement.node_of, placement.local_of)
+    )
+    return [f"node{n}:gpu{g}" for n, g in zip(node, local, strict=True)]
 
 
 def group_members(
     cluster: ClusterSpec, layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER
 ) -> dict[str, list[list[str]]]:
     """Every process group of each kind as the GPUs (`nodeN:gpuM`) that form it."""
+    names = gpu_names(cluster, list(range(layout.world)))
     return {
-        name: [gpu_names(cluster, g) for g in groups]
+        name: [[names[r] for r in g] for g in groups]
         for name, groups in process_groups(layout, order).items()
     }
 
@@ -76,3 +83,16 @@ def group_summary(
             }
         )
     return rows
+
+
+def mapping_json(members: dict[str, list[list[str]]]) -> str:
+    """mapping.json: each kind's groups (`group_members`), one group per line (json's indent
+    would put each of a 100,000-node cluster's ~10^6 GPU names on its own line, slowly).
+    GPU names (`nodeN:gpuM`) hold no character JSON escapes."""
+    kinds = [
+        f" {json.dumps(kind)}: [\n"
+        + ",\n".join('  ["' + '", "'.join(g) + '"]' for g in groups)
+        + "\n ]"
+        for kind, groups in members.items()
+    ]
+    return "{\n" + ",\n".join(kinds) + "\n}\n" if kinds else "{}\n"

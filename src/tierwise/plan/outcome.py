@@ -47,7 +47,6 @@ class PlanOutcome:
     result: PlanResult
     layout: Layout
     mapping: list[dict[str, Any]]
-    members: dict[str, list[list[str]]]
     placement: dict[str, Any]
     emitted: dict[str, str]
     refused: str | None
@@ -55,6 +54,12 @@ class PlanOutcome:
     """The rank order the best plan runs (and is emitted) in."""
     runs: list[dict[str, Any]] = field(default_factory=list)
     """Each plan's whole run with --train-tokens (`perf.train_time`; empty dicts without)."""
+
+    @property
+    def members(self) -> dict[str, list[list[str]]]:
+        """Every process group of the best plan as its GPUs (mapping.json; built on demand:
+        a 100,000-node cluster has ~10^6 names per group kind)."""
+        return group_members(self.request.cluster, self.layout, self.order)
 
 
 def run_plan(request: PlanRequest) -> PlanOutcome:
@@ -95,7 +100,6 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         result=result,
         layout=layout,
         mapping=group_summary(request.cluster, layout, flags.order),
-        members=group_members(request.cluster, layout, flags.order),
         placement=placement,
         emitted=emitted,
         refused=refused,

@@ -19,7 +19,7 @@ from tierwise.perf.train_time import TrainRequest
 from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib
 from tierwise.plan.search import OBJECTIVES
 from tierwise.plan.space import parse_fix
-from tierwise.workload.precision import check_supported
+from tierwise.workload.precision import check_supported, format_name
 from tierwise.workload.spec import ModelSpec
 
 SLURM = "slurm"
@@ -89,6 +89,7 @@ def plan_request(
             check_supported(cluster.gpu, dtype, fp8_recipe)
         fixes["dtype"] = dtype
     if fp8_recipe is not None:
+        format_name("fp8", fp8_recipe)  # one line naming --fp8-recipe and the recipes
         fixes["fp8_recipe"] = fp8_recipe
     kinds = tuple(emit)
     if SLURM in kinds and fw is not None and fw.launch_reads_file and fw.emitter not in kinds:

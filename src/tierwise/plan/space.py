@@ -95,6 +95,9 @@ def parse_fix(text: str | None) -> dict[str, str]:
         if not sep or key not in FIXABLE:
             raise SpecError(f"--fix: {item!r} is not KEY=VALUE with KEY in {', '.join(FIXABLE)}")
         out[key] = value.strip()
+    recipe = out.get("fp8_recipe")
+    if recipe is not None and recipe not in FP8_RECIPES:
+        raise SpecError(f"--fix: fp8_recipe={recipe!r}; allowed: {', '.join(FP8_RECIPES)}")
     return out
 
 

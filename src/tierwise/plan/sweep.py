@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from tierwise.bounds import MAX_NICS_PER_NODE
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
@@ -164,6 +165,13 @@ def layout_summary(layout: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _with_nic_rate(cluster: ClusterSpec, rate_Gbps: float) -> ClusterSpec:
+    """`cluster` with one NIC of `rate_Gbps` per GPU."""
+    if cluster.gpus_per_node > MAX_NICS_PER_NODE:
+        raise SpecError(
+            f"sweep: {cluster.gpus_per_node} GPUs per node; the bandwidth what-if gives each "
+            f"GPU a NIC of its own, and a node has at most {MAX_NICS_PER_NODE} "
+            f"(allowed: --gpus-per-node <= {MAX_NICS_PER_NODE})"
+        )
     nic = cluster.inter.nic
     data = dump_cluster(cluster)
     data["inter"]["nic"] = NIC(

@@ -40,9 +40,9 @@ def topo(state: ClusterState, n: int, reserve: int = 0) -> np.ndarray | None:
     if n > state.free_total:
         return None
     free = state.free_per_leaf
-    fits = np.flatnonzero(free >= n)
+    fits = (free >= n).nonzero()[0]
     if len(fits):
-        return state.free_nodes(int(fits[np.argmin(free[fits])]))[:n]
+        return state.free_nodes(int(fits[free[fits].argmin()]))[:n]
     pod_free = np.bincount(state.pod_of_leaf, weights=free, minlength=state.pods)
     pods = np.flatnonzero(pod_free >= n)
     if len(pods) and state.pods > 1:
@@ -61,8 +61,9 @@ def topo_frag(state: ClusterState, n: int, reserve: int = 0) -> np.ndarray | Non
     fits = partial[free[partial] >= n]
     if len(fits):
         return state.free_nodes(int(fits[np.argmin(free[fits])]))[:n]
-    if len(whole) > reserve:
-        return state.free_nodes(int(whole[0]))[:n]
+    roomy = whole[free[whole] >= n]  # a whole leaf may be small (down nodes, a short last leaf)
+    if len(whole) > reserve and len(roomy):
+        return state.free_nodes(int(roomy[0]))[:n]
     if free[partial].sum() >= n:
         return _greedy(state, partial, n)
     return None

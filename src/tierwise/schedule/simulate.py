@@ -1,11 +1,12 @@
 """Event-driven simulation of a job trace on a cluster under one placement policy.
 
-Events (a heapq): arrivals, completions, and wake-ups of jobs waiting for a better placement.
-After each batch of same-time events, one scheduling pass walks the queue in (priority desc,
-arrival) order and starts every job the policy can place (list scheduling with backfill, no
-reservations except `topo-frag`'s whole-leaf one). A job's ideal work progresses at
-1 / slowdown; when jobs that cross the spine start or end, every job sharing their leaves'
-uplinks gets its slowdown re-evaluated and its completion re-scheduled.
+Events: arrivals (from the trace, in time order), and from a heapq completions and wake-ups
+of jobs waiting for a better placement. After each batch of same-time events, one scheduling
+pass walks the queue in (priority desc, arrival) order and starts every job the policy can
+place (list scheduling with backfill, no reservations except `topo-frag`'s whole-leaf one). A
+job's ideal work progresses at 1 / slowdown; a job inside one leaf is priced once, at its
+start; when jobs that cross the spine start or end, every job sharing their leaves' uplinks
+gets its slowdown re-evaluated and its completion re-scheduled.
 
 `max_wait_s`: a job whose best placement now uses more leaves than its minimum
 (ceil(nodes / nodes_per_leaf)) waits up to this long after arrival for a better one, then
@@ -19,6 +20,7 @@ import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,13 +30,13 @@ from tierwise.schedule.policies import Policy
 from tierwise.schedule.slowdown import Signature, SlowdownModel, leaf_share, share_bucket
 from tierwise.schedule.state import ClusterState
 
-ARRIVE, WAKE, FINISH = 0, 1, 2
-"""Event kinds; at equal times arrivals are handled first."""
+WAKE, FINISH = 1, 2
+"""Kinds of heap events (arrivals come from the trace in time order)."""
 
 
-@dataclass(frozen=True)
-class JobRecord:
-    """What happened to one job: times in s, its nodes, leaves, slowdown = run / ideal."""
+class JobRecord(NamedTuple):
+    """What happened to one job: times in s, its nodes, leaves, slowdown = run / ideal (a
+    named tuple: a simulation makes one per job)."""
 
     id: str
     arrival_s: float
@@ -90,11 +92,11 @@ class SimResult:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Running:
     job: int
     nodes: np.ndarray
-    leaf_list: list[int]
+    per_leaf: dict[int, int]  # node count in each leaf used, by ascending leaf
     start_s: float
     remaining_s: float  # ideal seconds of work left
     since_s: float
@@ -118,6 +120,7 @@ class _Sim:
     crossing: list[int] = field(init=False)  # nodes per leaf of running multi-leaf jobs
     on_leaf: list[set[int]] = field(init=False)  # multi-leaf running jobs per leaf
     waking: set[int] = field(default_factory=set)
+    queued: Counter[int] = field(default_factory=Counter)  # queued jobs by nodes wanted
     now: float = 0.0
     busy_node_s: float = 0.0
     frag_s: float = 0.0
@@ -129,28 +132,41 @@ class _Sim:
         self.need = [j.cls.nodes(gpn) for j in self.jobs]
         npl = self.state.nodes_per_leaf
         self.min_leaves = [-(-n // npl) for n in self.need]
-        for i, j in enumerate(self.jobs):
-            self.push(j.arrival_s, ARRIVE, i)
+        self.full_share = self.model.full_share
 
     def push(self, t: float, kind: int, job: int, version: int = 0) -> None:
         heapq.heappush(self.events, (t, kind, job, version))
 
     def run(self) -> None:
-        while self.events:
-            t = self.events[0][0]
+        """Arrivals in time order (ties by index) merged with the heap of wake-ups and
+        completions; all events of one time are one batch, then one scheduling pass."""
+        jobs, events, running, queue, queued, need = (
+            self.jobs, self.events, self.running, self.queue, self.queued, self.need
+        )  # fmt: skip
+        state = self.state
+        arrivals = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
+        times = [jobs[i].arrival_s for i in arrivals] + [math.inf]
+        a = 0
+        while a < len(arrivals) or events:
+            t = min(times[a], events[0][0]) if events else times[a]
             self.advance(t)
+            while times[a] == t:
+                i = arrivals[a]
+                bisect.insort(queue, (-jobs[i].priority, t, i))
+                queued[need[i]] += 1
+                a += 1
             changed: set[int] = set()
-            while self.events and self.events[0][0] == t:
-                _, kind, i, version = heapq.heappop(self.events)
-                if kind == ARRIVE:
-                    j = self.jobs[i]
-                    bisect.insort(self.queue, (-j.priority, j.arrival_s, i))
-                elif kind == FINISH and i in self.running and self.running[i].version == version:
+            while events and events[0][0] == t:
+                _, kind, i, version = heapq.heappop(events)
+                if kind == FINISH and i in running and running[i].version == version:
                     changed |= self.finish(i)
-            changed |= self.schedule()
-            self.reprice(changed)
+            if queued and min(queued) <= state.free_total:  # else no policy can start one
+                changed |= self.schedule()
+            if changed:
+                self.reprice(changed)
 
     def advance(self, t: float) -> None:
+        """Move the clock to `t`, adding busy node-seconds and fragmentation-seconds."""
         dt = t - self.now
         used = self.state.usable - self.state.free_total
         self.busy_node_s += used * dt
@@ -158,38 +174,43 @@ class _Sim:
         self.now = t
 
     def schedule(self) -> set[int]:
-        """One pass over the queue; returns the jobs whose uplink share may have changed."""
+        """One pass over the queue; returns the jobs whose uplink share may have changed.
+
+        Every policy refuses a job larger than the free nodes, and one that could not place
+        `n` nodes places no larger job in the same pass (nodes only get taken): jobs above
+        `bound` are passed over without asking the policy. Called with a job queued that
+        fits the free nodes."""
         changed: set[int] = set()
-        npl, state = self.state.nodes_per_leaf, self.state
+        npl, state, need = self.state.nodes_per_leaf, self.state, self.need
         reserve = 0
-        if self.policy.reserves:
-            big = next((self.need[i] for _, _, i in self.queue if self.need[i] >= npl), 0)
+        if self.policy.reserves and max(self.queued) >= npl:
+            big = next(need[i] for _, _, i in self.queue if need[i] >= npl)
             reserve = big // npl
         smallest_failed = math.inf
-        kept: list[tuple[int, float, int]] = []
-        for k, entry in enumerate(self.queue):
-            if state.free_total == 0 or smallest_failed <= 1:  # no later job can start
-                kept += self.queue[k:]
-                break
-            i = entry[2]
-            n = self.need[i]
-            nodes = None
-            if n < smallest_failed:
-                nodes = self.policy.place(state, n, 0 if n >= npl else reserve)
-                if nodes is None:
-                    smallest_failed = n
-                elif self.should_wait(i, nodes):
-                    nodes = None
+        bound = state.free_total
+        started: list[int] = []
+        for k, (_, _, i) in enumerate(self.queue):
+            n = need[i]
+            if n > bound:
+                continue
+            nodes = self.policy.place(state, n, 0 if n >= npl else reserve)
             if nodes is None:
-                kept.append(entry)
-            else:
+                smallest_failed = n
+            elif not (self.max_wait_s > 0 and self.should_wait(i, nodes)):
                 changed |= self.start(i, nodes)
-        self.queue = kept
+                started.append(k)
+                self.queued[n] -= 1
+                if not self.queued[n]:
+                    del self.queued[n]
+            bound = min(state.free_total, smallest_failed - 1)
+            if not self.queued or min(self.queued) > bound:
+                break
+        for k in reversed(started):
+            del self.queue[k]
         return changed
 
     def should_wait(self, i: int, nodes: np.ndarray) -> bool:
-        if self.max_wait_s <= 0:
-            return False
+        """Whether job i waits for a placement in fewer leaves than `nodes` span."""
         leaves = len(np.unique(self.state.leaf_of[nodes]))
         deadline = self.jobs[i].arrival_s + self.max_wait_s
         if leaves <= self.min_leaves[i] or self.now >= deadline:
@@ -200,24 +221,28 @@ class _Sim:
         return True
 
     def start(self, i: int, nodes: np.ndarray) -> set[int]:
-        self.state.allocate(i, nodes)
-        leaves = sorted(set(self.state.leaf_of[nodes].tolist()))
-        self.running[i] = _Running(
+        """Start job i on `nodes`; returns the jobs to re-price. A job inside one leaf uses
+        no uplink: its slowdown is priced once, here."""
+        per_leaf = self.state.allocate(i, nodes)
+        r = self.running[i] = _Running(
             i,
             nodes,
-            leaves,
+            per_leaf,
             self.now,
             self.jobs[i].duration_s,
             self.now,
-            self.model.signature(nodes),
+            self.model.signature_of(per_leaf),
         )
-        if len(leaves) > 1:
+        if len(per_leaf) > 1:
             return self.cross(i, 1) | {i}
-        return {i}
+        r.slowdown = self.model.slowdown(self.jobs[i].cls, nodes, self.full_share, r.signature)
+        r.version = 1
+        self.push(self.now + r.remaining_s * r.slowdown, FINISH, i, r.version)
+        return set()
 
     def finish(self, i: int) -> set[int]:
         r = self.running.pop(i)
-        self.state.release(i, r.nodes)
+        self.state.release(i, r.nodes, r.per_leaf)
         j = self.jobs[i]
         self.records[i] = JobRecord(
             j.id,
@@ -227,15 +252,15 @@ class _Sim:
             j.duration_s,
             j.cls.gpus,
             tuple(r.nodes.tolist()),
-            len(r.leaf_list),
+            len(r.per_leaf),
         )
-        return self.cross(i, -1, r) if len(r.leaf_list) > 1 else set()
+        return self.cross(i, -1, r) if len(r.per_leaf) > 1 else set()
 
     def cross(self, i: int, sign: int, r: _Running | None = None) -> set[int]:
         """Add (+1) or remove (-1) job i's nodes from its leaves' uplink demand."""
         r = r or self.running[i]
         touched: set[int] = set()
-        for leaf, count in sorted(Counter(self.state.leaf_of[r.nodes].tolist()).items()):
+        for leaf, count in r.per_leaf.items():
             self.crossing[leaf] += sign * count
             (self.on_leaf[leaf].add if sign > 0 else self.on_leaf[leaf].discard)(i)
             touched |= self.on_leaf[leaf]
@@ -249,7 +274,7 @@ class _Sim:
             r = self.running.get(i)
             if r is None:
                 continue
-            busiest = max(self.crossing[leaf] for leaf in r.leaf_list)
+            busiest = max(self.crossing[leaf] for leaf in r.per_leaf)
             bucket = share_bucket(leaf_share(npl, over, busiest))
             if bucket == r.bucket:
                 continue

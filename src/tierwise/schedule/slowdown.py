@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -57,6 +58,7 @@ class SlowdownModel:
         self.step_time = step_time or step_time_fn(DEFAULT_STEP_TIME)
         self._ideal: dict[JobClass, float] = {}
         self._cache: dict[tuple[JobClass, Signature, float | None], float] = {}
+        self._pod_sizes = cluster.pod_sizes
 
     @property
     def cache_size(self) -> int:
@@ -66,10 +68,15 @@ class SlowdownModel:
     def signature(self, nodes: np.ndarray) -> Signature:
         """Placement signature of `nodes` (see `Signature`)."""
         _, leaf, _ = hierarchy(self.cluster, nodes.tolist())  # lists: a job holds few nodes
-        per_leaf = Counter(leaf)
+        return self.signature_of(Counter(leaf))
+
+    def signature_of(self, per_leaf: Mapping[int, int]) -> Signature:
+        """Placement signature of a job with `per_leaf[leaf]` nodes in each leaf it uses."""
+        if len(self._pod_sizes) == 1:
+            return (tuple(sorted(per_leaf.values(), reverse=True)),)
         leaves = sorted(per_leaf)
         pods: dict[int, list[int]] = {}
-        for p, lf in zip(block_of(self.cluster.pod_sizes, leaves), leaves, strict=True):
+        for p, lf in zip(block_of(self._pod_sizes, leaves), leaves, strict=True):
             pods.setdefault(p, []).append(per_leaf[lf])
         return tuple(sorted(tuple(sorted(c, reverse=True)) for c in pods.values()))
 
@@ -95,8 +102,9 @@ class SlowdownModel:
         single_leaf = len(sig) == 1 and len(sig[0]) == 1
         bucket = None if single_leaf else share_bucket(uplink_share)
         key = (cls, sig, bucket)
-        if key not in self._cache:
+        cached = self._cache.get(key)
+        if cached is None:
             placement = job_placement(self.cluster, cls, nodes)
             step = self.step_time(cls, placement, bucket or self.full_share)
-            self._cache[key] = max(1.0, step / self.ideal_step_s(cls))
-        return self._cache[key]
+            cached = self._cache[key] = max(1.0, step / self.ideal_step_s(cls))
+        return cached

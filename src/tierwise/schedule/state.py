@@ -59,45 +59,74 @@ class ClusterState:
         self.usable_per_leaf = self.free_per_leaf.copy()
         self.free_total = int(self.free_per_leaf.sum())
         self.usable = self.free_total
+        self._usable = self.usable_per_leaf.tolist()
+        self._ids = np.arange(self.nodes)
+        starts = cluster.leaf_starts
+        self._bounds = [(lo, lo + n) for lo, n in zip(starts, cluster.leaf_sizes, strict=True)]
+        self._whole_free = self.free_total  # free nodes in whole free leaves
 
     def free_nodes(self, leaf: int | None = None) -> np.ndarray:
         """Free node indices (of one leaf, or all), ascending."""
         if leaf is None:
             return np.flatnonzero(self.owner == FREE)
-        lo = int(self.leaf_start[leaf])
-        return lo + np.flatnonzero(self.owner[lo : lo + int(self.leaf_size[leaf])] == FREE)
+        lo, hi = self._bounds[leaf]
+        return self._ids[lo:hi][self.owner[lo:hi] == FREE]
 
     def whole_free_leaves(self) -> np.ndarray:
         """Leaves whose every usable node is free (and that have one)."""
         free = self.free_per_leaf
         return np.flatnonzero((free == self.usable_per_leaf) & (free > 0))
 
-    def allocate(self, job: int, nodes: np.ndarray) -> None:
-        """Give `nodes` to `job`; each must be free (a double allocation is a bug, not input)."""
+    def allocate(self, job: int, nodes: np.ndarray) -> dict[int, int]:
+        """Give `nodes` to `job`; each must be free (a double allocation is a bug, not input).
+        Returns the job's node count per leaf, by ascending leaf."""
         listed = nodes.tolist()  # a job holds few nodes: Python beats numpy's per-call cost
-        if not np.all(self.owner[nodes] == FREE) or len(set(listed)) != len(listed):
+        if self._foreign(nodes, FREE) or len(set(listed)) != len(listed):
             raise RuntimeError(f"job {job}: nodes {listed} are not all free")
         self.owner[nodes] = job
-        for leaf, count in Counter(self.leaf_of[nodes].tolist()).items():
-            self.free_per_leaf[leaf] -= count
+        per_leaf = self.per_leaf(nodes)
+        for leaf, count in per_leaf.items():
+            self._add_free(leaf, -count)
         self.free_total -= len(listed)
+        return per_leaf
 
-    def release(self, job: int, nodes: np.ndarray) -> None:
-        """Return `job`'s nodes to the free pool."""
-        if not np.all(self.owner[nodes] == job):
+    def release(self, job: int, nodes: np.ndarray, per_leaf: dict[int, int] | None = None) -> None:
+        """Return `job`'s nodes to the free pool (`per_leaf`: what `allocate` returned)."""
+        if self._foreign(nodes, job):
             raise RuntimeError(f"job {job}: does not hold nodes {nodes.tolist()}")
         self.owner[nodes] = FREE
-        for leaf, count in Counter(self.leaf_of[nodes].tolist()).items():
-            self.free_per_leaf[leaf] += count
+        for leaf, count in (per_leaf or self.per_leaf(nodes)).items():
+            self._add_free(leaf, count)
         self.free_total += len(nodes)
+
+    def per_leaf(self, nodes: np.ndarray) -> dict[int, int]:
+        """Node count of `nodes` in each leaf they use, by ascending leaf."""
+        leaves = self.leaf_of[nodes].tolist()
+        if leaves and leaves.count(leaves[0]) == len(leaves):  # most jobs sit in one leaf
+            return {leaves[0]: len(leaves)}
+        return dict(sorted(Counter(leaves).items()))
+
+    def _foreign(self, nodes: np.ndarray, owner: int) -> bool:
+        """Whether some node of `nodes` is not `owner`'s."""
+        held = self.owner[nodes].tolist()
+        return held.count(owner) != len(held)
+
+    def _add_free(self, leaf: int, delta: int) -> None:
+        """Change a leaf's free count, keeping the count of nodes in whole free leaves."""
+        free, usable = int(self.free_per_leaf[leaf]), self._usable[leaf]
+        if free == usable:
+            self._whole_free -= free
+        free += delta
+        self.free_per_leaf[leaf] = free
+        if free == usable:
+            self._whole_free += free
 
     def fragmentation(self) -> float:
         """Share of free nodes that sit in partly used leaves (0 = every free node in a whole
         free leaf, 1 = no whole leaf free)."""
         if self.free_total == 0:
             return 0.0
-        whole = int(self.free_per_leaf[self.whole_free_leaves()].sum())
-        return 1.0 - whole / self.free_total
+        return 1.0 - self._whole_free / self.free_total
 
 
 def _checked(indices: Iterable[int], nodes: int, what: str) -> list[int]:

@@ -109,13 +109,19 @@ class Layout(BaseModel):
         return None if ordered == DEFAULT_MODULES else ordered  # type: ignore[return-value]
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any], source: str = "layout") -> Layout:
-        """Validate user input (e.g. CLI flags); a bad field is a one-line :class:`SpecError`.
+    def parse(
+        cls,
+        data: Mapping[str, Any],
+        source: str = "layout",
+        flags: Mapping[str, str] | None = None,
+    ) -> Layout:
+        """Validate user input (e.g. CLI flags); a bad field is a one-line :class:`SpecError`
+        naming its flag where `flags` (field -> option) has it.
 
         ``None`` values are dropped so unset flags take the defaults. The plain constructor
         raises pydantic's ``ValidationError``: use it for trusted data.
         """
-        return build(cls, {k: v for k, v in data.items() if v is not None}, source)
+        return build(cls, {k: v for k, v in data.items() if v is not None}, source, flags)
 
     def to_json(self) -> dict[str, Any]:
         """The fields as JSON values: ``model_dump(mode="json")`` without the serializer's cost."""

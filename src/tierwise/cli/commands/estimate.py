@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from tierwise import frameworks
+from tierwise.bounds import MAX_LAYERS, check_count
 from tierwise.cli import layout_options as L
 from tierwise.cli import train_options as T
 from tierwise.cli.behaviour import behaviour_options
@@ -96,7 +97,7 @@ def estimate_command(
         "pp_layers": parse_stage_layers(pp_layers),
         "dp_shard_degree": dp_shard,
     }
-    layout = Layout.parse(fields, "layout")
+    layout = Layout.parse(fields, "layout", L.LAYOUT_FLAGS)
     assumed = []
     if gbs is None:
         layout = Layout.parse({**fields, "gbs": default_global_batch(layout)}, "layout")
@@ -183,15 +184,17 @@ def module_list(text: str | None) -> list[str] | None:
 
 
 def parse_stage_layers(text: str | None) -> list[int] | None:
-    """`19,21,21,19` -> [19, 21, 21, 19]; anything else is a one-line error."""
+    """`19,21,21,19` -> [19, 21, 21, 19]; anything else is a one-line error (a stage holds
+    at most MAX_LAYERS)."""
     if text is None:
         return None
     try:
-        return [int(part) for part in text.split(",")]
+        layers = [int(part) for part in text.split(",")]
     except ValueError:
         raise SpecError(
-            f"--pp-layers: {text!r} is not a comma-separated list of integers"
+            f"--pp-layers: {text[:80]!r} is not a comma-separated list of integers"
         ) from None
+    return [check_count("--pp-layers", n, 0, MAX_LAYERS) for n in layers]
 
 
 def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +16,7 @@ from tierwise.cli.plan_output import plan_json, print_plan
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.plan.emit import EMIT_FILES
+from tierwise.plan.mapping import mapping_json
 from tierwise.plan.outcome import run_plan
 from tierwise.plan.request import DEFAULT_HEADROOM, EMIT_KINDS, Behaviour, plan_request
 from tierwise.plan.space import FIX_HELP
@@ -92,7 +92,7 @@ def plan_command(
     written = []
     if out is not None and outcome.refused is None:
         files = {EMIT_FILES[kind]: text for kind, text in outcome.emitted.items()}
-        files[MAPPING_FILE] = json.dumps(outcome.members, indent=1) + "\n"
+        files[MAPPING_FILE] = mapping_json(outcome.members)
         written = write_files(out, files, "--out")
     if as_json:
         print_json(plan_json(outcome, written))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from tierwise.bounds import MAX_SWEEP_ROWS
 from tierwise.cli import layout_options as L
 from tierwise.cli import train_options as T
 from tierwise.cli.behaviour import behaviour_options
@@ -71,6 +73,12 @@ def sweep_command(
     varies = [parse_vary(v) for v in vary or []]
     if len(varies) > 2:
         raise SpecError("--vary: give at most two parameters")
+    rows_asked = math.prod(len(values) for _, values in varies)
+    if rows_asked > MAX_SWEEP_ROWS:  # each row is a whole plan search
+        raise SpecError(
+            f"--vary: {rows_asked} combinations; allowed: at most {MAX_SWEEP_ROWS} (each is "
+            "a plan search)"
+        )
     try:
         need: dict[str, Any] = workload_needed_bandwidth(
             spec, cluster_spec, gbs, seq, within / 100, **same
