@@ -88,3 +88,16 @@ def test_plot_is_written(tmp_path: Path) -> None:
 def test_bad_input(args: list[str], needles: list[str]) -> None:
     proc = run_cli("collective", "-c", "dgx-h100", "--nodes", "2", *args, check=False)
     assert_user_error(proc, *needles)
+
+
+def test_explain_shows_the_nvls_pipeline_fill() -> None:
+    """--explain --json: an NVLS candidate carries its pipeline (16 channels x 8 heads on a DGX
+    H100, chunks of up to 128 KiB, filled twice); a ring has none."""
+    out = cli_json("collective", "--nodes", "1", "-b", "1G", "-e", "1G", "--explain")
+    by_algo = {(c["algo"], c["proto"]): c for c in out["candidates"]}
+    assert by_algo[("nvls", "Simple")]["nvls_pipeline"] == {
+        "chunks_in_flight": 128,
+        "max_chunk_bytes": 128 * 1024,
+        "fill_loops": 2.0,
+    }
+    assert by_algo[("ring", "Simple")]["nvls_pipeline"] is None

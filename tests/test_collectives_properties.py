@@ -116,3 +116,30 @@ def test_scalar_time_is_the_vector_time(
     _, s = group
     for x in candidates(op, s):
         assert x.time_scalar_us(float(size)) == pytest.approx(float(x.time_us(size)), rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    arch=st.sampled_from(["ampere", "hopper", "blackwell"]),
+    nvlink=st.floats(min_value=20.0, max_value=2000.0),
+    nics=st.integers(min_value=0, max_value=128),
+    nic=st.sampled_from([12.5, 25.0, 50.0, 100.0]),
+)
+def test_searched_graph_fits_nvlink_and_nics(
+    arch: str, nvlink: float, nics: int, nic: float
+) -> None:
+    """NCCL's graph search: 1 to 32 channels at one of its speeds (halved when duplicated);
+    channels x speed fit one GPU's NVLink and, across domains, the NICs (each channel at that
+    speed through one NIC); more NICs never lower the graph's bandwidth."""
+    from tierwise.collectives import tables as T
+    from tierwise.collectives.model import searched_graph
+
+    n, speed = searched_graph(arch, nvlink, nics, nic)
+    assert 1 <= n <= T.GRAPH_MAX_CHANNELS
+    speeds = (T.SEARCH_SPEEDS_INTER if nics else T.SEARCH_SPEEDS_INTRA)[arch]
+    assert speed in speeds or 2 * speed in speeds
+    assert n * speed <= nvlink + 1e-9
+    if nics:
+        assert n * speed <= nics * nic + 1e-9
+        more_n, more_speed = searched_graph(arch, nvlink, nics + 1, nic)
+        assert more_n * more_speed >= n * speed - 1e-9

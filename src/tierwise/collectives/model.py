@@ -228,12 +228,13 @@ def graph_channels(s: Shape) -> int:
     if not s.nccl_nvlink_GBps or s.arch not in T.SEARCH_SPEEDS_INTRA:
         return channels(s)
     nics = s.rails if s.crosses_domains else 0
-    return _searched_channels(s.arch, s.nccl_nvlink_GBps, nics, s.nic_line_GBps)
+    return searched_graph(s.arch, s.nccl_nvlink_GBps, nics, s.nic_line_GBps)[0]
 
 
 @lru_cache(maxsize=256)
-def _searched_channels(arch: str, nvlink_GBps: float, nics: int, nic_GBps: float) -> int:
-    """`graph_channels` of one (architecture, NVLink, NICs) combination."""
+def searched_graph(arch: str, nvlink_GBps: float, nics: int, nic_GBps: float) -> tuple[int, float]:
+    """(channels, GB/s per channel) of NCCL's ring graph for one GPU's NVLink bandwidth and,
+    across domains (`nics` > 0), that many NICs of `nic_GBps` each (`graph_channels`)."""
     speeds = (T.SEARCH_SPEEDS_INTER if nics else T.SEARCH_SPEEDS_INTRA)[arch]
     best_n, best_speed = 0, 0.0
     for speed in speeds:
@@ -244,9 +245,10 @@ def _searched_channels(arch: str, nvlink_GBps: float, nics: int, nic_GBps: float
             best_n, best_speed = n, speed
     slow_sm90 = arch != "ampere" and best_speed < T.DUP_MIN_SPEED_SM90
     keep = slow_sm90 and best_n > T.DUP_MAX_CHANNELS_BELOW_SM90_SPEED
-    if best_speed >= T.DUP_MIN_SPEED and not keep:
-        best_n = min(2 * best_n, T.GRAPH_MAX_CHANNELS)
-    return max(best_n, 1)
+    if best_speed >= T.DUP_MIN_SPEED and not keep and best_n:
+        doubled = min(2 * best_n, T.GRAPH_MAX_CHANNELS)
+        best_n, best_speed = doubled, best_speed / -(-doubled // best_n)
+    return max(best_n, 1), best_speed
 
 
 def _ll_max(s: Shape) -> float:
