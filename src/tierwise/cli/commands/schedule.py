@@ -407,14 +407,18 @@ def hostfile_cmd(
     typer.echo(text, nl=False)
 
 
+# Registered once, at import: `register` runs on every in-process `main()` (a library user's,
+# the fuzz harness's), and registering again grew the group with every call.
+app.command("simulate")(simulate_cmd)
+app.command("synth")(synth_cmd)
+app.command("place")(place_cmd)
+slurm_app.command("topology")(topology_cmd)
+slurm_app.command("parse")(parse_cmd)
+slurm_app.command("hostfile")(hostfile_cmd)
+
+
 def register(root: typer.Typer) -> None:
     """Add `tierwise schedule ...`."""
-    app.command("simulate")(simulate_cmd)
-    app.command("synth")(synth_cmd)
-    app.command("place")(place_cmd)
-    slurm_app.command("topology")(topology_cmd)
-    slurm_app.command("parse")(parse_cmd)
-    slurm_app.command("hostfile")(hostfile_cmd)
     root.add_typer(app, name="schedule")
 
 
