@@ -1,13 +1,14 @@
 """Time-to-train options of `estimate`, `plan` and `sweep` (--train-tokens, --node-failure-rate,
 --checkpoint-interval, --simulate), parsed once into a `perf.train_time.TrainRequest`, and
-their table."""
+their table; `train_options` gives a command the whole group."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from tierwise.cli.options import with_options
 from tierwise.errors import SpecError
 
 if TYPE_CHECKING:
@@ -47,6 +48,37 @@ SimulateOpt = Annotated[
 ]
 TrialsOpt = Annotated[int, typer.Option("--simulate-trials", help="Runs the simulation draws.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the simulation.")]
+
+
+TRAIN_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "train_tokens": (TrainTokensOpt, None),
+    "node_failure_rate": (NodeFailureRateOpt, None),
+    "checkpoint_interval": (CheckpointIntervalOpt, "auto"),
+    "simulate": (SimulateOpt, False),
+    "simulate_trials": (TrialsOpt, 200),
+    "seed": (SeedOpt, 0),
+}
+"""The group `train_options` adds: option name -> (typer annotation, default)."""
+F = TypeVar("F")
+
+
+def train_options(func: F) -> F:
+    """Give a command every time-to-train option; it receives `train` (a `TrainRequest`)."""
+    return with_options(
+        func,
+        TRAIN_OPTIONS,
+        lambda o: {
+            "train": train_request(
+                o["train_tokens"],
+                o["node_failure_rate"],
+                o["checkpoint_interval"],
+                o["simulate"],
+                o["simulate_trials"],
+                o["seed"],
+            )
+        },
+        ("train",),
+    )
 
 
 def train_request(

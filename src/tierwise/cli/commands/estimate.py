@@ -16,6 +16,7 @@ from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
+from tierwise.perf.train_time import TrainRequest
 from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -25,9 +26,11 @@ from tierwise.workload.precision import check_supported
 
 @cluster_options
 @behaviour_options
+@T.train_options
 def estimate_command(
     cluster_spec: ClusterSpec,
     behaviour: Behaviour,
+    train: TrainRequest,
     model: ModelOpt = "llama3-70b",
     tp: L.TpOpt = None,
     cp: L.CpOpt = None,
@@ -54,19 +57,10 @@ def estimate_command(
     mem_headroom: L.MemHeadroomOpt = DEFAULT_HEADROOM,
     distributed_optimizer: L.DistOptOpt = None,
     grad_reduce_bf16: L.GradBf16Opt = None,
-    train_tokens: T.TrainTokensOpt = None,
-    node_failure_rate: T.NodeFailureRateOpt = None,
-    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
-    simulate: T.SimulateOpt = False,
-    simulate_trials: T.TrialsOpt = 200,
-    seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict one layout: step time, tokens/s, TFLOP/s and MFU, memory per GPU, bytes per tier;
     with --train-tokens, the whole run's days, cost, energy and failures."""
-    train = T.train_request(
-        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
-    )
     cluster_spec = train.on(cluster_spec)
     framework = behaviour.framework
     runner = None if framework is None else frameworks.row(framework)  # one line if unknown

@@ -15,6 +15,7 @@ from tierwise.cli.output import print_json, write_files
 from tierwise.cli.plan_output import plan_json, print_plan
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.perf.train_time import TrainRequest
 from tierwise.plan.emit import EMIT_FILES
 from tierwise.plan.mapping import mapping_json
 from tierwise.plan.outcome import run_plan
@@ -38,9 +39,11 @@ OutOpt = Annotated[
 
 @cluster_options
 @behaviour_options
+@T.train_options
 def plan_command(
     cluster_spec: ClusterSpec,
     behaviour: Behaviour,
+    train: TrainRequest,
     model: ModelOpt = "llama3-70b",
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
@@ -59,19 +62,10 @@ def plan_command(
     dtype: L.DtypeOpt = None,
     fp8_recipe: L.Fp8RecipeOpt = None,
     mem_headroom: L.MemHeadroomOpt = DEFAULT_HEADROOM,
-    train_tokens: T.TrainTokensOpt = None,
-    node_failure_rate: T.NodeFailureRateOpt = None,
-    checkpoint_interval: T.CheckpointIntervalOpt = "auto",
-    simulate: T.SimulateOpt = False,
-    simulate_trials: T.TrialsOpt = 200,
-    seed: T.SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Search layouts for a fixed global batch and sequence; show the best, map them, emit;
     with --train-tokens, each plan's days, cost and ETTR."""
-    train = T.train_request(
-        train_tokens, node_failure_rate, checkpoint_interval, simulate, simulate_trials, seed
-    )
     cluster_spec = train.on(cluster_spec)
     request = plan_request(
         load_model(model),
