@@ -15,9 +15,11 @@ from tierwise.lab import netns
 from tierwise.lab.ecmp import (
     TCP_PAYLOAD_SHARE,
     EcmpRun,
+    carried_flows,
     choose_rings,
     expected_ring_busbw,
     link_loads,
+    link_name,
     predict_ring,
 )
 from tierwise.lab.fabric import FabricConfig
@@ -61,6 +63,20 @@ def test_prediction_halves_a_flow_sharing_its_spine_link() -> None:
     assert expected_ring_busbw(CFG) == pytest.approx(nic / 1.5)
 
 
+def test_link_counters_read_as_flows() -> None:
+    task = RingTask(1 << 20, warmup=1, iters=3)
+    flow_b = 4 * (1 << 20) / TCP_PAYLOAD_SHARE  # one flow's frames over 4 steps
+    before = {("up", 0, 1): 1000, ("down", 1, 1): 0, ("up", 1, 0): 5}
+    after = {("up", 0, 1): 1000 + int(2 * flow_b), ("down", 1, 1): int(flow_b), ("up", 1, 0): 5}
+    carried = carried_flows(task, before, after)
+    assert carried == {
+        "leaf0>spine1": pytest.approx(2.0, abs=1e-6),
+        "leaf1>spine0": 0.0,
+        "spine1>leaf1": pytest.approx(1.0, abs=1e-6),
+    }
+    assert link_name(("up", 1, 0)) == "leaf1>spine0"
+
+
 def test_bad_runs_are_one_line_errors() -> None:
     with pytest.raises(TierwiseError, match="--spines"):
         FabricConfig(nodes=8, rate_bit=100 * MBIT, spines=1)
@@ -83,7 +99,8 @@ def test_bad_runs_are_one_line_errors() -> None:
 )
 def test_colliding_ring_measured_slower_as_predicted() -> None:
     """At 100 Mbit spine links, flows hashed onto one spine share it: measured >= 1.5x apart,
-    the model's ratio within 20% of the measured one; nothing left behind."""
+    the model's ratio within 20% of the measured one, every link carrying the flows the
+    hashes put on it; nothing left behind."""
     proc = run_cli(
         "lab", "ecmp", "--nodes", "8", "--inter-rate", "100mbit", "--spines", "2",
         "--size", "4M", "--iters", "2", "--json", timeout=240,
@@ -94,4 +111,9 @@ def test_colliding_ring_measured_slower_as_predicted() -> None:
     assert data["measured_ratio"] >= 1.5
     assert data["predicted_ratio"] == pytest.approx(2.0)
     assert data["predicted_ratio"] == pytest.approx(data["measured_ratio"], rel=0.2)
+    for name, placement in data["placements"].items():
+        # the links' byte counters carried the flows the hashes put on them (+ ACKs, control)
+        for link, flows in placement["measured_link_flows"].items():
+            predicted = placement["link_flows"].get(link, 0.0)
+            assert predicted - 0.05 < flows < predicted + 0.15, (name, link, flows)
     assert not leftovers()

@@ -9,7 +9,9 @@ flows take different spines (`spread`). It times a ring step (every rank sends t
 once, over gloo) on both and prints the measured busbw beside the collective model's: one
 flow per link gets the link, flows on one link share it (`collectives.links`: the busiest
 link's load sets the pace), capped by the nodes' NICs; and the ECMP expectation over random
-hashing, the model's price when the placement's hashes are unknown.
+hashing, the model's price when the placement's hashes are unknown. Beside each link's
+predicted flows it reports the flows the link measurably carried: its byte counter over the
+run, in units of one flow's frames.
 """
 
 from __future__ import annotations
@@ -72,6 +74,22 @@ def link_loads(c: FabricConfig, ring: list[int], spine_of: SpineOf) -> Counter[t
     return loads
 
 
+def link_name(key: tuple[Any, ...]) -> str:
+    """``leaf0>spine1`` for an uplink key of `link_loads`, ``spine1>leaf1`` for a downlink."""
+    way, a, b = key
+    return f"leaf{a}>spine{b}" if way == "up" else f"spine{a}>leaf{b}"
+
+
+def carried_flows(
+    task: RingTask, before: dict[tuple[Any, ...], int], after: dict[tuple[Any, ...], int]
+) -> dict[str, float]:
+    """Flows each link carried over a run of ``task``: the frame bytes its shaper sent over
+    the frames of one flow's steps (untimed included; the ACKs of the flows coming back the
+    other way and gloo's control messages add a few %)."""
+    flow_b = task.size_bytes * (task.warmup + task.iters) / TCP_PAYLOAD_SHARE
+    return {link_name(k): (after[k] - before[k]) / flow_b for k in sorted(after)}
+
+
 def choose_rings(c: FabricConfig, spine_of: SpineOf) -> dict[str, list[int]]:
     """A colliding and a spread ring (a, b, a', b'; a, a' under leaf 0, b, b' under leaf 1),
     the first found in node order; a placement the hashes do not offer is left out."""
@@ -117,6 +135,8 @@ class EcmpReport:
     measured: dict[str, float]
     predicted: dict[str, dict[str, float]]
     expected_busbw_GBps: float
+    link_flows: dict[str, dict[str, float]]
+    carried: dict[str, dict[str, float]]
 
     def ratio(self, values: dict[str, float]) -> float | None:
         """spread busbw / colliding busbw (None without both placements)."""
@@ -140,6 +160,9 @@ class EcmpReport:
                     "ring_nodes": self.rings[name],
                     "ring_step_spines": self.spines[name],
                     "busiest_link_flows": self.predicted[name]["busiest_link_flows"],
+                    "link_flows": self.link_flows[name],
+                    "measured_busiest_link_flows": max(self.carried[name].values()),
+                    "measured_link_flows": self.carried[name],
                     "measured_busbw_GBps": self.measured[name],
                     "predicted_busbw_GBps": self.predicted[name]["busbw_GBps"],
                 }
@@ -153,12 +176,13 @@ class EcmpReport:
 
 def run_ecmp(spec: EcmpRun, log_dir: Path | None = None) -> EcmpReport:
     """Run ``spec`` in a fresh routed lab (removed afterwards, whatever happens)."""
-    from tierwise.lab.spines import spine_of
+    from tierwise.lab.spines import link_tx_bytes, spine_of
 
     netns.require_lab()
     f = spec.fabric
     work = Path(tempfile.mkdtemp(prefix="tierwise-lab-ecmp-"))
     measured: dict[str, float] = {}
+    carried: dict[str, dict[str, float]] = {}
     with Fabric(f):
 
         def hashed(src: int, dst: int) -> int | None:
@@ -166,11 +190,19 @@ def run_ecmp(spec: EcmpRun, log_dir: Path | None = None) -> EcmpReport:
 
         rings = choose_rings(f, hashed)
         for name, ring in rings.items():
+            before = link_tx_bytes(f)
             seconds = _time_ring(spec, ring, work / name, log_dir)
+            carried[name] = carried_flows(spec.task, before, link_tx_bytes(f))
             measured[name] = spec.task.size_bytes / 1e9 / seconds
         spines = {name: [hashed(a, b) for a, b in ring_flows(r)] for name, r in rings.items()}
         predicted = {name: predict_ring(f, r, hashed) for name, r in rings.items()}
-    return EcmpReport(spec, rings, spines, measured, predicted, expected_ring_busbw(f))
+        link_flows = {
+            name: {link_name(k): float(v) for k, v in sorted(link_loads(f, r, hashed).items())}
+            for name, r in rings.items()
+        }
+    return EcmpReport(
+        spec, rings, spines, measured, predicted, expected_ring_busbw(f), link_flows, carried
+    )
 
 
 def _time_ring(spec: EcmpRun, ring: list[int], work: Path, log_dir: Path | None) -> float:

@@ -12,13 +12,14 @@ Each leaf reaches the other leaf's /26 by one multipath route with a nexthop per
 them by ``net.ipv4.fib_multipath_hash_policy`` (0: source and destination address, so a node
 pair always takes the same spine; 1: the 5-tuple). Uplinks and downlinks are shaped to
 `FabricConfig.spine_link_rate_bit` each way. `spine_of` asks the leaf's routing table (``ip
-route get``) which spine a flow from one node to another takes.
+route get``) which spine a flow from one node to another takes; `link_tx_bytes` reads what
+every leaf-spine link has carried.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tierwise.lab import netns, shaping
 
@@ -143,3 +144,15 @@ def spine_of(c: FabricConfig, src: int, dst: int) -> int | None:
     if not found or not found.group(1).startswith(f"{c.prefix}u{leaf}"):
         raise netns.NetError(f"ip route get from node {src} to node {dst}: no spine in {out!r}")
     return int(found.group(1)[len(f"{c.prefix}u{leaf}") :])
+
+
+def link_tx_bytes(c: FabricConfig) -> dict[tuple[Any, ...], int]:
+    """Bytes each leaf-spine link has sent so far (frames, as its shaper counts them), keyed
+    as `tierwise.lab.ecmp.link_loads`: (up, leaf, spine) and (down, spine, leaf)."""
+    sent: dict[tuple[Any, ...], int] = {}
+    for leaf in range(c.leaves):
+        for spine in range(c.spines):
+            up, down = uplink_dev(c, leaf, spine), downlink_dev(c, spine, leaf)
+            sent["up", leaf, spine] = shaping.sent_bytes(leaf_ns(c, leaf), up)
+            sent["down", spine, leaf] = shaping.sent_bytes(spine_ns(c, spine), down)
+    return sent

@@ -263,6 +263,7 @@ def ecmp(
             " ".join(map(str, p["ring_nodes"])),
             " ".join("-" if s is None else str(s) for s in p["ring_step_spines"]),
             p["busiest_link_flows"],
+            p["measured_busiest_link_flows"],
             p["measured_busbw_GBps"] * 1e3,
             p["predicted_busbw_GBps"] * 1e3,
         )
@@ -273,7 +274,7 @@ def ecmp(
             f"ring step of {report['size_bytes']} B over {spines} spines, {inter_rate} NICs, "
             f"{report['spine_link_rate_Gbps'] * 1e3:g} Mbit/s spine links",
             ["placement", "ring nodes", "spine per step", "busiest link flows",
-             "measured busbw MB/s", "predicted busbw MB/s"],
+             "measured busiest link flows", "measured busbw MB/s", "predicted busbw MB/s"],
             rows,
         )
     )  # fmt: skip
