@@ -8,7 +8,7 @@ lab link runs a thousand times slower than a fabric's, but its queue holds as ma
 (and a veth's are up to 64 KiB GSO packets): tens of milliseconds of data. Traffic crossing a
 link both ways puts the ACKs of one direction's flows behind the other direction's data, and
 the flows that start second crawl, ACK-clocked at that delay, until the first direction
-finishes (a ring step over the lab's spines measured up to 1.6x its rate-limited time). A real
+finishes (a ring step over the lab's spines measured up to 1.7x its rate-limited time). A real
 fabric's queue holds microseconds, so its ACKs never wait that long; the control band gives
 the lab the same. tbf is one FIFO: no band.
 
