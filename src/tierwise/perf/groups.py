@@ -24,6 +24,7 @@ from tierwise.hardware.placement import (
     hierarchy,
     nic_sharing,
 )
+from tierwise.memo import by_identity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,22 +186,11 @@ class _ClusterCache:
         return self.placements[scatter]
 
 
-_CACHES: dict[int, _ClusterCache] = {}
-_CACHES_KEPT = 64  # clusters whose group shapes stay cached at once
+_cache_for = by_identity(64)(_ClusterCache)  # clusters whose group shapes stay cached at once
 _SPANS: dict[tuple[object, ...], tuple[GroupSpan, int, int]] = {}
 """(geometry, shape key, scatter) -> (span, NIC sharing, siblings) of a group: clusters that
 differ only in their links (a sweep over NICs or oversubscription) share them."""
 _SPANS_KEPT = 100_000
-
-
-def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
-    entry = _CACHES.get(id(cluster))
-    if entry is None or entry.cluster is not cluster:
-        if len(_CACHES) >= _CACHES_KEPT:
-            _CACHES.clear()
-        entry = _ClusterCache(cluster)
-        _CACHES[id(cluster)] = entry
-    return entry
 
 
 def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, int] | None:

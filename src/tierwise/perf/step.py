@@ -11,12 +11,12 @@ arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from tierwise.frameworks import RECOMPUTE_OP_SAC, SHARDED_ZERO3
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.memo import by_identity
 from tierwise.perf import comm as C
 from tierwise.perf.flags import Flags
 from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds, ranks
@@ -43,7 +43,7 @@ __all__ = ["Flags", "memory_terms", "step_terms"]
 OVERLAP_INTERFERENCE = 0.2
 
 
-@cache
+@by_identity()
 def _format_peaks(gpu: GPU) -> ByCode:
     """Dense peak (TFLOP/s) of each format's GEMMs on `gpu`; BF16's where the GPU lacks it."""
     return ByCode(peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS)))

@@ -23,9 +23,9 @@ Conventions (see README.md):
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
+from tierwise.memo import by_identity
 from tierwise.workload.params import (
     MTP_NORMS,
     MTP_PROJ_INPUTS,
@@ -373,7 +373,7 @@ def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
     return gbs * seq * model_flops_per_token(m, seq)
 
 
-@cache
+@by_identity()
 def _model_flops_per_token_cached(m: ModelSpec, seq: int | float) -> float:
     return float(model_flops_per_token(m, seq))
 

@@ -25,9 +25,9 @@ All formulas are branchless arithmetic, so python scalars (fast) and numpy array
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, NamedTuple
 
+from tierwise.memo import by_identity
 from tierwise.workload.flops import (
     ACT_BYTES,
     RECOMPUTE_FULL,
@@ -239,7 +239,7 @@ class _Shape:
     """fp32 router logits and probabilities per token."""
 
 
-@cache
+@by_identity()
 def _shape(m: ModelSpec) -> _Shape:
     h, moe, mla = m.hidden, m.moe, m.mla
     store = MLP_ACT_STORE[m.activation]
