@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -94,6 +94,11 @@ class Candidate:
     algbw_GBps: float
     corrected: bool = False
     pipeline: Pipeline | None = None
+    bytes_per_us: float = field(init=False, repr=False, compare=False)
+    """1e3 x algbw_GBps: the uncorrected rate, computed once for the scalar path."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bytes_per_us", 1e3 * self.algbw_GBps)
 
     def time_us(self, size_bytes: np.ndarray | float) -> np.ndarray:
         """Predicted time in us for message sizes in bytes."""
@@ -106,10 +111,12 @@ class Candidate:
 
     def time_scalar_us(self, size_bytes: float) -> float:
         """`time_us` of one size in plain Python (the planner's hot path)."""
-        bw = self.algbw_GBps * (_correction_scalar(self.proto, size_bytes) if self.corrected else 1)
+        rate = self.bytes_per_us
+        if self.corrected:
+            rate = 1e3 * (self.algbw_GBps * _correction_scalar(self.proto, size_bytes))
         if self.pipeline:
             size_bytes += self.pipeline.fill_bytes(size_bytes)
-        return self.lat_us + size_bytes / (1e3 * bw)
+        return self.lat_us + size_bytes / rate
 
 
 def _correction_scalar(proto: str, size_bytes: float) -> float:

@@ -128,7 +128,7 @@ class MemoryBreakdown(NamedTuple):
     @property
     def total_bytes(self) -> Array:
         """Everything on the GPU."""
-        return sum([getattr(self, name) for name in MEMORY_TERMS])
+        return sum(self[:_GPU_TERMS])
 
     @property
     def total_gib(self) -> Array:
@@ -144,7 +144,7 @@ class MemoryBreakdown(NamedTuple):
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
-        gib = [float(getattr(self, name)) / GiB for name in MEMORY_TERMS]
+        gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
         return {
             **dict(zip(GIB_KEYS, gib, strict=True)),
             "total_gib": sum(gib),
@@ -153,10 +153,9 @@ class MemoryBreakdown(NamedTuple):
         }
 
 
-MEMORY_TERMS = tuple(
-    name for name in MemoryBreakdown._fields if name not in ("stage", "host_offload")
-)
-"""The byte terms of :class:`MemoryBreakdown` on the GPU, in order."""
+_GPU_TERMS = MemoryBreakdown._fields.index("stage")
+MEMORY_TERMS = MemoryBreakdown._fields[:_GPU_TERMS]
+"""The byte terms of :class:`MemoryBreakdown` on the GPU, in order (its first fields)."""
 GIB_KEYS = tuple(f"{name}_gib" for name in MEMORY_TERMS)
 
 
@@ -491,6 +490,14 @@ def memory_batch(
     fsdp = (zero >= 3) * zero3_buffer_bytes
     edp = tp * cp * dp / (ep * etp)
 
+    flags = dict(
+        zero=zero,
+        distributed_optimizer=distributed_optimizer,
+        grad_reduce_bf16=grad_reduce_bf16,
+        precision=precision,
+        low_precision_params=low_precision_params,
+    )
+
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
         """Bytes by term of a stage of `n` layers from layer index `start`."""
         # The last stage also holds the MTP modules: one more layer of the last layer's kind
@@ -501,13 +508,6 @@ def memory_batch(
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
         non_expert = non_expert + mtp * shape.mtp_extra / tp
-        flags = dict(
-            zero=zero,
-            distributed_optimizer=distributed_optimizer,
-            grad_reduce_bf16=grad_reduce_bf16,
-            precision=precision,
-            low_precision_params=low_precision_params,
-        )
         states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
             expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
