@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tierwise.collectives import tables as T
 from tierwise.collectives.shape import Shape, intra_class
@@ -117,6 +117,31 @@ class Candidate:
         if self.pipeline:
             size_bytes += self.pipeline.fill_bytes(size_bytes)
         return self.lat_us + size_bytes / rate
+
+
+class ScalarCandidates(NamedTuple):
+    """Candidates laid out for pricing one size in plain Python: (lat_us, bytes per us) of
+    the plain ones, whose time is lat + n / rate, and the others (tree correction, NVLS
+    fill), priced by `Candidate.time_scalar_us`."""
+
+    plain: tuple[tuple[float, float], ...]
+    special: tuple[Candidate, ...]
+
+    @classmethod
+    def of(cls, cands: Sequence[Candidate]) -> ScalarCandidates:
+        """`cands` split into the plain ones and the others."""
+        plain = tuple((c.lat_us, c.bytes_per_us) for c in cands if not _special(c))
+        return cls(plain, tuple(c for c in cands if _special(c)))
+
+    def fastest_us(self, size_bytes: float) -> float:
+        """Time of the fastest candidate for one message of `size_bytes` (0 without any)."""
+        times = [lat + size_bytes / rate for lat, rate in self.plain]
+        times += [c.time_scalar_us(size_bytes) for c in self.special]
+        return min(times, default=0.0)
+
+
+def _special(c: Candidate) -> bool:
+    return c.corrected or c.pipeline is not None
 
 
 def _correction_scalar(proto: str, size_bytes: float) -> float:

@@ -368,14 +368,18 @@ def training_flops(
 def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
     """Model FLOPs of one step over all GPUs, ``gbs x seq x model_flops_per_token`` (Megatron's
     counter, no recompute): the numerator of MFU and of model TFLOP/s per GPU."""
-    if isinstance(seq, int | float):  # one layout: the per-token count is memoised
-        return gbs * seq * _model_flops_per_token_cached(m, seq)
+    if isinstance(seq, (int, float)):  # one layout: the per-token count is memoised
+        per_token = _flops_per_token_by_seq(m)
+        if seq not in per_token:
+            per_token[seq] = float(model_flops_per_token(m, seq))
+        return gbs * seq * per_token[seq]
     return gbs * seq * model_flops_per_token(m, seq)
 
 
 @by_identity()
-def _model_flops_per_token_cached(m: ModelSpec, seq: int | float) -> float:
-    return float(model_flops_per_token(m, seq))
+def _flops_per_token_by_seq(m: ModelSpec) -> dict[int | float, float]:
+    """The model's FLOPs per token by sequence length, filled in as lengths are asked for."""
+    return {}
 
 
 def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: int) -> Array:
