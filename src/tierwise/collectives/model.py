@@ -134,10 +134,16 @@ class ScalarCandidates(NamedTuple):
         return cls(plain, tuple(c for c in cands if _special(c)))
 
     def fastest_us(self, size_bytes: float) -> float:
-        """Time of the fastest candidate for one message of `size_bytes` (0 without any)."""
-        times = [lat + size_bytes / rate for lat, rate in self.plain]
-        times += [c.time_scalar_us(size_bytes) for c in self.special]
-        return min(times, default=0.0)
+        """Time of the fastest candidate for one message of `size_bytes` (0 without any).
+        NCCL's tree correction (at most 1) and the NVLS fill only add time, so a special
+        candidate whose uncorrected time cannot beat the fastest so far is not priced."""
+        if not self.special:
+            return min([lat + size_bytes / rate for lat, rate in self.plain], default=0.0)
+        best = min([lat + size_bytes / rate for lat, rate in self.plain], default=math.inf)
+        for c in self.special:
+            if c.lat_us + size_bytes / c.bytes_per_us < best:
+                best = min(best, c.time_scalar_us(size_bytes))
+        return best
 
 
 def _special(c: Candidate) -> bool:
