@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierwise.collectives.model import OPS, ScalarCandidates, bus_factor, candidates
-from tierwise.collectives.tables import TREE_CORRECTION
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.collectives.shape import Shape
+from tierwise.collectives.tables import TREE_CORRECTION
 from tierwise.hardware.cluster import ClusterSpec, load_cluster, presets
 from tierwise.hardware.placement import Placement
 
