@@ -209,16 +209,16 @@ def layer_flops(
     causal: bool = False,
 ) -> LayerFlops:
     """Forward cost of one dense (or, with ``moe_layer``, MoE) layer."""
-    h, nmat = m.hidden, m.matmuls_per_mlp
+    h, nmat, q_dim, v_dim = m.hidden, m.matmuls_per_mlp, m.q_dim, m.v_dim
     tokens = mbs * seq / cp
-    q_rank = m.q_dim / tp
+    q_rank = q_dim / tp
     kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
     mac = FLOPS_PER_MAC * tokens
     keys = causal_keys(m, seq) / (CAUSAL_FRACTION if not causal else 1.0)
-    attention = mac * keys * (m.q_dim + m.v_dim) / tp
+    attention = mac * keys * (q_dim + v_dim) / tp
     if m.mla is not None:  # latent down-projections whole on each TP rank, the rest split
         latents = mla_latent_params(m)
-        up_proj = mac * (mla_params(m) - latents - m.v_dim * h) / tp
+        up_proj = mac * (mla_params(m) - latents - v_dim * h) / tp
         qkv = mac * latents + up_proj
     else:
         qkv, up_proj = mac * h * (q_rank + 2 * kv_rank), 0.0
@@ -245,7 +245,7 @@ def layer_flops(
     return LayerFlops(
         qkv=qkv,
         attention=attention,
-        out=mac * m.v_dim / tp * h,
+        out=mac * v_dim / tp * h,
         mlp=mlp,
         router=router,
         experts=experts,

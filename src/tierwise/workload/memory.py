@@ -327,11 +327,12 @@ def activation_bytes_per_token(
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
     low = ACT_BYTES - linear_bytes  # bytes a quantized linear input saves per element
     store = MLP_ACT_STORE[m.activation]
+    q_dim, v_dim = m.q_dim, m.v_dim
     kv_rank = m.hd * kv_heads_per_rank(m.kv, tp) if m.mla is None else m.kv_dim / tp
     replicated = (REPLICATED_INPUTS_PER_LAYER * ACT_BYTES + 2 * dropout * DROPOUT_MASK_BYTES) * h
     # Q, K, V and the output projection's input (context, v_dim wide)
-    qkv = ACT_BYTES * (m.q_dim / tp + kv_rank + kv_rank * m.v_dim / m.q_dim)
-    attention = qkv + ACT_BYTES * m.v_dim / tp + shape.act_attention_whole * rep
+    qkv = ACT_BYTES * (q_dim / tp + kv_rank + kv_rank * v_dim / q_dim)
+    attention = qkv + ACT_BYTES * v_dim / tp + shape.act_attention_whole * rep
     if flash_attention:
         scores = FLASH_LSE_BYTES * m.heads / tp
     else:
@@ -363,7 +364,7 @@ def activation_bytes_per_token(
         replicated * rep
         + attention
         + mlp
-        - low * (LINEAR_INPUTS_REPLICATED * h * rep + m.v_dim / tp)
+        - low * (LINEAR_INPUTS_REPLICATED * h * rep + v_dim / tp)
     )
     norms = LINEAR_INPUTS_REPLICATED * linear_bytes * h * rep
     if isinstance(discard, int) and discard == 0:  # one layout, nothing recomputed
