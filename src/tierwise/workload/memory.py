@@ -361,10 +361,7 @@ def activation_bytes_per_token(
         fc2_inputs = shape.act_mlp_dense / tp
     # Quantized linear inputs besides the MLPs': QKV and fc1 (whole width), out-projection.
     kept = (
-        replicated * rep
-        + attention
-        + mlp
-        - low * (LINEAR_INPUTS_REPLICATED * h * rep + v_dim / tp)
+        replicated * rep + attention + mlp - low * (LINEAR_INPUTS_REPLICATED * h * rep + v_dim / tp)
     )
     norms = LINEAR_INPUTS_REPLICATED * linear_bytes * h * rep
     if isinstance(discard, int) and discard == 0:  # one layout, nothing recomputed
