@@ -18,8 +18,8 @@ R = TypeVar("R")
 
 def by_identity(kept: int = 256) -> Callable[[Callable[[S], R]], Callable[[S], R]]:
     """Decorator: memoise a function of one frozen spec by the spec's identity, for at most
-    `kept` specs at once (all forgotten when full). An entry holds its spec, so the spec's id
-    is not reused while it is cached."""
+    `kept` specs at once (all forgotten when full; `cache_clear()` forgets them too). An
+    entry holds its spec, so the spec's id is not reused while it is cached."""
 
     def decorate(fn: Callable[[S], R]) -> Callable[[S], R]:
         memo: dict[int, tuple[S, R]] = {}
@@ -33,6 +33,7 @@ def by_identity(kept: int = 256) -> Callable[[Callable[[S], R]], Callable[[S], R
                 hit = memo[id(spec)] = (spec, fn(spec))
             return hit[1]
 
+        cached.cache_clear = memo.clear  # type: ignore[attr-defined]
         return cached
 
     return decorate
