@@ -47,8 +47,10 @@ FAMILY = {
         "model": {"vocab": 51200, "activation": "gelu"},
         "seq": 2048,
         "recompute": ["full"],
-        # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels).
-        "flags": {"attention_backend": "unfused"},
+        # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels);
+        # pipeline sends scattered over the TP ranks (on by default from 2021-02, SC'21
+        # section 4.1).
+        "flags": {"attention_backend": "unfused", "scatter_gather_tensors_in_pipeline": True},
         "framework": "megatron",
         "fix": {"recompute": "full", "cp": "1", "sp": "false"},
         "sp": False,
