@@ -110,6 +110,19 @@ MLPERF: list[dict[str, Any]] = [
         "per_result_s": [0.9524, 0.9519, 0.9519],
     },
     {
+        "id": "mlperf31-gpt3-175b-azure-10752",
+        "base": "mlperf31-gpt3-175b-eos-4096",
+        "source": f"{V31}: Azure+NVIDIA/results/ND_H100_v5_n1344_pytorch/gpt3/result_0..2.txt "
+        "(global_batch_size 2688, gradient_accumulation_steps 8); config Azure+NVIDIA/benchmarks/"
+        "gpt3/implementations/pytorch/config_DGXH100_1344x8x8x4x8_mbs1.sh (NVIDIA's recipe: "
+        "config_common.sh and config_fp8.sh differ from NVIDIA's only in comments); system "
+        "Azure+NVIDIA/systems/ND_H100_v5_n1344_pytorch.json (8x Quantum-2 CX7 IB 400 Gb/s)",
+        "cluster": {"nodes": 1344},
+        "layout": {"dp": 336, "gbs": 2688},
+        "step_time_s": 0.9795,
+        "per_result_s": [0.9775, 0.9795, 0.9833],
+    },
+    {
         "id": "mlperf40-gpt3-175b-eos-10752",
         "base": "mlperf40-gpt3-175b-eos-512-mbs2",
         "source": f"{V40}: NVIDIA/results/eos-dfw_n1344_ngc24.04_nemo/gpt3/result_0..2.txt "
