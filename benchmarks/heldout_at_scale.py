@@ -58,9 +58,11 @@ from tierwise.workload.spec import ModelSpec
 
 KORTHIKANTI = "Korthikanti et al. 2022 (arXiv 2205.05198)"
 # Table 3 (model, tp, pp, GPUs, global batch) and Table 5 (iteration time, s: full recompute /
-# sequence parallelism + selective recompute). Micro-batch and interleaving are as Calculon's
-# validation inputs state them (calculon-ai/calculon validation/seqsel/tab5/*.json @33a5aab,
-# 4ad160d, d85e078: mbs 4 for 22B, else 1; pipeline_interleaving 3 for 175B and 530B).
+# sequence parallelism + selective recompute), as Calculon transcribes them: the shapes in its
+# examples/{22B,530B,1T}.json, the layouts in validation/seqsel/tab5/*.json (calculon-ai/calculon
+# @33a5aab, 4ad160d, d85e078; also micro-batch 4 for 22B, else 1, and pipeline_interleaving 3
+# for 175B and 530B, which the paper's tables leave out) and the times in kProfile of
+# calculon/llm/validation.py seqsel_tab5 ("reported here: arXiv 2205.05198, Table 5").
 # Calculon's error (SC'23 Table 2 = the tail of `calculon llm-validation`, seqsel_tab5 in
 # calculon-ai/calculon calculon/llm/validation.py @2dd9c5c8; calculon-ai/sc23 tab2/) is
 # printed there as 1 - calc/profile; here as calc/profile - 1 (a step-time error).
