@@ -67,7 +67,7 @@ def estimate(
     terms = step_terms(
         model,
         cluster,
-        layout_fields(layout, model),
+        layout_fields(layout, model, stages),
         groups.time_s,
         flags,
         max(stages[1:-1], default=0),
