@@ -24,7 +24,7 @@ RUNS = (
 )
 
 # The cluster preset each catalog GPU of the file runs in (nodes and NICs from the run).
-PRESET = {"h100": "dgx-h100", "a100-80": "dgx-a100"}
+PRESET = {"h100": "dgx-h100", "a100-80": "dgx-a100", "gb200": "gb200-nvl72"}
 # The recipe keys that are Megatron overlap flags (tierwise.perf.flags.Flags fields).
 RECIPE_FLAGS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather")
 # Runs trained before fused (flash) attention existed in their framework: BLOOM's

@@ -16,6 +16,7 @@ at the same speed).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
@@ -35,23 +36,33 @@ RUNS = [
 ]
 
 
-def main() -> None:
+def estimates() -> list[tuple[tuple, Layout, dict[str, Any]]]:
+    """Each run of RUNS with its stated layout and the estimate of it."""
     cluster = load_cluster("dgx-a100", nodes=1)
     flags = Flags(framework="torchtitan")
-    rows = []
-    for name, layers, hidden, heads, seq, mbs, gbs, ckpt, published, published_mfu in RUNS:
+    out = []
+    for run in RUNS:
+        name, layers, hidden, heads, seq, mbs, gbs, ckpt = run[:8]
         shape = {"layers": layers, "hidden": hidden, "heads": heads}
         model = ModelSpec.parse({"name": name, **shape, "vocab": 50368, "activation": "gelu"})
         recompute = "full" if ckpt else "none"
         layout = Layout(dp=GPUS, mbs=mbs, gbs=gbs, seq=seq, recompute=recompute, zero=3)
-        result = estimate(model, cluster, layout.validate_for(model, GPUS), flags)
+        layout = layout.validate_for(model, GPUS)
+        out.append((run, layout, estimate(model, cluster, layout, flags)))
+    return out
+
+
+def main() -> None:
+    rows = []
+    for run, layout, result in estimates():
+        name, seq, mbs, published, published_mfu = run[0], run[4], run[5], run[8], run[9]
         predicted = result["tokens_per_s"] / GPUS
         rows.append(
             {
                 "model": name,
                 "seq": seq,
                 "mbs": mbs,
-                "recompute": recompute,
+                "recompute": layout.recompute,
                 "published_tokens_per_s_per_gpu": published,
                 "predicted_tokens_per_s_per_gpu": round(predicted),
                 "step_time_error": round(published / predicted - 1, 3),

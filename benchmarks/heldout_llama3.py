@@ -24,6 +24,7 @@ from tierwise.plan.search import search
 from tierwise.workload.flops import model_flops_per_token
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
+from tierwise.workload.spec import ModelSpec
 
 # (GPUs, tp, cp, pp, dp, seq, published TFLOP/s per GPU)
 RUNS = [
@@ -46,17 +47,25 @@ def _summary(result: dict[str, Any], published: float, full_s2: float) -> dict[s
     }
 
 
+def plan_stated(model: ModelSpec, run: tuple[int, ...]) -> dict[str, Any]:
+    """The planner's best plan for `model` with the run's stated tp/cp/pp/dp, bf16 and batch
+    (16M tokens); what the paper leaves open (vpp, micro-batch, recompute, sharding, the
+    pipeline split) is the planner's."""
+    gpus, tp, cp, pp, dp, seq, _ = run
+    cluster = load_cluster("dgx-h100", nodes=gpus // 8)
+    fix = {"tp": str(tp), "cp": str(cp), "pp": str(pp), "dp": str(dp), "dtype": "bf16"}
+    return search(model, cluster, BATCH_TOKENS // seq, seq, top=1, fix=fix).plans[0]
+
+
 def main() -> None:
     real = load_model("llama3-405b")
     proxy = real.model_copy(update={"layers": 128, "name": "llama3-405b-128"})
     rows = []
     for gpus, tp, cp, pp, dp, seq, published in RUNS:
         cluster = load_cluster("dgx-h100", nodes=gpus // 8)
-        fix = {"tp": str(tp), "cp": str(cp), "pp": str(pp), "dp": str(dp), "dtype": "bf16"}
-        gbs = BATCH_TOKENS // seq
         full_s2 = model_flops_per_token(real, seq, causal=False) / model_flops_per_token(real, seq)
-        planned = search(real, cluster, gbs, seq, top=1, fix=fix).plans[0]
-        proxy_planned = search(proxy, cluster, gbs, seq, top=1, fix=fix).plans[0]
+        planned = plan_stated(real, (gpus, tp, cp, pp, dp, seq, published))
+        proxy_planned = plan_stated(proxy, (gpus, tp, cp, pp, dp, seq, published))
         layouts = [
             proxy_planned["layout"] | {"vpp": vpp, "recompute": "none"} for vpp in (1, 2, 4, 8)
         ]

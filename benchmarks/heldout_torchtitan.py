@@ -11,6 +11,7 @@ Prints JSON: per run the published and predicted tokens/s per GPU and the step-t
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
@@ -21,14 +22,23 @@ from tierwise.workload.load import load_model
 GPUS = 64
 # (model, activation checkpointing, published tokens/s per GPU)
 RUNS = [("llama3-8b", "selective", 2973), ("llama3-70b", "full", 331)]
+FLAGS = Flags(framework="torchtitan")
+
+
+def estimates() -> list[tuple[tuple[str, str, int], Layout, dict[str, Any]]]:
+    """Each run of RUNS with its stated layout and the estimate of it."""
+    cluster = load_cluster("dgx-a100", nodes=GPUS // 8)
+    out = []
+    for run in RUNS:
+        name, recompute, _ = run
+        layout = Layout(dp=GPUS, mbs=1, gbs=GPUS, seq=8192, zero=3, recompute=recompute)
+        out.append((run, layout, estimate(load_model(name), cluster, layout, FLAGS)))
+    return out
 
 
 def main() -> None:
-    cluster = load_cluster("dgx-a100", nodes=GPUS // 8)
     rows = []
-    for name, recompute, published in RUNS:
-        layout = Layout(dp=GPUS, mbs=1, gbs=GPUS, seq=8192, zero=3, recompute=recompute)
-        result = estimate(load_model(name), cluster, layout, Flags(framework="torchtitan"))
+    for (name, recompute, published), _, result in estimates():
         predicted = result["tokens_per_s"] / GPUS
         rows.append(
             {

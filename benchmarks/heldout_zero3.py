@@ -12,6 +12,7 @@ step time and the step-time error (predicted / published - 1).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
@@ -23,10 +24,12 @@ from tierwise.workload.spec import ModelSpec
 LAYERS, HIDDEN, HEADS, VOCAB, SEQ, BATCH = 96, 12288, 96, 51200, 2048, 1536
 # (GPUs, micro-batch, TFLOP/s per GPU as Table 2 states)
 RUNS = [(384, 4, 144), (768, 2, 88), (1536, 1, 44)]
+FLAGS = Flags(framework="deepspeed", legacy_zero3=True, attention_backend="unfused")
 
 
-def main() -> None:
-    model = ModelSpec.parse(
+def model() -> ModelSpec:
+    """GPT-3 175B as SC'21 states it."""
+    return ModelSpec.parse(
         {
             "name": "gpt3-175b",
             "layers": LAYERS,
@@ -38,15 +41,30 @@ def main() -> None:
         },
         "model",
     )
-    flags = Flags(framework="deepspeed", legacy_zero3=True, attention_backend="unfused")
-    flops = megatron_eq3_flops(BATCH, SEQ, LAYERS, HIDDEN, VOCAB)
-    rows = []
-    for gpus, mbs, tflops in RUNS:
+
+
+def published_step_s(gpus: int, tflops: float) -> float:
+    """Eq. 3's FLOPs per step over the GPUs at the stated TFLOP/s."""
+    return megatron_eq3_flops(BATCH, SEQ, LAYERS, HIDDEN, VOCAB) / (gpus * tflops * 1e12)
+
+
+def estimates() -> list[tuple[tuple[int, int, int], Layout, dict[str, Any]]]:
+    """Each run of RUNS with its stated layout and the estimate of it."""
+    out = []
+    for run in RUNS:
+        gpus, mbs, _ = run
         layout = Layout(
             dp=gpus, mbs=mbs, gbs=BATCH, seq=SEQ, recompute="full", zero=3, grad_reduce_bf16=True
         )
-        r = estimate(model, load_cluster("dgx-a100", nodes=gpus // 8), layout, flags)
-        published = flops / (gpus * tflops * 1e12)
+        cluster = load_cluster("dgx-a100", nodes=gpus // 8)
+        out.append((run, layout, estimate(model(), cluster, layout, FLAGS)))
+    return out
+
+
+def main() -> None:
+    rows = []
+    for (gpus, mbs, tflops), _, r in estimates():
+        published = published_step_s(gpus, tflops)
         rows.append(
             {
                 "gpus": gpus,
