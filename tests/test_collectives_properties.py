@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierwise.collectives.model import OPS, bus_factor, candidates
+from tierwise.collectives.model import OPS, ScalarCandidates, bus_factor, candidates
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.collectives.shape import Shape
+from tierwise.collectives.tables import TREE_CORRECTION
 from tierwise.hardware.cluster import ClusterSpec, load_cluster, presets
 from tierwise.hardware.placement import Placement
 
@@ -116,6 +117,24 @@ def test_scalar_time_is_the_vector_time(
     _, s = group
     for x in candidates(op, s):
         assert x.time_scalar_us(float(size)) == pytest.approx(float(x.time_us(size)), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups(), st.sampled_from(OPS), st.floats(1.0, 2.0**36))
+def test_scalar_fastest_is_the_min_of_every_candidate(
+    group: tuple[ClusterSpec, Shape], op: str, size: float
+) -> None:
+    """The scalar path's fastest time skips candidates by a lower bound: it is exactly the
+    minimum over every candidate's time."""
+    _, s = group
+    cands = candidates(op, s)
+    every = min([c.time_scalar_us(size) for c in cands], default=0.0)
+    assert ScalarCandidates.of(cands).fastest_us(size) == every
+
+
+def test_tree_correction_never_adds_bandwidth() -> None:
+    """The scalar path's lower bound takes a corrected tree no faster than uncorrected."""
+    assert all(v <= 1.0 for table in TREE_CORRECTION.values() for v in table)
 
 
 @settings(max_examples=200, deadline=None)

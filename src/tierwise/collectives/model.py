@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tierwise.collectives import tables as T
 from tierwise.collectives.shape import Shape, intra_class
@@ -94,6 +94,11 @@ class Candidate:
     algbw_GBps: float
     corrected: bool = False
     pipeline: Pipeline | None = None
+    bytes_per_us: float = field(init=False, repr=False, compare=False)
+    """1e3 x algbw_GBps: the uncorrected rate, computed once for the scalar path."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bytes_per_us", 1e3 * self.algbw_GBps)
 
     def time_us(self, size_bytes: np.ndarray | float) -> np.ndarray:
         """Predicted time in us for message sizes in bytes."""
@@ -106,10 +111,43 @@ class Candidate:
 
     def time_scalar_us(self, size_bytes: float) -> float:
         """`time_us` of one size in plain Python (the planner's hot path)."""
-        bw = self.algbw_GBps * (_correction_scalar(self.proto, size_bytes) if self.corrected else 1)
+        rate = self.bytes_per_us
+        if self.corrected:
+            rate = 1e3 * (self.algbw_GBps * _correction_scalar(self.proto, size_bytes))
         if self.pipeline:
             size_bytes += self.pipeline.fill_bytes(size_bytes)
-        return self.lat_us + size_bytes / (1e3 * bw)
+        return self.lat_us + size_bytes / rate
+
+
+class ScalarCandidates(NamedTuple):
+    """Candidates laid out for pricing one size in plain Python: (lat_us, bytes per us) of
+    the plain ones, whose time is lat + n / rate, and the others (tree correction, NVLS
+    fill), priced by `Candidate.time_scalar_us`."""
+
+    plain: tuple[tuple[float, float], ...]
+    special: tuple[Candidate, ...]
+
+    @classmethod
+    def of(cls, cands: Sequence[Candidate]) -> ScalarCandidates:
+        """`cands` split into the plain ones and the others."""
+        plain = tuple((c.lat_us, c.bytes_per_us) for c in cands if not _special(c))
+        return cls(plain, tuple(c for c in cands if _special(c)))
+
+    def fastest_us(self, size_bytes: float) -> float:
+        """Time of the fastest candidate for one message of `size_bytes` (0 without any).
+        NCCL's tree correction (at most 1) and the NVLS fill only add time, so a special
+        candidate whose uncorrected time cannot beat the fastest so far is not priced."""
+        if not self.special:
+            return min([lat + size_bytes / rate for lat, rate in self.plain], default=0.0)
+        best = min([lat + size_bytes / rate for lat, rate in self.plain], default=math.inf)
+        for c in self.special:
+            if c.lat_us + size_bytes / c.bytes_per_us < best:
+                best = min(best, c.time_scalar_us(size_bytes))
+        return best
+
+
+def _special(c: Candidate) -> bool:
+    return c.corrected or c.pipeline is not None
 
 
 def _correction_scalar(proto: str, size_bytes: float) -> float:

@@ -152,6 +152,9 @@ class StepCalibration(_Spec):
     overlap_interference: float | None = Field(default=None, ge=0, le=1)
 
 
+UNCALIBRATED_STEP = StepCalibration()
+"""The model's own step-time constants (a cluster without a fitted ``step`` entry)."""
+
 CalibrationKey = Literal["intra", "leaf", "spine", "core", "step"]
 
 
@@ -240,7 +243,7 @@ class ClusterSpec(_Spec):
     def step_calibration(self) -> StepCalibration:
         """The step-time constants fitted on this cluster's runs (defaults: the model's)."""
         cal = self.calibration.get("step")
-        return cal if isinstance(cal, StepCalibration) else StepCalibration()
+        return cal if isinstance(cal, StepCalibration) else UNCALIBRATED_STEP
 
     @property
     def domain_gpus(self) -> int:

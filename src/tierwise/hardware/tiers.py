@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from itertools import accumulate, pairwise
 
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.memo import by_identity
 
 # Extra one-way latency per additional switch level a message climbs (leaf -> spine -> core),
 # in microseconds: two more switch traversals of ~0.13 us (Quantum-2) plus cable time, rounded.
@@ -34,22 +35,13 @@ class Tier:
     overhead_us: float = 0.0
 
 
-_TIERS: dict[int, tuple[ClusterSpec, list[Tier]]] = {}
-_TIERS_KEPT = 256  # specs whose tiers stay cached (what-if sweeps make a few hundred)
-
-
 def tiers(cluster: ClusterSpec) -> list[Tier]:
     """The tiers present in `cluster`, fastest first (cached per spec: specs are frozen)."""
-    hit = _TIERS.get(id(cluster))
-    if hit is None or hit[0] is not cluster:
-        if len(_TIERS) >= _TIERS_KEPT:
-            _TIERS.clear()
-        hit = (cluster, _build_tiers(cluster))
-        _TIERS[id(cluster)] = hit
-    return list(hit[1])
+    return list(_tiers_of(cluster))
 
 
-def _build_tiers(cluster: ClusterSpec) -> list[Tier]:
+@by_identity(256)  # specs whose tiers stay cached (what-if sweeps make a few hundred)
+def _tiers_of(cluster: ClusterSpec) -> list[Tier]:
     link, nic = cluster.intra, cluster.inter.nic
     out = [
         _calibrated(

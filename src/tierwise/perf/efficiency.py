@@ -21,10 +21,10 @@ and training_runs_modern.yaml) by ``benchmarks/validate_estimate.py --fit``; doc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 from typing import NamedTuple
 
 from tierwise.hardware.catalog import GPU
+from tierwise.memo import by_identity
 from tierwise.workload.flops import Array
 from tierwise.workload.precision import FORMATS, ByCode
 
@@ -104,7 +104,7 @@ def peak_fraction(gpu: GPU) -> float:
     return ARCH_PEAK_FRACTION.get(gpu.arch, DEFAULT_PEAK_FRACTION)
 
 
-@cache
+@by_identity()
 def _format_rates(gpu: GPU) -> tuple[ByCode, ByCode]:
     """Per format code: achieved large-GEMM TFLOP/s and the half-rate intensity I (FLOP per
     element triple, as `gemm_intensity`); an unsupported format runs at the BF16 rate."""

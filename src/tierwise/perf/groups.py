@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from tierwise.collectives.model import Candidate, auto_candidates, times_us
+from tierwise.collectives.model import ScalarCandidates, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
@@ -24,6 +24,7 @@ from tierwise.hardware.placement import (
     hierarchy,
     nic_sharing,
 )
+from tierwise.memo import by_identity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,22 +186,11 @@ class _ClusterCache:
         return self.placements[scatter]
 
 
-_CACHES: dict[int, _ClusterCache] = {}
-_CACHES_KEPT = 64  # clusters whose group shapes stay cached at once
+_cache_for = by_identity(64)(_ClusterCache)  # clusters whose group shapes stay cached at once
 _SPANS: dict[tuple[object, ...], tuple[GroupSpan, int, int]] = {}
 """(geometry, shape key, scatter) -> (span, NIC sharing, siblings) of a group: clusters that
 differ only in their links (a sweep over NICs or oversubscription) share them."""
 _SPANS_KEPT = 100_000
-
-
-def _cache_for(cluster: ClusterSpec) -> _ClusterCache:
-    entry = _CACHES.get(id(cluster))
-    if entry is None or entry.cluster is not cluster:
-        if len(_CACHES) >= _CACHES_KEPT:
-            _CACHES.clear()
-        entry = _ClusterCache(cluster)
-        _CACHES[id(cluster)] = entry
-    return entry
 
 
 def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, int] | None:
@@ -297,7 +287,7 @@ class LayoutGroups:
 
     def __init__(self, shapes: dict[str, Shape]) -> None:
         self.shapes = shapes
-        self._costs: dict[tuple[str, str], tuple[Candidate, ...]] = {}
+        self._costs: dict[tuple[str, str], ScalarCandidates] = {}
         # The slowest tier each group kind crosses: intra, leaf or spine ("none": no group).
         self.top_tiers = {
             kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
@@ -309,12 +299,12 @@ class LayoutGroups:
         shape = self.shapes.get(kind)
         if shape is None:
             return 0.0 * size_bytes
-        if not isinstance(size_bytes, float | int):
+        if not isinstance(size_bytes, (float, int)):
             return comm_time_s(op, shape, size_bytes)
         costs = self._costs.get((kind, op))
         if costs is None:
-            costs = self._costs[(kind, op)] = scalar_costs(op, shape)
-        return _fastest_s(costs, float(size_bytes))
+            costs = self._costs[(kind, op)] = ScalarCandidates.of(auto_candidates(op, shape))
+        return costs.fastest_us(float(size_bytes)) * 1e-6
 
 
 def layout_groups(
@@ -337,23 +327,13 @@ def layout_groups(
     return groups
 
 
-def scalar_costs(op: str, shape: Shape) -> tuple[Candidate, ...]:
-    """The candidates NCCL chooses among for `op` on `shape` (cached by the model)."""
-    return auto_candidates(op, shape)
-
-
-def _fastest_s(costs: tuple[Candidate, ...], size_bytes: float) -> float:
-    """Seconds of the fastest of `costs` for one message of `size_bytes` (0 without any)."""
-    return min([c.time_scalar_us(size_bytes) for c in costs], default=0.0) * 1e-6
-
-
 def comm_time_s(op: str, shape: Shape, size_bytes: float | np.ndarray) -> float | np.ndarray:
     """Fastest candidate's time for `size_bytes` (scalar or array), seconds."""
     import numpy as np
 
-    if np.ndim(size_bytes) == 0:
-        return _fastest_s(scalar_costs(op, shape), float(size_bytes))
     cands = auto_candidates(op, shape)
+    if np.ndim(size_bytes) == 0:
+        return ScalarCandidates.of(cands).fastest_us(float(size_bytes)) * 1e-6
     if not cands:
         return 0.0 * size_bytes
     n = np.asarray(size_bytes, dtype=float)

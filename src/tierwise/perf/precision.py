@@ -37,6 +37,6 @@ def quantize_bytes(gpu: GPU, gemms: Sequence[Gemm], precision: Array, forwards: 
 
 def quantize_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array, forwards: Array) -> Array:
     """Seconds of those casts at the achieved HBM bandwidth (0 for bf16)."""
-    if gpu.gemm_efficiency is not None:
-        return 0.0
+    if gpu.gemm_efficiency is not None or (isinstance(precision, int) and not IS_LOW[precision]):
+        return 0.0  # a fixed-efficiency GPU, or one 16-bit layout: nothing is cast
     return quantize_bytes(gpu, gemms, precision, forwards) / hbm_bytes_per_s(gpu)

@@ -11,12 +11,12 @@ arrays of layout fields (`tierwise.workload.layouts_to_arrays`).
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from tierwise.frameworks import RECOMPUTE_OP_SAC, SHARDED_ZERO3
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.memo import by_identity
 from tierwise.perf import comm as C
 from tierwise.perf.flags import Flags
 from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds, ranks
@@ -43,7 +43,7 @@ __all__ = ["Flags", "memory_terms", "step_terms"]
 OVERLAP_INTERFERENCE = 0.2
 
 
-@cache
+@by_identity()
 def _format_peaks(gpu: GPU) -> ByCode:
     """Dense peak (TFLOP/s) of each format's GEMMs on `gpu`; BF16's where the GPU lacks it."""
     return ByCode(peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS)))
@@ -62,7 +62,8 @@ def memory_fields(f: dict[str, Any]) -> dict[str, Any]:
 def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> MemoryBreakdown:
     """Bytes per GPU of each layout as `step_terms` counts them (a `memory_batch` result):
     cheap beside the step time, so a search prunes on it before pricing."""
-    if flags.runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
+    runner = flags.runner
+    if runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
         f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES
@@ -72,11 +73,11 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
         **memory_fields(f),
         flash_attention=flash,
         dropout=not flash,
-        low_precision_params=flags.fp8_param_gather and flags.runner.low_precision_param_gather,
+        low_precision_params=flags.fp8_param_gather and runner.low_precision_param_gather,
         param_copies=PARAM_COPIES.get(schedule, 1),
         dual_pipe=dual,
         zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
-        if flags.runner.sharded_dp == SHARDED_ZERO3  # DeepSpeed's live-parameter buffers
+        if runner.sharded_dp == SHARDED_ZERO3  # DeepSpeed's live-parameter buffers
         else None,
         cache_expert_inputs=flags.cache_expert_inputs,
     )
@@ -95,8 +96,8 @@ def step_terms(
     `middle_layers`: the most layers on a pipeline rank between the first and the last
     (default: the planner's split, the same count on every middle rank); `memory`: the
     layouts' `memory_terms`, where the caller has them already."""
-    gpu = cluster.gpu
-    if flags.runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
+    gpu, runner = cluster.gpu, flags.runner
+    if runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
         f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
     s = stage_of(m, gpu, f, middle_layers)
     route, load = routing(m, flags.moe_router_force_load_balancing)
@@ -113,6 +114,7 @@ def step_terms(
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
     ).scaled(1.0 / cal.compute_scale)
+    layers_s = work.layers_s
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
     ops = tp_ops(s, comm)
@@ -125,16 +127,16 @@ def step_terms(
         dispatcher,
         flags.moe_router_force_load_balancing,
         flags.overlap_moe_expert_parallel_comm or dual,
-        work.layers_s / s.layers,
+        layers_s / s.layers,
         cluster.domain_gpus,
         flags.delay_wgrad_compute or dual,
     )
     pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
     mem = memory_terms(m, f, flags) if memory is None else memory
-    host = offload(gpu, mem.host_offload, work.layers_s)
+    host = offload(gpu, mem.host_offload, layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.
     exposed = tp.exposed_s + cp.exposed_s + ep.exposed_s + host.exposed_s
-    per_layer = (work.layers_s + exposed) / s.layers
+    per_layer = (layers_s + exposed) / s.layers
     pipe = ranks(
         f["pp"],
         m.layers,
@@ -148,7 +150,7 @@ def step_terms(
     )
     share = pipe.layers / s.layers  # of each layer-priced term, on the busiest rank
     t_compute = (
-        share * work.layers_s
+        share * layers_s
         + pipe.embedding * work.embedding_s
         + pipe.loss * (work.logits_s + work.loss_s)
     )
@@ -163,7 +165,7 @@ def step_terms(
         t_compute,
         flags.overlap_grad_reduce,
         flags.overlap_param_gather,
-        flags.runner,
+        runner,
         flags.fp8_param_gather,
         flags.align_param_gather,
         flags.legacy_zero3,

@@ -23,9 +23,9 @@ Conventions (see README.md):
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
+from tierwise.memo import by_identity
 from tierwise.workload.params import (
     MTP_NORMS,
     MTP_PROJ_INPUTS,
@@ -209,16 +209,16 @@ def layer_flops(
     causal: bool = False,
 ) -> LayerFlops:
     """Forward cost of one dense (or, with ``moe_layer``, MoE) layer."""
-    h, nmat = m.hidden, m.matmuls_per_mlp
+    h, nmat, q_dim, v_dim = m.hidden, m.matmuls_per_mlp, m.q_dim, m.v_dim
     tokens = mbs * seq / cp
-    q_rank = m.q_dim / tp
+    q_rank = q_dim / tp
     kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
     mac = FLOPS_PER_MAC * tokens
     keys = causal_keys(m, seq) / (CAUSAL_FRACTION if not causal else 1.0)
-    attention = mac * keys * (m.q_dim + m.v_dim) / tp
+    attention = mac * keys * (q_dim + v_dim) / tp
     if m.mla is not None:  # latent down-projections whole on each TP rank, the rest split
         latents = mla_latent_params(m)
-        up_proj = mac * (mla_params(m) - latents - m.v_dim * h) / tp
+        up_proj = mac * (mla_params(m) - latents - v_dim * h) / tp
         qkv = mac * latents + up_proj
     else:
         qkv, up_proj = mac * h * (q_rank + 2 * kv_rank), 0.0
@@ -245,7 +245,7 @@ def layer_flops(
     return LayerFlops(
         qkv=qkv,
         attention=attention,
-        out=mac * m.v_dim / tp * h,
+        out=mac * v_dim / tp * h,
         mlp=mlp,
         router=router,
         experts=experts,
@@ -368,14 +368,18 @@ def training_flops(
 def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
     """Model FLOPs of one step over all GPUs, ``gbs x seq x model_flops_per_token`` (Megatron's
     counter, no recompute): the numerator of MFU and of model TFLOP/s per GPU."""
-    if isinstance(seq, int | float):  # one layout: the per-token count is memoised
-        return gbs * seq * _model_flops_per_token_cached(m, seq)
+    if isinstance(seq, (int, float)):  # one layout: the per-token count is memoised
+        per_token = _flops_per_token_by_seq(m)
+        if seq not in per_token:
+            per_token[seq] = float(model_flops_per_token(m, seq))
+        return gbs * seq * per_token[seq]
     return gbs * seq * model_flops_per_token(m, seq)
 
 
-@cache
-def _model_flops_per_token_cached(m: ModelSpec, seq: int | float) -> float:
-    return float(model_flops_per_token(m, seq))
+@by_identity()
+def _flops_per_token_by_seq(m: ModelSpec) -> dict[int | float, float]:
+    """The model's FLOPs per token by sequence length, filled in as lengths are asked for."""
+    return {}
 
 
 def megatron_eq3_flops(gbs: Array, seq: Array, layers: int, hidden: int, vocab: int) -> Array:

@@ -25,9 +25,9 @@ All formulas are branchless arithmetic, so python scalars (fast) and numpy array
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, NamedTuple
 
+from tierwise.memo import by_identity
 from tierwise.workload.flops import (
     ACT_BYTES,
     RECOMPUTE_FULL,
@@ -128,7 +128,7 @@ class MemoryBreakdown(NamedTuple):
     @property
     def total_bytes(self) -> Array:
         """Everything on the GPU."""
-        return sum([getattr(self, name) for name in MEMORY_TERMS])
+        return sum(self[:_GPU_TERMS])
 
     @property
     def total_gib(self) -> Array:
@@ -144,7 +144,7 @@ class MemoryBreakdown(NamedTuple):
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
-        gib = [float(getattr(self, name)) / GiB for name in MEMORY_TERMS]
+        gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
         return {
             **dict(zip(GIB_KEYS, gib, strict=True)),
             "total_gib": sum(gib),
@@ -153,10 +153,9 @@ class MemoryBreakdown(NamedTuple):
         }
 
 
-MEMORY_TERMS = tuple(
-    name for name in MemoryBreakdown._fields if name not in ("stage", "host_offload")
-)
-"""The byte terms of :class:`MemoryBreakdown` on the GPU, in order."""
+_GPU_TERMS = MemoryBreakdown._fields.index("stage")
+MEMORY_TERMS = MemoryBreakdown._fields[:_GPU_TERMS]
+"""The byte terms of :class:`MemoryBreakdown` on the GPU, in order (its first fields)."""
 GIB_KEYS = tuple(f"{name}_gib" for name in MEMORY_TERMS)
 
 
@@ -239,7 +238,7 @@ class _Shape:
     """fp32 router logits and probabilities per token."""
 
 
-@cache
+@by_identity()
 def _shape(m: ModelSpec) -> _Shape:
     h, moe, mla = m.hidden, m.moe, m.mla
     store = MLP_ACT_STORE[m.activation]
@@ -328,11 +327,12 @@ def activation_bytes_per_token(
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
     low = ACT_BYTES - linear_bytes  # bytes a quantized linear input saves per element
     store = MLP_ACT_STORE[m.activation]
+    q_dim, v_dim = m.q_dim, m.v_dim
     kv_rank = m.hd * kv_heads_per_rank(m.kv, tp) if m.mla is None else m.kv_dim / tp
     replicated = (REPLICATED_INPUTS_PER_LAYER * ACT_BYTES + 2 * dropout * DROPOUT_MASK_BYTES) * h
     # Q, K, V and the output projection's input (context, v_dim wide)
-    qkv = ACT_BYTES * (m.q_dim / tp + kv_rank + kv_rank * m.v_dim / m.q_dim)
-    attention = qkv + ACT_BYTES * m.v_dim / tp + shape.act_attention_whole * rep
+    qkv = ACT_BYTES * (q_dim / tp + kv_rank + kv_rank * v_dim / q_dim)
+    attention = qkv + ACT_BYTES * v_dim / tp + shape.act_attention_whole * rep
     if flash_attention:
         scores = FLASH_LSE_BYTES * m.heads / tp
     else:
@@ -361,10 +361,7 @@ def activation_bytes_per_token(
         fc2_inputs = shape.act_mlp_dense / tp
     # Quantized linear inputs besides the MLPs': QKV and fc1 (whole width), out-projection.
     kept = (
-        replicated * rep
-        + attention
-        + mlp
-        - low * (LINEAR_INPUTS_REPLICATED * h * rep + m.v_dim / tp)
+        replicated * rep + attention + mlp - low * (LINEAR_INPUTS_REPLICATED * h * rep + v_dim / tp)
     )
     norms = LINEAR_INPUTS_REPLICATED * linear_bytes * h * rep
     if isinstance(discard, int) and discard == 0:  # one layout, nothing recomputed
@@ -491,6 +488,14 @@ def memory_batch(
     fsdp = (zero >= 3) * zero3_buffer_bytes
     edp = tp * cp * dp / (ep * etp)
 
+    flags = dict(
+        zero=zero,
+        distributed_optimizer=distributed_optimizer,
+        grad_reduce_bf16=grad_reduce_bf16,
+        precision=precision,
+        low_precision_params=low_precision_params,
+    )
+
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
         """Bytes by term of a stage of `n` layers from layer index `start`."""
         # The last stage also holds the MTP modules: one more layer of the last layer's kind
@@ -501,13 +506,6 @@ def memory_batch(
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
         non_expert = non_expert + mtp * shape.mtp_extra / tp
-        flags = dict(
-            zero=zero,
-            distributed_optimizer=distributed_optimizer,
-            grad_reduce_bf16=grad_reduce_bf16,
-            precision=precision,
-            low_precision_params=low_precision_params,
-        )
         states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
             expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)

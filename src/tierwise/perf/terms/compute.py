@@ -108,10 +108,10 @@ def layer_gemms(
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share * etp / tp * expert_load
     low = LOW_PRECISION_SHARE[precision]
-    ffn = moe.expert_ffn_hidden if moe else m.ffn
+    ffn, q_dim = (moe.expert_ffn_hidden if moe else m.ffn), m.q_dim
     return [
-        Gemm(layer.qkv, tokens, (m.q_dim + 2 * m.kv_dim) / tp, h, low),
-        Gemm(layer.out, tokens, h, m.q_dim / tp, low),
+        Gemm(layer.qkv, tokens, (q_dim + 2 * m.kv_dim) / tp, h, low),
+        Gemm(layer.out, tokens, h, q_dim / tp, low),
         Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h, low),
         Gemm(
             layer.experts * expert_load,

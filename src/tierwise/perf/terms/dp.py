@@ -39,10 +39,11 @@ As frameworks run it (their rows in `tierwise.frameworks`, read through `Flags.r
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import partial
 from typing import NamedTuple
 
 from tierwise.frameworks import GENERIC, SHARDED_FSDP2, SHARDED_ZERO3, Framework
+from tierwise.memo import by_identity
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import hbm_bytes_per_s
 from tierwise.perf.terms.stage import CommTerm, Stage, select
@@ -108,7 +109,7 @@ class DataParallel(NamedTuple):
     optimizer_s: Array
 
 
-@cache
+@by_identity()
 def _param_counts(m: ModelSpec) -> ParamCounts:
     return param_counts(m)
 
@@ -421,7 +422,7 @@ def deepspeed_live_bytes(m: ModelSpec, tp: Array, grad_bytes: Array) -> Array:
     return live * BF16_BYTES + DEEPSPEED_REDUCE_BUCKET * grad_bytes
 
 
-@cache
+@by_identity()
 def _gathered_share(m: ModelSpec) -> float:
     """Share of a layer's parameters ZeRO-3 gathers (those at or over the persistence
     threshold; a module's size before TP, which splits only matrices)."""

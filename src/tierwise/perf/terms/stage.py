@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from tierwise.hardware.catalog import GPU
 from tierwise.perf import comm as C
@@ -21,9 +20,6 @@ from tierwise.workload.layout import middle_stage_layers
 from tierwise.workload.recompute import DEFAULT_MASK, recomputes
 from tierwise.workload.spec import ModelSpec
 
-if TYPE_CHECKING:
-    pass
-
 
 class CommTerm(NamedTuple):
     """One parallel dimension's communication on one GPU: seconds left on the critical path
@@ -37,8 +33,7 @@ class CommTerm(NamedTuple):
     group: str
 
 
-@dataclass(frozen=True, slots=True)
-class Stage:
+class Stage(NamedTuple):
     """The busiest pipeline stage of a layout (scalars, or arrays over layouts)."""
 
     model: ModelSpec

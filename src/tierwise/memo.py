@@ -1,0 +1,39 @@
+"""Memoisation of functions of one frozen spec, keyed by the spec's identity.
+
+`functools.cache` hashes its argument on every call; a frozen pydantic spec hashes all its
+fields (nested specs too), about a microsecond each time. A spec is frozen, so a value derived
+from it holds for as long as the object lives: a dict lookup on its `id` and an identity check
+replace the hash. Equal specs built separately each compute their value once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+
+def by_identity(kept: int = 256) -> Callable[[Callable[[S], R]], Callable[[S], R]]:
+    """Decorator: memoise a function of one frozen spec by the spec's identity, for at most
+    `kept` specs at once (all forgotten when full; `cache_clear()` forgets them too). An
+    entry holds its spec, so the spec's id is not reused while it is cached."""
+
+    def decorate(fn: Callable[[S], R]) -> Callable[[S], R]:
+        memo: dict[int, tuple[S, R]] = {}
+
+        @functools.wraps(fn)
+        def cached(spec: S) -> R:
+            hit = memo.get(id(spec))
+            if hit is None or hit[0] is not spec:
+                if len(memo) >= kept:
+                    memo.clear()
+                hit = memo[id(spec)] = (spec, fn(spec))
+            return hit[1]
+
+        cached.cache_clear = memo.clear  # type: ignore[attr-defined]
+        return cached
+
+    return decorate
