@@ -75,18 +75,21 @@ def layout_of(run: dict[str, Any], model: ModelSpec) -> Layout:
 
 
 def flags_of(run: dict[str, Any]) -> Flags:
-    """The run's framework, attention backend and the overlap flags its recipe states.
-    align_param_gather: the Llama 3.1 rows' notes (ALIGN_PARAM_GATHER True)."""
+    """The run's framework (with its row's defaults), attention backend and the overlap flags
+    its recipe states. align_param_gather: the Llama 3.1 rows' notes (ALIGN_PARAM_GATHER
+    True)."""
     lay, recipe = run["layout"], run.get("recipe", {})
     stated = {key: bool(recipe[key]) for key in RECIPE_FLAGS if key in recipe}
     note = run.get("note", "")
-    return Flags(
-        **stated,
-        align_param_gather="ALIGN_PARAM_GATHER" in note,
-        fp8_param_gather=bool(recipe.get("fp8_param_gather", False)),
-        legacy_zero3=run["id"] in LEGACY_ZERO3,
-        framework=lay["framework"],
-        attention_backend=lay.get(
-            "attention_backend", "unfused" if run["id"] in UNFUSED_ATTENTION else "flash"
-        ),
+    return Flags.resolve(
+        lay["framework"],
+        {
+            **stated,
+            "align_param_gather": "ALIGN_PARAM_GATHER" in note,
+            "fp8_param_gather": bool(recipe.get("fp8_param_gather", False)),
+            "legacy_zero3": run["id"] in LEGACY_ZERO3,
+            "attention_backend": lay.get(
+                "attention_backend", "unfused" if run["id"] in UNFUSED_ATTENTION else "flash"
+            ),
+        },
     )

@@ -76,9 +76,13 @@ KORTHIKANTI_RUNS = [
 ]
 # Megatron-LM of 2022: no --overlap-grad-reduce/--overlap-param-gather/--tp-comm-overlap
 # (MEGATRON_2023_NO_OVERLAP), Megatron's own scale-mask-softmax (FlashAttention reached
-# Megatron in 2023), fp16 (16-bit gradients: the SC'21 family's convention).
+# Megatron in 2023), fp16 (16-bit gradients: the SC'21 family's convention), pipeline sends
+# scattered over the TP ranks (its default from 2021-02 to 2023-03).
 KORTHIKANTI_FLAGS = Flags(
-    **MEGATRON_2023_NO_OVERLAP, attention_backend="unfused", framework="megatron"
+    **MEGATRON_2023_NO_OVERLAP,
+    attention_backend="unfused",
+    framework="megatron",
+    scatter_gather_tensors_in_pipeline=True,
 )
 
 V31 = "mlcommons/training_results_v3.1 @ d06288b2bd675a9d88e0e6181f5bb5626b71ec19"

@@ -47,8 +47,14 @@ FAMILY = {
         "model": {"vocab": 51200, "activation": "gelu"},
         "seq": 2048,
         "recompute": ["full"],
-        # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels).
-        "flags": {"attention_backend": "unfused"},
+        # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels);
+        # pipeline sends scattered over the TP ranks (on by default from 2021-02, SC'21
+        # section 4.1) and waited on (--overlap-p2p-communication arrived in 2023-05).
+        "flags": {
+            "attention_backend": "unfused",
+            "scatter_gather_tensors_in_pipeline": True,
+            "overlap_p2p_communication": False,
+        },
         "framework": "megatron",
         "fix": {"recompute": "full", "cp": "1", "sp": "false"},
         "sp": False,

@@ -191,6 +191,21 @@ def test_deepspeed_batch_identity_counts_dp_without_tp_and_pp() -> None:
     assert ds["train_batch_size"] == ds["train_micro_batch_size_per_gpu"] * gas * dp == 64
 
 
+def test_pipeline_scatter_gather_emitted_as_each_framework_runs_it() -> None:
+    lay = Layout(tp=2, pp=2, dp=4, mbs=2, gbs=64, seq=4096, sp=False, zero=1)
+    pipe = deepspeed_config(lay)["pipeline"]  # DeepSpeed's default: partitioned over MP
+    assert pipe["pipe_partitioned"] is pipe["grad_partitioned"] is True
+    off = Flags.resolve("deepspeed", {"scatter_gather_tensors_in_pipeline": False})
+    assert deepspeed_config(lay, off)["pipeline"]["pipe_partitioned"] is False
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    megatron = Flags.resolve("megatron", {"scatter_gather_tensors_in_pipeline": True})
+    plain = lay.model_copy(update={"zero": 0, "distributed_optimizer": True})
+    with pytest.raises(SpecError, match="sends whole activations since"):
+        emit("megatron", model, cluster, plain, flags=megatron)
+    split = plain.model_copy(update={"sp": True})  # split already: nothing to refuse
+    assert "--sequence-parallel" in emit("megatron", model, cluster, split, flags=megatron)
+
+
 def test_deepspeed_space_pairs_pp_only_with_zero1_and_never_fp8() -> None:
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
     arrays = build_space(model, cluster, 16, 64, 4096, framework="deepspeed").arrays

@@ -143,6 +143,22 @@ def test_pp_one_send_each_way_per_virtual_stage() -> None:
     assert pp_comm(stage(pp=1, dp=8), fake_comm).bytes == 0.0
 
 
+def test_pp_scatter_gather_sends_a_tp_share_and_gathers_it_over_tp() -> None:
+    whole = pp_comm(stage(tp=4, sp=False), fake_comm, overlap=False)
+    assert whole.total_s == pytest.approx(2 * 3e-12 * ACT)  # every TP rank sends it all
+    split = pp_comm(stage(tp=4, sp=False), fake_comm, overlap=False, scatter_gather=True)
+    # each way: a quarter of the activation sent, then the whole all-gathered over TP
+    assert split.total_s == pytest.approx(2 * (3e-12 * ACT / 4 + 1e-12 * ACT))
+    assert split.bytes == pytest.approx(2 * ACT / 4)
+    # Sequence parallelism splits the sends already; tp 1 and pp 1 have nothing to split.
+    sp = pp_comm(stage(tp=4, sp=True), fake_comm, overlap=False)
+    assert pp_comm(stage(tp=4, sp=True), fake_comm, False, False, True) == sp
+    one = pp_comm(stage(), fake_comm, overlap=False)
+    assert pp_comm(stage(), fake_comm, False, False, True) == one
+    alone = stage(pp=1, dp=8, tp=4, sp=False)
+    assert pp_comm(alone, fake_comm, scatter_gather=True) == pp_comm(alone, fake_comm)
+
+
 def test_dp_all_reduce_hides_behind_backward() -> None:
     s = stage(pp=1, dp=8, gbs=16)  # 2 micro-batches
     grads = stage_params(s) * 4  # fp32 main grads

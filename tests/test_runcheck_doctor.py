@@ -10,6 +10,8 @@ import pytest
 from tests.conftest import SHARED, assert_user_error, run_cli
 from tests.trainlog_gen import LLAMA8B_ARGS, megatron_log, model_step
 from tierwise.hardware.cluster import load_cluster
+from tierwise.verify.runcheck.price import price
+from tierwise.verify.trainlog.read import read_run
 
 DATA = Path(__file__).parent / "data" / "trainlog"
 
@@ -99,3 +101,11 @@ def test_nccl_logs_still_go_to_the_nccl_doctor() -> None:
 def test_calibrate_hint_names_the_command() -> None:
     out = cli_json_any("doctor", str(DATA / "megatron_2024_llama8b.log"), "-c", "dgx-h100")
     assert any("tierwise calibrate" in f["fix"] for f in out["findings"])
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared")
+def test_a_2021_megatron_log_runs_its_pipeline_scatter_gather_without_sp() -> None:
+    log = SHARED / "training_logs" / "megatron-log2021-gpt13b-tp2pp4-8gpu" / "log.txt"
+    run = price(read_run(log), load_cluster("dgx-a100", nodes=1))
+    assert run.flags.scatter_gather_tensors_in_pipeline  # printed True, before 2023-03
+    assert run.layout.tp == 2 and run.layout.pp == 4 and not run.layout.sp_enabled

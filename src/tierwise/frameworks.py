@@ -261,6 +261,11 @@ DEEPSPEED = Framework(
     # (_exec_reduce_grads -> _bf16_reduce_grads) and step() all-gathers the updated bf16
     # weights (all_gather_dp_groups): v0.6 (2022, BLOOM's) to current.
     pipeline_fp32_grads=True,
+    # Its pipeline engine sends activations and gradients partitioned over the model-parallel
+    # group and all-gathers them on arrival (deepspeed/runtime/pipe/engine.py
+    # is_pipe_partitioned / is_grad_partitioned; runtime/config.py pipeline defaults
+    # pipe_partitioned and grad_partitioned true; PartitionedTensor in runtime/utils.py).
+    defaults=MappingProxyType({"scatter_gather_tensors_in_pipeline": True}),
     # Before 0.5.5 (2021-11-02) ZeRO-3 gathered each parameter synchronously through list
     # collectives, one tensor per rank (deepspeed/runtime/zero/partition_parameters.py
     # _allgather_param and _reduce_scatter_gradient, v0.3.14-v0.5.4: a torch.cuda.synchronize()

@@ -55,6 +55,12 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "Megatron's (interleaved): every virtual stage's first weight bucket gathered at the "
         "start of the step (off: each waits as its chunk's forward begins).",
     ),
+    "scatter_gather_tensors_in_pipeline": (
+        ("--scatter-gather-tensors-in-pipeline",),
+        "Pipeline sends split over the TP ranks and all-gathered on arrival, without sequence "
+        "parallelism (Megatron-LM 2021-02 to 2023-03; DeepSpeed's pipeline engine's "
+        "pipe_partitioned, its default).",
+    ),
     "microbatch_group_size_per_vp_stage": (
         ("--microbatch-group-size-per-virtual-pipeline-stage",),
         "Megatron's: micro-batches run through each virtual stage in groups of this size "

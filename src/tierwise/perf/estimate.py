@@ -107,6 +107,10 @@ def estimate(
             "schedule": schedule,
             "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
             "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or layout.pp,
+            # --scatter-gather-tensors-in-pipeline in effect (or SP): each TP rank sends 1/tp
+            "sends_split_over_tp": layout.pp > 1
+            and layout.tp > 1
+            and (layout.sp_enabled or flags.scatter_gather_tensors_in_pipeline),
         },
         "framework": flags.framework,
         "legacy_zero3": flags.legacy_zero3,

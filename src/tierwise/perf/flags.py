@@ -63,6 +63,14 @@ class Flags:
     # stage's first weight bucket is gathered at the start of the step, not as each chunk's
     # forward begins.
     align_param_gather: bool = True
+    # Pipeline sends split over the TP ranks, each sending 1/tp of the activation and the
+    # receiver all-gathering it over TP (without sequence parallelism; with it they are split
+    # already). Megatron-LM ran it by default from 2021-02 (commit 72e4230b, SC'21 section
+    # 4.1; --no-scatter-gather-tensors-in-pipeline turned it off) until its p2p code moved to
+    # megatron-core in 2023-03 (3c92fa93), which sends the whole activation from every TP
+    # rank; DeepSpeed's pipeline engine partitions activations and gradients over the
+    # model-parallel group by default (pipeline.pipe_partitioned / grad_partitioned).
+    scatter_gather_tensors_in_pipeline: bool = False
     # --microbatch-group-size-per-virtual-pipeline-stage (Megatron's default: pp): the
     # interleaved schedule runs micro-batches in groups of this size through each chunk.
     microbatch_group_size_per_vp_stage: int | None = None

@@ -131,7 +131,9 @@ def step_terms(
         cluster.domain_gpus,
         flags.delay_wgrad_compute or dual,
     )
-    pp = pp_comm(s, comm, flags.overlap_p2p_communication, dual)
+    pp = pp_comm(
+        s, comm, flags.overlap_p2p_communication, dual, flags.scatter_gather_tensors_in_pipeline
+    )
     mem = memory_terms(m, f, flags) if memory is None else memory
     host = offload(gpu, mem.host_offload, layers_s)
     # The terms are priced for s.layers layers; each rank runs its own count of them.

@@ -109,6 +109,13 @@ def estimate_command(
     check_framework(runner, layout, dp_shard)
     if flags.legacy_zero3 and layout.zero < 3:
         assumed.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
+    if behaviour.given.get("scatter_gather_tensors_in_pipeline") and (
+        layout.pp == 1 or layout.tp == 1 or layout.sp_enabled
+    ):
+        assumed.append(
+            "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "
+            "sends (pp > 1) over tp > 1 ranks without sequence parallelism"
+        )
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)

@@ -30,10 +30,14 @@ def zero_stage(layout: Layout) -> int:
     return max(layout.zero, 1 if layout.distributed_optimizer else 0)
 
 
-def deepspeed_config(layout: Layout) -> dict[str, Any]:
+def deepspeed_config(layout: Layout, flags: Flags | None = None) -> dict[str, Any]:
     """A DeepSpeed JSON config: batch sizes, ZeRO stage, bf16, activation checkpointing,
-    pipeline stages (and an fp32 gradient reduce where the layout has fp32 grads)."""
+    pipeline stages and whether its sends are partitioned over the model-parallel ranks
+    (`flags`, DeepSpeed's defaults when None), and an fp32 gradient reduce where the layout
+    has fp32 grads."""
     check_runs(FW, layout)
+    flags = flags or Flags.resolve(FW.name, {})
+    partitioned = flags.scatter_gather_tensors_in_pipeline
     reduce = {} if layout.grad_reduce_bf16 else {"communication_data_type": "fp32"}
     return {
         **reduce,
@@ -50,13 +54,17 @@ def deepspeed_config(layout: Layout) -> dict[str, Any]:
             "partition_activations": layout.recompute != "none",
             "contiguous_memory_optimization": layout.recompute == "full",
         },
-        "pipeline": {"stages": layout.pp},
+        "pipeline": {
+            "stages": layout.pp,
+            "pipe_partitioned": partitioned,
+            "grad_partitioned": partitioned,
+        },
     }
 
 
 def config_text(model: ModelSpec, layout: Layout, flags: Flags) -> str:
     """The JSON (what ``--emit deepspeed`` prints and writes)."""
-    return json.dumps(deepspeed_config(layout), indent=2) + "\n"
+    return json.dumps(deepspeed_config(layout, flags), indent=2) + "\n"
 
 
 def launch(model: ModelSpec, layout: Layout, flags: Flags) -> Launch:

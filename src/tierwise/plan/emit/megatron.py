@@ -264,6 +264,14 @@ def _precision_args(layout: Layout, flags: Flags) -> list[str]:
 
 
 def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]:
+    split = flags.scatter_gather_tensors_in_pipeline and layout.pp > 1 and layout.tp > 1
+    if split and not layout.sp_enabled:  # with SP the sends are split already
+        raise refuse(
+            KIND,
+            "--scatter-gather-tensors-in-pipeline: Megatron-LM sends whole activations since "
+            "its pipeline code moved to megatron-core (2023-03); add --sequence-parallel to "
+            "split them over the TP ranks",
+        )
     args = []
     if flags.cuda_graphs:
         args.append("--enable-cuda-graph")

@@ -174,6 +174,10 @@ def _layout(record: RunRecord, assumed: list[str]) -> Layout:
             assumed.append(f"use_distributed_optimizer True ({known.whose}; not in the log)")
     if isinstance(settings.get("sequence_parallel"), bool) and fields["tp"] > 1:
         fields["sp"] = settings["sequence_parallel"]
+    elif "scatter_gather_tensors_in_pipeline" in settings and fields["tp"] > 1:
+        # A Megatron-LM argument dump (2021-02 on) without --sequence-parallel (2022-04 on).
+        fields["sp"] = False
+        assumed.append("sequence_parallel False (Megatron-LM before 2022-04; not in the log)")
     try:
         return Layout.parse(fields, "logged layout")
     except SpecError as exc:
@@ -202,6 +206,10 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
     for key in ("overlap_moe_expert_parallel_comm", "align_param_gather", "delay_wgrad_compute"):
         if isinstance(s.get(key), bool):
             values[key] = s[key]
+    if s.get("scatter_gather_tensors_in_pipeline") is True and "overlap_p2p_comm" not in s:
+        # Megatron-LM printed it True until 2026, but ran it only before megatron-core's p2p
+        # (2023-03); a log without --overlap-p2p-communication (2023-05) predates that.
+        values["scatter_gather_tensors_in_pipeline"] = True
     group = s.get("microbatch_group_size_per_vp_stage")
     if isinstance(group, int) and not isinstance(group, bool) and group > 0 and layout.vpp > 1:
         values["microbatch_group_size_per_vp_stage"] = group
@@ -221,7 +229,7 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
     if dispatcher not in (None, "alltoall", "allgather", "flex"):
         values.pop("moe_token_dispatcher_type")
         assumed.append(f"moe_token_dispatcher_type {dispatcher} priced as alltoall")
-    return Flags(**values)
+    return Flags.resolve(values.pop("framework"), values)
 
 
 def _before_flash_attention(record: RunRecord) -> bool:

@@ -58,6 +58,7 @@ PRICED_SETTINGS = (
     "align_param_gather",
     "delay_wgrad_compute",
     "microbatch_group_size_per_vp_stage",
+    "scatter_gather_tensors_in_pipeline",
 )
 # Settings read and reported that no cost term prices (doctor lists them as not modelled).
 UNPRICED_SETTINGS = (
