@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.collectives import tables as T
-from tierwise.collectives.predict import group_shape, predict, predicted_busbw
+from tierwise.collectives.predict import expected, group_shape, predict, predicted_busbw
 from tierwise.formats.nccl_reader import parse_file
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.hardware.placement import Placement
@@ -92,6 +92,20 @@ POINTS: list[tuple[str, str, int, str, str, int, float | str, str]] = [
 # the model is shown at every size from 1 to 8 GiB.
 HELD_OUT_RS = {4: 360, 8: 345, 16: 320, 32: 300, 64: 280, 128: 260}
 HELD_OUT_GIB = (1, 2, 4, 8)
+# Held-out single points: (what, preset, overrides, nodes, op, size, measured busbw, source).
+HELD_OUT_POINTS: list[tuple[str, str, dict[str, Any], int, str, int, float, str]] = [
+    ("A100 2x8, 4 HDR NICs per node (nccl-tests run to 4 GiB)", "dgx-a100",
+     {"nics_per_node": 4}, 2, "all_reduce", 4 * GIB, 86.0,
+     "NVIDIA/nccl issue 1048, NVIDIA/nccl-tests issue 175"),
+]  # fmt: skip
+# CoreWeave's GB200 NVL72 tables beyond ../shared (README "Expected Performance", NCCL 2.26.2,
+# NVLS and CollNet off): racks -> (size, out-of-place busbw GB/s).
+HELD_OUT_RACKS: dict[int, list[tuple[int, float]]] = {
+    2: [(8 * GIB, 793.06), (16 * GIB, 810.41)],
+    20: [(GIB // 2, 150.95), (GIB, 218.85), (2 * GIB, 286.52), (4 * GIB, 346.38),
+         (8 * GIB, 381.48), (16 * GIB, 405.74)],
+}  # fmt: skip
+HELD_OUT_RACKS_SOURCE = "coreweave/nccl-tests README.md @ cb86553"
 
 # The full tables: which system each ran on (ranks per node), and the algorithm forced.
 LOGS: dict[str, tuple[str, int, str]] = {
@@ -162,6 +176,45 @@ def held_out_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def held_out_point_rows() -> list[dict[str, Any]]:
+    """Published points outside ../shared (nothing fitted on them), then CoreWeave's GB200
+    NVL72 rows beyond the calibration tables."""
+    rows = []
+    for what, preset, extra, nodes, op, size, meas, source in HELD_OUT_POINTS:
+        pred = expected(load_cluster(preset, nodes=nodes, **extra), op, [size])
+        rows.append(_held_row(what, op, pred, size, meas, source))
+    for racks, points in HELD_OUT_RACKS.items():
+        cluster = _rack_cluster(18 * racks)
+        sizes = [size for size, _ in points]
+        pred = expected(cluster, "all_reduce", sizes)
+        for i, (size, meas) in enumerate(points):
+            what = f"GB200 NVL72, {racks} racks ({72 * racks} GPUs)"
+            rows.append(_held_row(what, "all_reduce", pred, size, meas, HELD_OUT_RACKS_SOURCE, i))
+    return rows
+
+
+def _held_row(
+    what: str, op: str, pred: Any, size: int, meas: float, source: str, i: int = 0
+) -> dict[str, Any]:
+    bw = float(pred.busbw_GBps[i])
+    return {
+        "what": what,
+        "op": op,
+        "algo": f"{pred.algo[i]}/{pred.proto[i]}",
+        "size_bytes": size,
+        "measured_busbw_GBps": meas,
+        "predicted_busbw_GBps": round(bw, 1),
+        "error": round(bw / meas - 1, 4),
+        "source": source,
+    }
+
+
+def _rack_cluster(nodes: int) -> ClusterSpec:
+    """GB200 NVL72 trays as CoreWeave ran them: NVLS and CollNet off."""
+    cluster = load_cluster("gb200-nvl72", nodes=nodes)
+    return cluster.model_copy(update={"in_network_reduction": "none"})
+
+
 def rack_rows() -> list[dict[str, Any]]:
     """The CoreWeave GB200 NVL72 1- and 2-rack tables (training_runs_at_scale.yaml,
     `collectives:`), NVLS and CollNet off as they ran, uncalibrated."""
@@ -170,8 +223,7 @@ def rack_rows() -> list[dict[str, Any]]:
     doc = yaml.safe_load((CAL.parent / "training_runs_at_scale.yaml").read_text())
     out = []
     for table in doc["collectives"]:
-        cluster = load_cluster("gb200-nvl72", nodes=table["nodes"])
-        cluster = cluster.model_copy(update={"in_network_reduction": "none"})
+        cluster = _rack_cluster(table["nodes"])
         k = table["gpus_per_node"]
         placement = Placement.contiguous(cluster, table["gpus"], ranks_per_node=k)
         sizes = np.array([r["size_bytes"] for r in table["rows"]], dtype=float)
@@ -288,12 +340,37 @@ def rack_markdown(racks: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def held_point_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The held-out single points and CoreWeave rack rows beyond ../shared."""
+    errs = np.abs([r["error"] for r in rows])
+    lines = [
+        "",
+        "### Held out: published points beyond ../shared",
+        "",
+        "Nothing was fitted on these. The A100 point is a 2-node run on servers with 4 HDR",
+        "NICs for 8 GPUs. The GB200 rows are from CoreWeave's README: the 2-rack table above",
+        "8 GiB and the 20-rack table, both NCCL 2.26.2 with NVLS and CollNet off.",
+        f"{len(rows)} rows: mean |error| {errs.mean() * 100:.1f}%, worst {errs.max() * 100:.1f}%.",
+        "",
+        "| point | op | algo/proto | size B | measured busbw GB/s | predicted | error | source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['what']} | {r['op']} | {r['algo']} | {r['size_bytes']} | "
+            f"{r['measured_busbw_GBps']:.1f} | {r['predicted_busbw_GBps']} | "
+            f"{_pct(r['error'])} | {r['source']} |"
+        )
+    return lines
+
+
 def markdown(
     points: list[dict[str, Any]],
     logs: list[dict[str, Any]],
     held: list[dict[str, Any]],
     s: dict[str, Any],
     racks: list[dict[str, Any]],
+    held_points: list[dict[str, Any]],
 ) -> str:
     lines = [
         "## Collectives: predicted vs measured",
@@ -367,6 +444,7 @@ def markdown(
         )
         lines.append(f"| {h['nodes']} | {h['measured_busbw_GBps']} | {cells} |")
     lines += rack_markdown(racks)
+    lines += held_point_markdown(held_points)
     for lg in logs:
         lines += ["", f"### {lg['log']} ({lg['system']}, algo {lg['algo']})", ""]
         lines.append(
@@ -404,11 +482,19 @@ def markdown(
 
 def main() -> None:
     points, logs, held, racks = point_rows(), log_rows(), held_out_rows(), rack_rows()
+    held_points = held_out_point_rows()
     s = summary(points)
-    text = markdown(points, logs, held, s, racks)
+    text = markdown(points, logs, held, s, racks, held_points)
     (REPO / "docs" / "validation-collectives.md").write_text(text)
     brief = [{k: v for k, v in lg.items() if k != "rows"} for lg in logs]
-    out = {"summary": s, "points": points, "held_out": held, "logs": brief, "racks": racks}
+    out = {
+        "summary": s,
+        "points": points,
+        "held_out": held,
+        "held_out_points": held_points,
+        "logs": brief,
+        "racks": racks,
+    }
     print(json.dumps(out, indent=2))
 
 

@@ -67,6 +67,9 @@ def test_tree_on_a100_nodes_is_bound_by_nccls_per_channel_cap() -> None:
         ("dgx-h100", 2, {"nics_per_node": 4}, 8),  # 4 at 48, doubled (4 channels only)
         ("dgx-a100", 1, {}, 12),  # 240 GB/s: 6 at 40, doubled
         ("dgx-a100", 2, {}, 8),  # 8 HDR NICs at 24, not doubled below 25
+        # 4 HDR NICs: 4 at 24 (one per NIC); the search stops at 12 (0.49 x 24), so never
+        # reaches 20 channels at 5 GB/s, which would fit 100 GB/s in total
+        ("dgx-a100", 2, {"nics_per_node": 4}, 4),
         ("dgx-b200", 1, {}, 16),  # 720 GB/s: 8 at 90, doubled
         ("dgx-b200", 2, {}, 8),  # 8 NICs at 48
         ("gb200-nvl72", 18, {}, 16),  # one rack is one node to NCCL (MNNVL clique)
@@ -78,6 +81,38 @@ def test_graph_channels_follow_nccls_search(
 ) -> None:
     c = load_cluster(cluster, nodes=nodes, **extra)
     assert graph_channels(group_shape(c)) == expected
+
+
+@pytest.mark.parametrize(
+    ("arch", "nvlink", "nics", "nic", "expected"),
+    [
+        # start at the first speed a GPU's NIC carries (24 of 25), stop at 0.49 of the best
+        ("ampere", 240.0, 4, 25.0, (4, 24.0)),
+        # 4 NDR NICs: 4 at 48 (192 GB/s), 24 and 22 give no more; 4 channels are doubled
+        ("hopper", 370.8, 4, 50.0, (8, 24.0)),
+        # one GPU's NVLink filled at the first speed (8 x 90 = 720): stop, then doubled
+        ("blackwell", 720.0, 0, 0.0, (16, 45.0)),
+        # 15 x 48 = 720 fills it across racks: stop at once, not doubled (< 50 GB/s, > 4)
+        ("blackwell", 720.0, 72, 50.0, (15, 48.0)),
+    ],
+)
+def test_search_walks_speeds_as_nccl(
+    arch: str, nvlink: float, nics: int, nic: float, expected: tuple[int, float]
+) -> None:
+    from tierwise.collectives.model import searched_graph
+
+    assert searched_graph(arch, nvlink, nics, nic) == expected
+
+
+def test_a100_four_nics_cap_the_two_node_tree() -> None:
+    # 4 channels x NCCL's Ampere 2-node tree cap 23.6 GB/s = 94.4 GB/s busbw: the tree's
+    # two-node gain (2 x 96 x 0.92) is gone, and the ring (4 NICs x 24 GB/s) is as fast
+    c = load_cluster("dgx-a100", nodes=2, nics_per_node=4)
+    s = group_shape(c)
+    tree = _cand("all_reduce", s, "tree", "Simple")
+    assert tree.algbw_GBps * 2 == pytest.approx(4 * 23.6)
+    busbw = predicted_busbw(c, "all_reduce", 8 << 30)
+    assert 90.0 < busbw <= 4 * 24.0
 
 
 def test_ll_ceiling_by_node_count() -> None:

@@ -272,15 +272,31 @@ def graph_channels(s: Shape) -> int:
 @lru_cache(maxsize=256)
 def searched_graph(arch: str, nvlink_GBps: float, nics: int, nic_GBps: float) -> tuple[int, float]:
     """(channels, GB/s per channel) of NCCL's ring graph for one GPU's NVLink bandwidth and,
-    across domains (`nics` > 0), that many NICs of `nic_GBps` each (`graph_channels`)."""
+    across domains (`nics` > 0), that many NICs of `nic_GBps` each (`graph_channels`).
+
+    As `ncclTopoCompute` (search.cc) walks its speed array: it starts at the fastest speed one
+    path can carry (a GPU's NVLink inside a domain, a GPU's NIC across domains: `maxBw`), stops
+    at a graph whose channels x speed fill the GPU's links (`totalBw`), and otherwise tries
+    slower speeds only while they stay above 0.49 of the best graph's speed, keeping the graph
+    with the most bandwidth (the first of equals). At a speed, NVLink holds nvlink // speed
+    channels and, across domains, each NIC nic // speed of them. So 4 HDR NICs on an A100
+    node give 4 channels at 24 GB/s, not 20 at 5 (which would fit as much in total)."""
     speeds = (T.SEARCH_SPEEDS_INTER if nics else T.SEARCH_SPEEDS_INTRA)[arch]
+    max_bw = min(nic_GBps, nvlink_GBps) if nics else nvlink_GBps
+    i = next((j for j, v in enumerate(speeds) if v <= max_bw), len(speeds) - 1)
     best_n, best_speed = 0, 0.0
-    for speed in speeds:
+    while True:
+        speed = speeds[i]
         n = min(int(nvlink_GBps // speed), T.GRAPH_MAX_CHANNELS)
         if nics:
             n = min(n, nics * int(nic_GBps // speed))
         if n * speed > best_n * best_speed:
             best_n, best_speed = n, speed
+        if best_n * best_speed >= nvlink_GBps or i + 1 >= len(speeds):
+            break
+        if best_n and speeds[i + 1] / best_speed <= T.SEARCH_MIN_SPEED_RATIO:
+            break
+        i += 1
     slow_sm90 = arch != "ampere" and best_speed < T.DUP_MIN_SPEED_SM90
     keep = slow_sm90 and best_n > T.DUP_MAX_CHANNELS_BELOW_SM90_SPEED
     if best_speed >= T.DUP_MIN_SPEED and not keep and best_n:

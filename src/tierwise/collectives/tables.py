@@ -136,6 +136,9 @@ SEARCH_SPEEDS_INTER = {
     "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0),
     "blackwell": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0),
 }
+# `ncclTopoCompute` lowers the speed only while the next one stays above this share of the
+# best graph's speed found so far ("speedArray[speedIndex + 1] / graph->bwInter > .49").
+SEARCH_MIN_SPEED_RATIO = 0.49
 # The ring graph's channel limit (init.cc: ringGraph.maxChannels = MAXCHANNELS / 2).
 GRAPH_MAX_CHANNELS = 32
 # `ncclTopoDupChannels`: a graph found at >= 25 GB/s per channel is duplicated (half the
