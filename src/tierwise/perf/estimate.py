@@ -67,7 +67,7 @@ def estimate(
     terms = step_terms(
         model,
         cluster,
-        layout_fields(layout, model),
+        layout_fields(layout, model, stages),
         groups.time_s,
         flags,
         max(stages[1:-1], default=0),
@@ -94,11 +94,11 @@ def estimate(
         "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
         "hbm_gib": cluster.gpu.hbm_gib,
         "fits": bool(terms["fits"]),
-        "breakdown": _floats(terms["breakdown"]),
-        "compute_parts_s": _floats(terms["compute_parts_s"]),
+        "breakdown": {k: float(v) for k, v in terms["breakdown"].items()},
+        "compute_parts_s": {k: float(v) for k, v in terms["compute_parts_s"].items()},
         "memory": mem.to_gib_dict(),
         "comm_tiers": tiers,
-        "comm_total_s": _floats(terms["comm_total_s"]),
+        "comm_total_s": {k: float(v) for k, v in terms["comm_total_s"].items()},
         "bytes_per_tier": per_tier,
         "nic_GBps_needed_per_gpu": needed,
         "pipeline": {
@@ -126,11 +126,6 @@ def estimate(
         },
         "attention_backend": flags.attention_backend,
     }
-
-
-def _floats(values: dict[str, Any]) -> dict[str, float]:
-    """`values` as python floats (JSON-ready)."""
-    return dict(zip(values, map(float, values.values()), strict=True))
 
 
 def estimate_batch(

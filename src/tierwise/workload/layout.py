@@ -337,9 +337,12 @@ LAYOUT_ARRAY_FIELDS = (
 """Keys of :func:`layouts_to_arrays`, as the ``*_batch`` functions take them."""
 
 
-def layout_fields(layout: Layout, model: ModelSpec) -> dict[str, Any]:
-    """One layout as the scalar keyword arguments of the ``*_batch`` functions."""
-    stages = layout.stage_layers(model)
+def layout_fields(
+    layout: Layout, model: ModelSpec, stages: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """One layout as the scalar keyword arguments of the ``*_batch`` functions (`stages`:
+    its `Layout.stage_layers`, where the caller has them)."""
+    stages = stages or layout.stage_layers(model)
     return {
         "tp": layout.tp,
         "cp": layout.cp,
