@@ -29,8 +29,10 @@ As frameworks run it (their rows in `tierwise.frameworks`, read through `Flags.r
   "ready for next round forward"), with no compute left in the step to hide behind: exposed.
 - DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm, with
   ``stage3_prefetch_bucket_size`` prefetch), forward and again backward, each collective
-  paying its latency, which dominates at scale; gradients reduce-scattered every micro-step
-  in ``reduce_bucket_size`` (5e8 elements) buckets. Before 0.5.5 (``--legacy-zero3``) every
+  paying its latency, which dominates at scale; under full recompute the backward skips
+  what the recompute forward left gathered (``stage3_max_reuse_distance``); gradients
+  reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8 elements) buckets. Before
+  0.5.5 (``--legacy-zero3``) every
   parameter and gradient had its own collective through per-rank lists, with a device
   synchronisation around every gather: nothing overlapped, and host time grew with dp.
 - DeepSpeed's pipeline engine (bf16): each micro-batch's gradients added into fp32 ones, all-
@@ -75,6 +77,10 @@ DEEPSPEED_PERSISTENCE_THRESHOLD = 100_000
 # before the coordinator releases them; the next module is prefetched only while the
 # current one and it fit under it.
 DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
+# DeepSpeed's stage3_max_reuse_distance default, elements: a module released after its forward
+# stays gathered when the trace uses it again before that many parameters are fetched
+# (partitioned_param_coordinator.py __params_to_release; v0.3.14-v0.5.4 _keep_for_later).
+DEEPSPEED_MAX_REUSE_DISTANCE = 1_000_000_000
 # DeepSpeed's pipeline engine all-reduces fp32 gradients in buckets of this many elements
 # (deepspeed/runtime/pipe/engine.py MEMORY_OPT_ALLREDUCE_SIZE).
 DEEPSPEED_PIPE_ALLREDUCE_BUCKET = 500_000_000
@@ -369,28 +375,64 @@ def deepspeed_zero3(
     rs = buckets * comm("dpcp", "reduce_scatter", grads / buckets)
     full = s.passes - 2  # 1 under full recompute: a second forward, gathering again
     units = 3 + full  # forward 1, recompute forward, backward 2
+    kept = _kept_for_backward(s, comm)
+    ag_back = ag - kept.seconds
     prefetch = 2 * largest_module(s.model) / tp <= DEEPSPEED_MAX_LIVE_PARAMETERS
     fwd = prefetch * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
     bwd = prefetch * 2 * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
     per_micro = (
         (1 + full) * _prefetched(ag, ag, fwd, blocks)
-        + _prefetched(ag, ag + rs / blocks, bwd, blocks)
+        + _prefetched(ag_back, ag_back + rs / blocks, bwd, blocks)
         + rs / buckets  # the last bucket, filled as backward ends
     )
     gathers = s.passes  # forward, recompute forward, backward
-    total = micro * (gathers * blocks * ag + rs)
+    total = micro * ((gathers * ag - kept.seconds) * blocks + rs)
     gathered = _gathered_share(s.model) * params * BF16_BYTES
-    moved = micro * (gathers * gathered + grads)
+    moved = micro * (gathers * gathered - blocks * kept.params * BF16_BYTES + grads)
     if legacy:
-        total = micro * _legacy_zero3_s(s, comm, ag, gathered, grads)
+        total = micro * _legacy_zero3_s(s, comm, ag, gathered, grads, kept)
         per_micro = total / micro
     return Sharded(micro * per_micro, total, moved, f["zero"] >= 3, "dpcp")
 
 
-def _legacy_zero3_s(s: Stage, comm: C.CommFn, ag: Array, gathered: Array, grads: Array) -> Array:
+class KeptModules(NamedTuple):
+    """What one layer's backward finds still gathered from its recompute forward: seconds of
+    the gathers it skips, their count and their parameters per GPU."""
+
+    seconds: Array
+    count: Array
+    params: Array
+
+
+def _kept_for_backward(s: Stage, comm: C.CommFn) -> KeptModules:
+    """Under full recompute each layer's forward runs again just before its backward, so the
+    layer's last modules are used again within ``stage3_max_reuse_distance`` parameters
+    (`DEEPSPEED_MAX_REUSE_DISTANCE`): DeepSpeed keeps them gathered and the backward does not
+    gather them again. The distance of a module is what the trace fetches in between: every
+    later module of the layer, forward and then backward (twice its parameters). Dense layers
+    only (the experts' order in a MoE layer's trace is not modelled: nothing is kept)."""
+    tp, full = s.f["tp"], s.passes - 2
+    seconds = count = params = 0.0
+    if s.model.moe is not None or (isinstance(full, int) and not full):
+        return KeptModules(seconds, count, params)
+    later = 0.0  # parameters per GPU of the layer's later modules
+    for n, size in reversed(layer_modules(s.model)):
+        for _ in range(int(n)):
+            keep = full * (size >= DEEPSPEED_PERSISTENCE_THRESHOLD)
+            keep = keep * (2 * later < DEEPSPEED_MAX_REUSE_DISTANCE)
+            seconds = seconds + keep * comm("dpcp", "all_gather", size / tp * BF16_BYTES)
+            count, params = count + keep, params + keep * size / tp
+            later = later + size / tp
+    return KeptModules(seconds, count, params)
+
+
+def _legacy_zero3_s(
+    s: Stage, comm: C.CommFn, ag: Array, gathered: Array, grads: Array, kept: KeptModules
+) -> Array:
     """Seconds of one micro-batch's ZeRO-3 collectives as DeepSpeed ran them before 0.5.5, all
     on the critical path: `ag` (one layer's gathers), `gathered` and `grads` (bytes a pass
-    gathers and backward reduces on one GPU)."""
+    gathers and backward reduces on one GPU), `kept` (what the backward does not gather
+    again)."""
     f, tp = s.f, s.f["tp"]
     ranks = f["dp"] * f["cp"]
     modules = layer_modules(s.model)
@@ -401,8 +443,12 @@ def _legacy_zero3_s(s: Stage, comm: C.CommFn, ag: Array, gathered: Array, grads:
     rest = pos(grads / grad_bytes - s.layers * sum(c * n for c, n in modules) / tp)
     per_rank = ranks * LEGACY_ZERO3_PER_RANK_S
     hbm = hbm_bytes_per_s(s.gpu)
-    passes = s.passes * (s.layers * (ag + gathers * per_rank)) + s.passes * gathered * (
-        LEGACY_GATHER_HBM_PASSES / hbm
+    skipped = s.layers * (kept.seconds + kept.count * per_rank)
+    skipped = skipped + s.layers * kept.params * BF16_BYTES * LEGACY_GATHER_HBM_PASSES / hbm
+    passes = (
+        s.passes * (s.layers * (ag + gathers * per_rank))
+        + s.passes * gathered * (LEGACY_GATHER_HBM_PASSES / hbm)
+        - skipped
     )
     reduces = s.layers * (rs + sum(c for c, _ in modules) * per_rank)
     rest_rs = (rest > 0) * (comm("dpcp", "reduce_scatter", rest * grad_bytes) + per_rank)
