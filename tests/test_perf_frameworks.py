@@ -118,13 +118,14 @@ def test_deepspeed_keeps_a_layers_last_modules_from_recompute_to_backward() -> N
         m = load_model(model)
         lay = Layout(tp=tp, pp=4, dp=2, seq=4096, gbs=64, zero=3, recompute="full", sp=False)
         s = stage_of(m, load_cluster("dgx-h100", nodes=1).gpu, layout_fields(lay, m))
-        return dp_term._kept_for_backward(s, fake_comm).count
+        return dp_term._kept_for_backward(s, dp_term._module_gathers(s, fake_comm)).count
 
     assert kept("llama3-70b", 1) == 3 and kept("llama3-70b", 8) == 7
     lay = Layout(pp=4, dp=2, seq=4096, gbs=64, zero=3, recompute="selective")
     m = load_model("llama3-70b")
     selective = stage_of(m, load_cluster("dgx-h100", nodes=1).gpu, layout_fields(lay, m))
-    assert dp_term._kept_for_backward(selective, fake_comm).count == 0  # no second forward
+    gathers = dp_term._module_gathers(selective, fake_comm)
+    assert dp_term._kept_for_backward(selective, gathers).count == 0  # no second forward
 
 
 def test_zero3_traffic_per_gpu_per_step_is_flat_in_dp() -> None:

@@ -363,19 +363,14 @@ def deepspeed_zero3(
     `LEGACY_ZERO3_PER_RANK_S` per rank and its buffers' extra HBM passes. That host time
     grows with dp while the bytes do not."""
     f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
-    ag = sum(
-        [
-            count * comm("dpcp", "all_gather", size / tp * BF16_BYTES)  # DeepSpeed: no FP8
-            for count, size in layer_modules(s.model)
-            if size >= DEEPSPEED_PERSISTENCE_THRESHOLD
-        ]
-    )  # one layer's modules, each its own collective
+    modules = _module_gathers(s, comm)
+    ag = sum([count * seconds for count, _, seconds in modules])  # each its own collective
     grads = params * main_grad_bytes(f["grad_reduce_bf16"])
     buckets = -(-params // DEEPSPEED_REDUCE_BUCKET)
     rs = buckets * comm("dpcp", "reduce_scatter", grads / buckets)
     full = s.passes - 2  # 1 under full recompute: a second forward, gathering again
     units = 3 + full  # forward 1, recompute forward, backward 2
-    kept = _kept_for_backward(s, comm)
+    kept = _kept_for_backward(s, modules)
     ag_back = ag - kept.seconds
     prefetch = 2 * largest_module(s.model) / tp <= DEEPSPEED_MAX_LIVE_PARAMETERS
     fwd = prefetch * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
@@ -404,23 +399,41 @@ class KeptModules(NamedTuple):
     params: Array
 
 
-def _kept_for_backward(s: Stage, comm: C.CommFn) -> KeptModules:
+def _module_gathers(s: Stage, comm: C.CommFn) -> list[tuple[float, float, Array]]:
+    """(modules per layer, parameters each, seconds of one's all-gather) of `layer_modules`, in
+    forward order; 0 s for the modules under ``stage3_param_persistence_threshold``, which
+    stay whole. DeepSpeed gathers in 16 bits (no FP8)."""
+    tp = s.f["tp"]
+    return [
+        (
+            count,
+            size,
+            comm("dpcp", "all_gather", size / tp * BF16_BYTES)
+            if size >= DEEPSPEED_PERSISTENCE_THRESHOLD
+            else 0.0,
+        )
+        for count, size in layer_modules(s.model)
+    ]
+
+
+def _kept_for_backward(s: Stage, modules: list[tuple[float, float, Array]]) -> KeptModules:
     """Under full recompute each layer's forward runs again just before its backward, so the
     layer's last modules are used again within ``stage3_max_reuse_distance`` parameters
     (`DEEPSPEED_MAX_REUSE_DISTANCE`): DeepSpeed keeps them gathered and the backward does not
     gather them again. The distance of a module is what the trace fetches in between: every
-    later module of the layer, forward and then backward (twice its parameters). Dense layers
-    only (the experts' order in a MoE layer's trace is not modelled: nothing is kept)."""
+    later module of the layer, forward and then backward (twice its parameters). `modules`:
+    the layer's `_module_gathers`. Dense layers only (the experts' order in a MoE layer's
+    trace is not modelled: nothing is kept)."""
     tp, full = s.f["tp"], s.passes - 2
     seconds = count = params = 0.0
     if s.model.moe is not None or (isinstance(full, int) and not full):
         return KeptModules(seconds, count, params)
     later = 0.0  # parameters per GPU of the layer's later modules
-    for n, size in reversed(layer_modules(s.model)):
+    for n, size, gather_s in reversed(modules):  # `_module_gathers`
         for _ in range(int(n)):
             keep = full * (size >= DEEPSPEED_PERSISTENCE_THRESHOLD)
             keep = keep * (2 * later < DEEPSPEED_MAX_REUSE_DISTANCE)
-            seconds = seconds + keep * comm("dpcp", "all_gather", size / tp * BF16_BYTES)
+            seconds = seconds + keep * gather_s
             count, params = count + keep, params + keep * size / tp
             later = later + size / tp
     return KeptModules(seconds, count, params)
