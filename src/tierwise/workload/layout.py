@@ -152,6 +152,13 @@ class Layout(BaseModel):
         return (self.tp > 1) if self.sp is None else (self.sp and self.tp > 1)
 
     @property
+    def pipeline_sends_whole(self) -> bool:
+        """Pipeline sends that every TP rank makes whole (pp > 1, tp > 1, no sequence
+        parallelism): what --scatter-gather-tensors-in-pipeline splits; nothing else has a
+        send for it to split."""
+        return self.pp > 1 and self.tp > 1 and not self.sp_enabled
+
+    @property
     def expert_tp(self) -> int:
         """Tensor-parallel degree of the expert MLPs."""
         return self.etp or self.tp

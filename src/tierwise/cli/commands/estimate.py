@@ -109,8 +109,8 @@ def estimate_command(
     check_framework(runner, layout, dp_shard)
     if flags.legacy_zero3 and layout.zero < 3:
         assumed.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
-    if behaviour.given.get("scatter_gather_tensors_in_pipeline") and (
-        layout.pp == 1 or layout.tp == 1 or layout.sp_enabled
+    if behaviour.given.get("scatter_gather_tensors_in_pipeline") and not (
+        layout.pipeline_sends_whole
     ):
         assumed.append(
             "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "

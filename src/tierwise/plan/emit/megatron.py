@@ -264,8 +264,7 @@ def _precision_args(layout: Layout, flags: Flags) -> list[str]:
 
 
 def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]:
-    split = flags.scatter_gather_tensors_in_pipeline and layout.pp > 1 and layout.tp > 1
-    if split and not layout.sp_enabled:  # with SP the sends are split already
+    if flags.scatter_gather_tensors_in_pipeline and layout.pipeline_sends_whole:
         raise refuse(
             KIND,
             "--scatter-gather-tensors-in-pipeline: Megatron-LM sends whole activations since "
