@@ -120,6 +120,31 @@ def test_a_logged_cp_comm_type_is_priced(
     assert not any(n.startswith("cp_comm_type") for n in run.not_modelled)
 
 
+def test_a_log_prices_its_fp8_recipe_recompute_modules_p2p_overlap_and_capacity(
+    tmp_path: Path,
+) -> None:
+    args = LLAMA8B_ARGS | {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}
+    args |= {
+        "data_parallel_size": 2,
+        "global_batch_size": 16,
+        "num_layers_per_virtual_pipeline_stage": 8,
+    }
+    args |= {"fp8": "hybrid", "fp8_recipe": "tensorwise", "overlap_p2p_comm": False}
+    args |= {"recompute_granularity": "selective", "recompute_modules": "['mlp', 'layernorm']"}
+    run = price(read_run(megatron_log(tmp_path / "a.log", args, 2.0)), load_cluster("dgx-h100"))
+    assert (run.layout.dtype, run.layout.fp8_recipe) == ("fp8", "tensorwise")
+    assert run.layout.recompute_modules == ("layernorm", "mlp")
+    assert run.layout.vpp == 2 and run.flags.overlap_p2p_communication is False
+    assert not any(n.split("=")[0] in ("fp8_recipe", "recompute_modules", "overlap_p2p_comm")
+                   for n in run.not_modelled)  # fmt: skip
+    mx = args | {"fp8_recipe": "mxfp8", "recompute_modules": "['mlp', 'shared_stuff']"}
+    mx |= {"num_experts": 8, "moe_router_topk": 2, "moe_expert_capacity_factor": 1.25}
+    run = price(read_run(megatron_log(tmp_path / "b.log", mx, 2.0)), load_cluster("dgx-b200"))
+    assert run.layout.dtype == "mxfp8" and run.layout.recompute_modules == ("mlp",)
+    assert run.model.moe is not None and run.model.moe.capacity_factor == 1.25
+    assert any("shared_stuff not priced" in a for a in run.assumed)
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared")
 def test_a_2021_megatron_log_runs_its_pipeline_scatter_gather_without_sp() -> None:
     log = SHARED / "training_logs" / "megatron-log2021-gpt13b-tp2pp4-8gpu" / "log.txt"

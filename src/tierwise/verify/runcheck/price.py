@@ -24,7 +24,10 @@ from tierwise.perf.flags import Flags
 from tierwise.specio import build
 from tierwise.verify.trainlog.args import PRICED_SETTINGS
 from tierwise.verify.trainlog.record import RunRecord
+from tierwise.verify.trainlog.text import number
 from tierwise.workload.layout import Layout
+from tierwise.workload.precision import FP8_RECIPES
+from tierwise.workload.recompute import MODULES
 from tierwise.workload.spec import ModelSpec
 
 DEFAULT_CLUSTER = "dgx-h100"
@@ -129,6 +132,9 @@ def _model(record: RunRecord, assumed: list[str]) -> ModelSpec:
         }
         if m.get("top_k") is None:
             assumed.append("moe_router_topk 2 (Megatron's default)")
+        capacity = number(str(record.settings.get("moe_expert_capacity_factor")))
+        if capacity is not None and capacity > 0:  # tokens over this share are dropped
+            fields["moe"]["capacity_factor"] = capacity
     try:
         return ModelSpec.from_fields({k: v for k, v in fields.items() if v is not None})
     except SpecError as exc:
@@ -157,12 +163,15 @@ def _layout(record: RunRecord, assumed: list[str]) -> Layout:
             + (" (same tensor-core peak as fp16)" if dtype == "fp16" else "")
         )
         dtype = "bf16"
-    fields["dtype"] = dtype
+    fields |= _precision(dtype, record.settings.get("fp8_recipe"), assumed)
     recompute = lay.get("recompute")
     if recompute not in ("none", "selective", "full"):
         assumed.append(f"recompute {recompute or 'not stated'} priced as none")
         recompute = "none"
     fields["recompute"] = recompute
+    modules = record.settings.get("recompute_modules")
+    if recompute == "selective" and modules is not None:
+        fields["recompute_modules"] = _recompute_modules(modules, assumed)
     known = frameworks.logged(record.framework)
     settings = record.settings
     defaults = known.argument_defaults if known else {}
@@ -207,6 +216,8 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
     for key in ("overlap_moe_expert_parallel_comm", "align_param_gather", "delay_wgrad_compute"):
         if isinstance(s.get(key), bool):
             values[key] = s[key]
+    if isinstance(s.get("overlap_p2p_comm"), bool) and layout.vpp > 1:
+        values["overlap_p2p_communication"] = s["overlap_p2p_comm"]
     if s.get("scatter_gather_tensors_in_pipeline") is True and "overlap_p2p_comm" not in s:
         # Megatron-LM printed it True until 2026, but ran it only before megatron-core's p2p
         # (2023-03); a log without --overlap-p2p-communication (2023-05) predates that.
@@ -233,6 +244,30 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
         values.pop("moe_token_dispatcher_type")
         assumed.append(f"moe_token_dispatcher_type {dispatcher} priced as alltoall")
     return Flags.resolve(values.pop("framework"), values)
+
+
+def _precision(dtype: str, recipe: Any, assumed: list[str]) -> dict[str, Any]:
+    """The layout's dtype and FP8 recipe from Megatron's --fp8-recipe (an FP8 run only: BF16
+    logs print its default too): delayed, tensorwise, blockwise; mxfp8 is its own dtype."""
+    if dtype != "fp8" or recipe is None:
+        return {"dtype": dtype}
+    if recipe == "mxfp8":
+        return {"dtype": "mxfp8"}
+    if recipe in FP8_RECIPES:
+        return {"dtype": dtype, "fp8_recipe": recipe}
+    assumed.append(f"fp8_recipe {recipe} priced as delayed")
+    return {"dtype": dtype}
+
+
+def _recompute_modules(logged: Any, assumed: list[str]) -> tuple[str, ...] | None:
+    """Megatron's --recompute-modules as a log prints them ("['core_attn', 'mlp']"); the names
+    tierwise prices, the others said (None: Megatron's default, core_attn)."""
+    names = re.findall(r"[a-z_]+", str(logged).lower())
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        assumed.append(f"recompute_modules {', '.join(unknown)} not priced (not recomputed)")
+    known = tuple(n for n in names if n in MODULES)
+    return known or None
 
 
 def _cp_comm_type(logged: Any, assumed: list[str]) -> str:

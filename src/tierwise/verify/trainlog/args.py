@@ -60,17 +60,17 @@ PRICED_SETTINGS = (
     "microbatch_group_size_per_vp_stage",
     "scatter_gather_tensors_in_pipeline",
     "cp_comm_type",
+    "overlap_p2p_comm",
+    "recompute_modules",
+    "fp8_recipe",
+    "moe_expert_capacity_factor",
 )
 # Settings read and reported that no cost term prices (doctor lists them as not modelled).
 UNPRICED_SETTINGS = (
     "moe_grouped_gemm",
-    "overlap_p2p_comm",
     "defer_embedding_wgrad_compute",
-    "moe_expert_capacity_factor",
     "recompute_method",
     "recompute_num_layers",
-    "recompute_modules",
-    "fp8_recipe",
     "DDP_impl",
     "gradient_accumulation_fusion",
 )
