@@ -23,12 +23,13 @@ from tierwise.plan.emit.megatron import megatron_args
 from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.search import search
 from tierwise.workload.flops import (
+    RECOMPUTE_FULL,
     RECOMPUTE_NONE,
     RECOMPUTE_SELECTIVE,
     flops_batch,
     training_flops,
 )
-from tierwise.workload.layout import Layout
+from tierwise.workload.layout import Layout, partial_recompute_fields
 from tierwise.workload.load import load_model
 from tierwise.workload.memory import activation_bytes_per_token, memory
 from tierwise.workload.recompute import DEFAULT_MASK, OP_SAC_MASK, modules_mask
@@ -256,3 +257,64 @@ def test_recomputed_tp_mlp_repeats_its_collective() -> None:
     # and output layer's collectives stay as they were, so TP time grows by a bit less.
     ratio = again["comm_total_s"]["tp"] / base["comm_total_s"]["tp"]
     assert 1.15 < ratio < 1.25
+
+
+def test_block_recompute_reruns_and_frees_only_its_layers() -> None:
+    # Megatron's --recompute-method block --recompute-num-layers 5 on llama3-70b (80 layers)
+    # at pp 4: the first 5 of each stage's 20 layers keep only their input and run their
+    # forward again; the other 15 keep everything, as recompute none does.
+    base = Layout(tp=8, pp=4, dp=4, gbs=64, seq=8192)
+    none, full = base, base.model_copy(update={"recompute": "full"})
+    block = full.model_copy(update={"recompute_method": "block", "recompute_num_layers": 5})
+    fields = partial_recompute_fields(block, L70)
+    assert fields == {"recompute_share": 0.25, "recompute_group": 1}
+    acts = {k: memory(L70, lay).activations for k, lay in (("none", none), ("full", full))}
+    assert memory(L70, block).activations == pytest.approx(
+        0.25 * acts["full"] + 0.75 * acts["none"],
+        rel=0.02,  # the working layer aside
+    )
+    hw = {
+        k: flops_batch(L70, seq=8192, mbs=1, tp=8, pp=4, recompute=code, **extra).hardware
+        for k, code, extra in (
+            ("none", RECOMPUTE_NONE, {}),
+            ("full", RECOMPUTE_FULL, {}),
+            ("block", RECOMPUTE_FULL, {"recompute_share": 0.25}),
+        )
+    }
+    assert hw["block"] - hw["none"] == pytest.approx(0.25 * (hw["full"] - hw["none"]))
+    cluster = load_cluster("dgx-h100", nodes=16)
+    step = {k: estimate(L70, cluster, lay)["step_time_s"] for k, lay in
+            (("none", none), ("full", full), ("block", block))}  # fmt: skip
+    assert step["none"] < step["block"] < step["full"]
+    # Every layer of a 20-layer stage: full recompute, layer by layer.
+    whole = full.model_copy(update={"recompute_method": "block", "recompute_num_layers": 20})
+    assert estimate(L70, cluster, whole)["step_time_s"] == pytest.approx(step["full"])
+
+
+def test_uniform_groups_keep_one_input_per_group_and_rerun_everything() -> None:
+    full = Layout(tp=8, pp=4, dp=4, gbs=64, seq=8192, recompute="full")
+    grouped = full.model_copy(update={"recompute_num_layers": 4})
+    assert partial_recompute_fields(grouped, L70) == {"recompute_share": 1.0, "recompute_group": 4}
+    assert partial_recompute_fields(full, L70) == {}  # uniform 1: layer by layer
+    cluster = load_cluster("dgx-h100", nodes=16)
+    assert estimate(L70, cluster, grouped)["step_time_s"] == pytest.approx(
+        estimate(L70, cluster, full)["step_time_s"], rel=1e-3
+    )
+    inputs = memory(L70, full).activations
+    assert memory(L70, grouped).activations != pytest.approx(inputs)
+
+
+def test_partial_recompute_is_megatrons_and_needs_full_recompute() -> None:
+    lay = Layout(tp=8, pp=4, dp=4, gbs=64, seq=8192, recompute="full", recompute_method="block",
+                 recompute_num_layers=5)  # fmt: skip
+    args = megatron_args(L70, lay)
+    assert "--recompute-method block" in args and "--recompute-num-layers 5" in args
+    with pytest.raises(SpecError, match="recomputes every layer or none"):
+        torchtitan_args(L70, lay, Flags(framework="torchtitan"))
+    with pytest.raises(SpecError, match="need recompute full, not selective"):
+        Layout(seq=4096, recompute="selective", recompute_num_layers=2).validate_for(L8, 1)
+    base = ["estimate", "-m", "llama3-70b", "--nodes", "16", "--tp", "8", "--pp", "4"]
+    out = cli_json(*base, "--recompute", "full", "--recompute-method", "block",
+                   "--recompute-num-layers", "5")  # fmt: skip
+    assert out["layout"]["recompute_method"] == "block"
+    assert out["layout"]["recompute_num_layers"] == 5

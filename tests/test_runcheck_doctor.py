@@ -145,6 +145,16 @@ def test_a_log_prices_its_fp8_recipe_recompute_modules_p2p_overlap_and_capacity(
     assert any("shared_stuff not priced" in a for a in run.assumed)
 
 
+def test_a_log_prices_its_partial_recompute(tmp_path: Path) -> None:
+    args = LLAMA8B_ARGS | {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2}
+    args |= {"data_parallel_size": 2, "global_batch_size": 16, "recompute_granularity": "full"}
+    args |= {"recompute_method": "block", "recompute_num_layers": 4}
+    run = price(read_run(megatron_log(tmp_path / "a.log", args, 2.0)), load_cluster("dgx-h100"))
+    assert (run.layout.recompute, run.layout.recompute_method) == ("full", "block")
+    assert run.layout.recompute_num_layers == 4
+    assert not any(n.startswith("recompute_") for n in run.not_modelled)
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared")
 def test_a_2021_megatron_log_runs_its_pipeline_scatter_gather_without_sp() -> None:
     log = SHARED / "training_logs" / "megatron-log2021-gpt13b-tp2pp4-8gpu" / "log.txt"

@@ -113,6 +113,9 @@ class Framework:
     """Gradient reduce in 16 bits: (its default, other allowed)."""
     recompute_modules: bool
     """Megatron's ``--recompute-modules`` (and its light modules searched)."""
+    partial_recompute: bool
+    """Full recompute other than layer by layer: Megatron's ``--recompute-method`` block /
+    uniform with ``--recompute-num-layers`` above 1."""
     cpu_offload: bool
     """CPU offloading of whole layers' activations (Megatron's)."""
     hsdp: bool
@@ -178,6 +181,7 @@ MEGATRON = Framework(
     # Megatron reduces fp32 main grads unless --grad-reduce-in-bf16.
     grad_reduce_bf16=(False, True),
     recompute_modules=True,
+    partial_recompute=True,
     cpu_offload=True,
     hsdp=False,
     schedules=_MEGATRON_SCHEDULES,
@@ -211,6 +215,7 @@ TORCHTITAN = Framework(
     pp_zero=3,
     grad_reduce_bf16=(False,),
     recompute_modules=False,
+    partial_recompute=False,
     cpu_offload=False,
     hsdp=True,
     # its own (DualPipeV: torchtitan's ScheduleDualPipeV, torch.distributed.pipelining)
@@ -248,6 +253,7 @@ DEEPSPEED = Framework(
     # DeepSpeed reduces in the training dtype unless communication_data_type says otherwise.
     grad_reduce_bf16=(True, False),
     recompute_modules=False,
+    partial_recompute=False,
     cpu_offload=False,
     hsdp=False,
     schedules=("1F1B",),
@@ -291,6 +297,7 @@ GENERIC = Framework(
     pp_zero=3,
     grad_reduce_bf16=(False, True),
     recompute_modules=True,
+    partial_recompute=True,
     cpu_offload=True,
     hsdp=False,
     schedules=SCHEDULES,
@@ -454,6 +461,12 @@ def refusal(fw: Framework, layout: Layout) -> str | None:
             layout.recompute_modules is not None and not fw.recompute_modules,
             f"recompute_modules={','.join(layout.recompute_modules or ())}: {fw.title} has "
             "no Megatron recompute modules (recompute none, selective or full)",
+        ),
+        (
+            not fw.partial_recompute
+            and (layout.recompute_method == "block" or (layout.recompute_num_layers or 1) > 1),
+            f"recompute_method={layout.recompute_method}, recompute_num_layers="
+            f"{layout.recompute_num_layers}: {fw.title} recomputes every layer or none",
         ),
         (
             layout.activation_offload_layers > 0 and not fw.cpu_offload,

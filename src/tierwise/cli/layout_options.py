@@ -41,6 +41,19 @@ RecomputeModulesOpt = Annotated[
         "mla_up_proj.",
     ),
 ]
+RecomputeMethodOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--recompute-method",
+        help="Megatron's, with --recompute full: uniform (every layer; the input of each group "
+        "of --recompute-num-layers kept) or block (only the first --recompute-num-layers "
+        "layers of each virtual stage).",
+    ),
+]
+RecomputeNumLayersOpt = Annotated[
+    int | None,
+    typer.Option("--recompute-num-layers", help="Megatron's, with --recompute full (default 1)."),
+]
 CpuOffloadLayersOpt = Annotated[
     int | None,
     typer.Option(
@@ -145,6 +158,8 @@ LAYOUT_FLAGS = {
         "sp": SpOpt,
         "recompute": RecomputeOpt,
         "recompute_modules": RecomputeModulesOpt,
+        "recompute_method": RecomputeMethodOpt,
+        "recompute_num_layers": RecomputeNumLayersOpt,
         "activation_offload_layers": CpuOffloadLayersOpt,
         "zero": ZeroOpt,
         "dtype": DtypeOpt,

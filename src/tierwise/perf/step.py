@@ -29,7 +29,7 @@ from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.straggler import straggler_s
 from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
-from tierwise.workload.flops import RECOMPUTE_FULL, Array, model_flops_per_step, pos
+from tierwise.workload.flops import Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, MemoryBreakdown, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
@@ -158,7 +158,7 @@ def step_terms(
         + pipe.loss * (work.logits_s + work.loss_s)
     )
     micro = s.micro
-    full = f["recompute"] == RECOMPUTE_FULL
+    full = s.passes - 2  # the share of layers full recompute re-runs
     bubble = bubble_seconds(
         pipe, f["pp"], f["vpp"], micro, schedule, full, flags.microbatch_group_size_per_vp_stage
     )

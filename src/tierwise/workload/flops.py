@@ -430,9 +430,11 @@ def flops_batch(
     recompute_modules: Array = DEFAULT_MASK,
     stage_layers: Array | None = None,
     causal: bool = False,
+    recompute_share: Array | None = None,
 ) -> StageFlops:
     """Per-stage training FLOPs and bytes for arrays of layout fields (one entry per layout);
-    selective recompute re-runs the ``recompute_modules`` mask."""
+    selective recompute re-runs the ``recompute_modules`` mask; full recompute the forward of
+    `recompute_share` of the layers (None: all; `layout.partial_recompute_fields`)."""
     dense, moe = _layers(m, seq, mbs, tp, cp, sp, causal)
     n = stage_layers
     if n is None:
@@ -443,7 +445,7 @@ def flops_batch(
     per_layer = (1 - moe_share) * dense.total + moe_share * moe.total
     attn = (1 - moe_share) * dense.attention + moe_share * moe.attention
     ew = (1 - moe_share) * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
-    full = recompute == RECOMPUTE_FULL
+    full = recompute == RECOMPUTE_FULL if recompute_share is None else recompute_share
     selective = recompute == RECOMPUTE_SELECTIVE
     logits = TRAINING_PASSES * head_flops(m, seq, mbs, dense, moe, tp, cp)
     model = n * TRAINING_PASSES * per_layer + logits

@@ -66,6 +66,16 @@ class Layout(BaseModel):
         + ", ".join(MODULES)
         + "; default core_attn",
     )
+    recompute_method: Literal["uniform", "block"] | None = Field(
+        None,
+        description="Megatron's --recompute-method, with recompute full: uniform (every "
+        "layer, the input of each group of recompute_num_layers kept) or block (the first "
+        "recompute_num_layers layers of each virtual stage, the others keep everything); "
+        "default uniform",
+    )
+    recompute_num_layers: int | None = Field(
+        None, ge=1, description="Megatron's --recompute-num-layers, with recompute full; default 1"
+    )
     activation_offload_layers: int = Field(
         0,
         ge=0,
@@ -233,6 +243,11 @@ class Layout(BaseModel):
                 f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
                 "parallelism"
             )
+        partial = self.recompute_method is not None or self.recompute_num_layers is not None
+        if partial and self.recompute != "full":
+            yield (
+                f"recompute_method / recompute_num_layers need recompute full, not {self.recompute}"
+            )
         if self.recompute_modules is not None or self.activation_offload_layers:
             yield from self._recompute_problems(m)
         if self.fp8_recipe is not None and self.dtype != "fp8":
@@ -350,28 +365,48 @@ def layout_fields(
     """One layout as the scalar keyword arguments of the ``*_batch`` functions (`stages`:
     its `Layout.stage_layers`, where the caller has them)."""
     stages = stages or layout.stage_layers(model)
-    return {
-        "tp": layout.tp,
-        "cp": layout.cp,
-        "ep": layout.ep,
-        "etp": layout.expert_tp,
-        "pp": layout.pp,
-        "vpp": layout.vpp,
-        "dp": layout.dp,
-        "mbs": layout.mbs,
-        "gbs": layout.global_batch,
-        "seq": layout.seq,
-        "sp": layout.sp_enabled,
-        "recompute": layout.recompute_code,
-        "recompute_modules": modules_mask(layout.recompute_modules),
-        "activation_offload_layers": layout.activation_offload_layers,
-        "zero": layout.zero,
-        "distributed_optimizer": layout.distributed_optimizer,
-        "grad_reduce_bf16": layout.grad_reduce_bf16,
-        "precision": precision_code(layout.dtype, layout.fp8_recipe),
-        "first_stage_layers": stages[0],
-        "last_stage_layers": stages[-1],
-    } | hsdp_fields(layout)
+    return (
+        {
+            "tp": layout.tp,
+            "cp": layout.cp,
+            "ep": layout.ep,
+            "etp": layout.expert_tp,
+            "pp": layout.pp,
+            "vpp": layout.vpp,
+            "dp": layout.dp,
+            "mbs": layout.mbs,
+            "gbs": layout.global_batch,
+            "seq": layout.seq,
+            "sp": layout.sp_enabled,
+            "recompute": layout.recompute_code,
+            "recompute_modules": modules_mask(layout.recompute_modules),
+            "activation_offload_layers": layout.activation_offload_layers,
+            "zero": layout.zero,
+            "distributed_optimizer": layout.distributed_optimizer,
+            "grad_reduce_bf16": layout.grad_reduce_bf16,
+            "precision": precision_code(layout.dtype, layout.fp8_recipe),
+            "first_stage_layers": stages[0],
+            "last_stage_layers": stages[-1],
+        }
+        | hsdp_fields(layout)
+        | partial_recompute_fields(layout, model)
+    )
+
+
+def partial_recompute_fields(layout: Layout, model: ModelSpec) -> dict[str, float]:
+    """``{"recompute_share": r, "recompute_group": g}`` where full recompute runs other than
+    layer by layer (Megatron's megatron/core/transformer/transformer_block.py
+    `_checkpointed_forward`), else empty: `r` of the layers run their forward again (block:
+    the first recompute_num_layers of each virtual stage's layers/(pp*vpp)), and the
+    recomputed layers keep the input of every group of `g` (uniform: recompute_num_layers)
+    and rematerialise a group at a time. The batch functions take them only where set."""
+    n = layout.recompute_num_layers or 1
+    if layout.recompute != "full" or (n == 1 and layout.recompute_method != "block"):
+        return {}
+    chunk = model.layers / (layout.pp * layout.vpp)
+    if layout.recompute_method == "block":
+        return {"recompute_share": min(n, chunk) / chunk, "recompute_group": 1}
+    return {"recompute_share": 1.0, "recompute_group": min(n, chunk)}
 
 
 def hsdp_fields(layout: Layout) -> dict[str, int]:

@@ -434,6 +434,8 @@ def memory_batch(
     zero3_buffer_bytes: Array | None = None,
     cache_expert_inputs: bool = False,
     microbatch_group: Array | None = None,
+    recompute_share: Array | None = None,
+    recompute_group: Array = 1,
 ) -> MemoryBreakdown:
     """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
 
@@ -448,6 +450,9 @@ def memory_batch(
     DeepSeek-V3's expert activation caching (``activation_bytes_per_token``).
     ``microbatch_group``: Megatron's --microbatch-group-size-per-virtual-pipeline-stage (None:
     pp), which sets how far the interleaved warmup runs ahead (`inflight_microbatches`).
+    ``recompute_share`` / ``recompute_group``: full recompute other than layer by layer
+    (`layout.partial_recompute_fields`): the share of layers that keep only their input, one
+    input kept per group of `recompute_group` layers, a group rematerialised at a time.
     """
     shape, moe_cfg, h = _shape(m), m.moe, m.hidden
     etp = tp if etp is None else etp
@@ -465,7 +470,7 @@ def memory_batch(
 
     # Activations per local token of an average layer (dense/MoE in the model's proportion).
     tokens = mbs * seq / cp
-    full = recompute == RECOMPUTE_FULL
+    full = recompute == RECOMPUTE_FULL if recompute_share is None else recompute_share
     offloading = not (isinstance(activation_offload_layers, int) and activation_offload_layers == 0)
     discard = (recompute == RECOMPUTE_SELECTIVE) * recompute_modules
     keep_scores = (1 - full) * (1 - recomputes(discard, "core_attn"))
@@ -488,7 +493,9 @@ def memory_batch(
             cache_expert_inputs=cache_expert_inputs,
         )
         working = working + share * (act + scores)
-        kept = kept + share * (full * inp + (1 - full) * act + keep_scores * scores)
+        kept = kept + share * (
+            full * inp / recompute_group + (1 - full) * act + keep_scores * scores
+        )
 
     rep = 1 / (1 + sp * (tp - 1))
     groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
@@ -533,7 +540,9 @@ def memory_batch(
         # CPU offloading: `offload` of the stage's layers keep their activations in host
         # memory between forward and backward (Transformer Engine holds at most the others).
         resident = n - minimum(activation_offload_layers, n) if offloading else n
-        acts = tokens * ((resident * inflight + mtp) * kept + full * working)
+        acts = tokens * (
+            (resident * inflight + mtp) * kept + (full > 0) * recompute_group * working
+        )
         logits = last * (1 + m.mtp_layers) * LOGITS_BYTES * tokens * m.vocab / tp
         body = [*states, fsdp, acts, logits, comm]
         overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)

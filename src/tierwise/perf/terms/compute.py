@@ -30,7 +30,6 @@ from tierwise.workload.flops import (
     ACT_BYTES,
     ELEMENTWISE_BACKWARD_FACTOR,
     PERMUTES_PER_MOE_LAYER,
-    RECOMPUTE_FULL,
     RECOMPUTE_SELECTIVE,
     Array,
     LayerFlops,
@@ -165,7 +164,7 @@ def compute(
     flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
     per_flop = gemm_seconds(gpu, gemms, precision) / flops
     gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
-    casts = 1 + (f["recompute"] == RECOMPUTE_FULL)  # forward passes
+    casts = s.passes - 1  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
     # The output layer is a plain (BF16) linear in Megatron.
     logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
@@ -176,7 +175,7 @@ def compute(
     )
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
-        forwards = 1 + (f["recompute"] == RECOMPUTE_FULL) + recomputes_core_attention(f)
+        forwards = s.passes - 1 + recomputes_core_attention(f)
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
     embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)

@@ -88,9 +88,11 @@ def stage_of(
         recompute=f["recompute"],
         recompute_modules=modules_of(f),
         stage_layers=n,
+        recompute_share=f.get("recompute_share"),
     )
     tokens = mbs * seq / cp
-    passes = 2 + (f["recompute"] == RECOMPUTE_FULL)
+    # forward, backward, and the recompute forward of the layers full recompute re-runs
+    passes = 2 + f.get("recompute_share", f["recompute"] == RECOMPUTE_FULL)
     return Stage(
         model=m,
         gpu=gpu,

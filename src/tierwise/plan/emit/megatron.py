@@ -232,8 +232,8 @@ def _recompute_args(model: ModelSpec, layout: Layout) -> list[str]:
     if layout.recompute == "full":
         return [
             "--recompute-granularity full",
-            "--recompute-method uniform",
-            "--recompute-num-layers 1",
+            f"--recompute-method {layout.recompute_method or 'uniform'}",
+            f"--recompute-num-layers {layout.recompute_num_layers or 1}",
         ]
     if layout.recompute != "selective":
         return []

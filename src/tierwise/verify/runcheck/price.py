@@ -172,6 +172,19 @@ def _layout(record: RunRecord, assumed: list[str]) -> Layout:
     modules = record.settings.get("recompute_modules")
     if recompute == "selective" and modules is not None:
         fields["recompute_modules"] = _recompute_modules(modules, assumed)
+    method, layers = (
+        record.settings.get("recompute_method"),
+        record.settings.get("recompute_num_layers"),
+    )
+    if recompute == "full" and method in ("uniform", "block"):
+        fields["recompute_method"] = method
+    if (
+        recompute == "full"
+        and isinstance(layers, int)
+        and not isinstance(layers, bool)
+        and layers > 0
+    ):
+        fields["recompute_num_layers"] = layers
     known = frameworks.logged(record.framework)
     settings = record.settings
     defaults = known.argument_defaults if known else {}

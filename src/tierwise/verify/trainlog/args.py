@@ -64,13 +64,13 @@ PRICED_SETTINGS = (
     "recompute_modules",
     "fp8_recipe",
     "moe_expert_capacity_factor",
+    "recompute_method",
+    "recompute_num_layers",
 )
 # Settings read and reported that no cost term prices (doctor lists them as not modelled).
 UNPRICED_SETTINGS = (
     "moe_grouped_gemm",
     "defer_embedding_wgrad_compute",
-    "recompute_method",
-    "recompute_num_layers",
     "DDP_impl",
     "gradient_accumulation_fusion",
 )
