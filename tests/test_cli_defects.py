@@ -75,6 +75,8 @@ def test_cp_comm_type_is_megatrons_name() -> None:
         *base, "--cp-comm-type", "allgather", "--framework", "torchtitan", check=False
     )
     assert_user_error(refused, "--cp-comm-type: 'allgather'", "torchtitan: p2p")
+    idle = cli_json("estimate", "--nodes", "2", "--tp", "8", "--gbs", "16", "--cp-comm-type", "a2a")
+    assert idle["assumed"] == ["--cp-comm-type a2a changes nothing at --cp 1"]
     unknown = run_cli(*base, "--cp-comm-type", "a2a+p2p", check=False)
     assert_user_error(unknown, "--cp-comm-type: 'a2a+p2p'", "p2p, a2a, allgather")
 

@@ -16,6 +16,7 @@ from tierwise.cli.output import console, line, print_json, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
+from tierwise.perf.flags import Flags
 from tierwise.perf.train_time import TrainRequest
 from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib
 from tierwise.workload.layout import Layout
@@ -111,15 +112,7 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     check_framework(runner, layout, dp_shard)
-    if flags.legacy_zero3 and layout.zero < 3:
-        assumed.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
-    if behaviour.given.get("scatter_gather_tensors_in_pipeline") and not (
-        layout.pipeline_sends_whole
-    ):
-        assumed.append(
-            "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "
-            "sends (pp > 1) over tp > 1 ranks without sequence parallelism"
-        )
+    assumed += idle_options(behaviour, flags, layout)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -129,6 +122,22 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
+
+
+def idle_options(behaviour: Behaviour, flags: Flags, layout: Layout) -> list[str]:
+    """One line for each behaviour option given that changes nothing for `layout`."""
+    notes = []
+    if flags.legacy_zero3 and layout.zero < 3:
+        notes.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
+    given = behaviour.given
+    if given.get("scatter_gather_tensors_in_pipeline") and not layout.pipeline_sends_whole:
+        notes.append(
+            "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "
+            "sends (pp > 1) over tp > 1 ranks without sequence parallelism"
+        )
+    if given.get("cp_comm") is not None and layout.cp == 1:
+        notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
+    return notes
 
 
 def check_framework(
