@@ -35,6 +35,7 @@ RUNS = [
     (16384, 8, 16, 16, 8, 131072, 380),
 ]
 BATCH_TOKENS = 16 * 2**20
+NO_PARTIAL = {"recompute_method": None, "recompute_num_layers": None}
 
 
 def _summary(result: dict[str, Any], published: float, full_s2: float) -> dict[str, Any]:
@@ -71,7 +72,8 @@ def main() -> None:
         planned = plan_stated(real, (gpus, tp, cp, pp, dp, seq, published))
         proxy_planned = plan_stated(proxy, (gpus, tp, cp, pp, dp, seq, published))
         layouts = [
-            proxy_planned["layout"] | {"vpp": vpp, "recompute": "none"} for vpp in (1, 2, 4, 8)
+            proxy_planned["layout"] | {"vpp": vpp, "recompute": "none", **NO_PARTIAL}
+            for vpp in (1, 2, 4, 8)
         ]
         estimates = [
             estimate(proxy, cluster, Layout(**lay), Flags(cp_comm="allgather")) for lay in layouts

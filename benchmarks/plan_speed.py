@@ -15,7 +15,7 @@ import json  # noqa: E402
 import time  # noqa: E402
 
 from tierwise.hardware.cluster import load_cluster  # noqa: E402
-from tierwise.perf.groups import _CACHES  # noqa: E402
+from tierwise.perf.groups import _cache_for  # noqa: E402
 from tierwise.plan.search import search  # noqa: E402
 from tierwise.workload.load import load_model  # noqa: E402
 
@@ -26,7 +26,7 @@ def main() -> None:
     out = []
     for name, nodes, gbs, seq, target in CASES:
         model, cluster = load_model(name), load_cluster("dgx-h100", nodes=nodes)
-        _CACHES.clear()
+        _cache_for.cache_clear()
         t0 = time.perf_counter()
         cold = search(model, cluster, gbs, seq, top=5)
         cold_s = time.perf_counter() - t0

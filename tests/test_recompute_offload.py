@@ -318,3 +318,28 @@ def test_partial_recompute_is_megatrons_and_needs_full_recompute() -> None:
                    "--recompute-num-layers", "5")  # fmt: skip
     assert out["layout"]["recompute_method"] == "block"
     assert out["layout"]["recompute_num_layers"] == 5
+
+
+def test_plan_searches_block_recompute_where_only_part_of_a_stage_must_be_recomputed() -> None:
+    # Llama 3 405B at Meta's 8,192-GPU degrees (tp 8, pp 16, dp 64, 32 micro-batches): 1F1B
+    # fits without recompute but idles; interleaved it fits only if some layers recompute.
+    # Recomputing one layer of each 2-layer virtual stage beats both.
+    model, cluster = load_model("llama3-405b"), load_cluster("dgx-h100", nodes=1024)
+    fix = {"tp": "8", "cp": "1", "pp": "16", "dp": "64", "dtype": "bf16"}
+    plans = search(model, cluster, 2048, 8192, top=3, fix=fix).plans
+    best = Layout(**plans[0]["layout"])
+    assert (best.recompute, best.recompute_method, best.recompute_num_layers) == (
+        "full",
+        "block",
+        1,
+    )
+    assert best.vpp == 4 and plans[0]["fits"]
+    every = best.model_copy(update={"recompute_method": None, "recompute_num_layers": None})
+    none = best.model_copy(update={"recompute_method": None, "recompute_num_layers": None,
+                                   "recompute": "none"})  # fmt: skip
+    full_s = estimate(model, cluster, every)["step_time_s"]
+    assert plans[0]["step_time_s"] < full_s and not estimate(model, cluster, none)["fits"]
+    assert "--recompute-method block" in megatron_args(model, best)
+    # A framework that recomputes every layer or none is not offered a block.
+    titan = search(model, cluster, 2048, 8192, top=3, fix=fix, framework="torchtitan").plans
+    assert all(p["layout"]["recompute_method"] is None for p in titan)

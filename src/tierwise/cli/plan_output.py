@@ -60,6 +60,8 @@ def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) 
     r["runs in"] = ", ".join(r["frameworks"])
     if r["recompute_modules"]:  # Megatron's modules instead of its default (core_attn)
         r["recompute"] = f"{r['recompute']} ({','.join(r['recompute_modules'])})"
+    if r["recompute_method"] == "block":  # the first N layers of each virtual stage
+        r["recompute"] = f"{r['recompute']} (block {r['recompute_num_layers']})"
     if r["pp_layers"]:  # uneven split: first and last stage's layers
         r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
     cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()

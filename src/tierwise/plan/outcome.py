@@ -131,6 +131,8 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         "sharding": sharding_name(layout),
         "pp_layers": lay.get("pp_layers"),
         "recompute_modules": lay.get("recompute_modules"),
+        "recompute_method": lay.get("recompute_method"),
+        "recompute_num_layers": lay.get("recompute_num_layers"),
         "frameworks": frameworks_for(layout),
         "gbs": lay["gbs"],
         "seq": lay["seq"],

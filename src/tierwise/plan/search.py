@@ -51,6 +51,9 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
     middle = int(middle_stage_layers(layers, pp, first, last)) if pp > 2 else first
     uneven = pp > 1 and (first != middle or last != middle)
     dtype, recipe = dtype_and_recipe(int(arrays["precision"][i]))
+    share = float(arrays["recompute_share"][i]) if "recompute_share" in arrays else 1.0
+    block = round(share * layers / (pp * int(arrays["vpp"][i]))) if share < 1 else None
+    full = arrays["recompute"][i] == RECOMPUTE["full"]
     return Layout(
         tp=int(arrays["tp"][i]),
         cp=int(arrays["cp"][i]),
@@ -64,6 +67,8 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
         seq=int(arrays["seq"][i]),
         recompute=_RECOMPUTE_NAMES[int(arrays["recompute"][i])],
         recompute_modules=mask_modules(int(arrays["recompute_modules"][i])),
+        recompute_method="block" if full and block else None,
+        recompute_num_layers=block if full else None,
         zero=int(arrays["zero"][i]),
         sp=bool(arrays["sp"][i]),
         distributed_optimizer=bool(arrays["distributed_optimizer"][i]),

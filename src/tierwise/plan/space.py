@@ -37,6 +37,9 @@ MBS_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 VPP_OPTIONS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 SPLITS = (0, 1)  # pipeline split: even, or uneven (`uneven_split`) where layers % pp != 0
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+BLOCK_LAYERS = (1, 2)
+"""--recompute-num-layers searched with --recompute-method block (layers of each virtual stage
+recomputed; the rest keep their activations)."""
 FRAMEWORK_NAMES = FRAMEWORK_CHOICES
 FIX_HELP = (
     "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
@@ -147,7 +150,7 @@ def build_space(
     if fw is None:
         return _any_space(model, cluster, gpus, gbs, seq, fix)
     tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts = _degree_options(model, gpus, fix, fw)
-    rc_codes, rc_masks = _recompute_options(model, fix, fw)
+    rc_codes, rc_masks, rc_block = _recompute_options(model, fix, fw)
     shard_opts = _shard_options(fix, fw, shardings)
     codes = _precision_codes(cluster, fix, fw)
     grad16 = _flag(fix, "grad_reduce_bf16", fw.grad_reduce_bf16[0])
@@ -187,7 +190,9 @@ def build_space(
     }
     product = len(ok) * math.prod(len(a) for a in rest.values())
     zero_of = np.array([s[0] for s in shard_opts])
-    rules = _rules(model.layers, gbs, fw, "vpp" in fix, zero_of, rc_masks, np.array(codes))
+    rules = _rules(
+        model.layers, gbs, fw, "vpp" in fix, zero_of, (rc_masks, rc_block), np.array(codes)
+    )
     degrees = {"tp": tp[ok], "cp": cp[ok], "pp": pp[ok], "dp": dp[ok]}
     rows = _pruned_product(degrees, rest, rules)
     n = len(rows["tp"])
@@ -202,6 +207,7 @@ def build_space(
         "sp": (rows["tp"] > 1) & _flag(fix, "sp", True),
         "recompute": rc_codes[rows["rc"]],
         "recompute_modules": rc_masks[rows["rc"]],
+        "recompute_share": _recompute_share(model.layers, rows, rc_codes, rc_block),
         "zero": zero_of[rows["shard"]],
         "distributed_optimizer": np.array([s[1] for s in shard_opts])[rows["shard"]],
         "grad_reduce_bf16": np.full(n, grad16),
@@ -235,12 +241,13 @@ def _rules(
     fw: Framework,
     vpp_fixed: bool,
     zero_of: np.ndarray,
-    rc_masks: np.ndarray,
+    recompute: tuple[np.ndarray, np.ndarray],
     codes: np.ndarray,
 ) -> dict[str, Rule]:
     """What each axis of the product must satisfy once it is added (`Layout.validate_for`'s
-    rules, vectorised)."""
+    rules, vectorised); `recompute`: each option's module mask and block layers."""
     delayed_fp8 = precision_code("fp8", "delayed")
+    rc_masks, rc_block = recompute
 
     def short(r: dict[str, np.ndarray]) -> np.ndarray:
         """An uneven split (`uneven_split`, Megatron's --decoder-first/last-pipeline-num-layers;
@@ -260,6 +267,8 @@ def _rules(
     return {
         "vpp": lambda r: ((r["vpp"] == 1) | (r["pp"] > 1)) & (even(r) | short(r)),
         "mbs": lambda r: gbs % (r["mbs"] * np.maximum(r["dp"], 1)) == 0,
+        # a block of fewer layers than a virtual stage holds (more is full recompute)
+        "rc": lambda r: rc_block[r["rc"]] * r["pp"] * r["vpp"] < layers,
         "ep": lambda r: (r["cp"] * r["dp"]) % r["ep"] == 0,  # etp = tp: experts regroup cp*dp
         "shard": lambda r: (r["pp"] == 1) | (zero_of[r["shard"]] <= fw.pp_zero),
         "dtype": lambda r: (
@@ -294,24 +303,39 @@ def _degree_options(
     return tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts
 
 
+def _recompute_share(
+    layers: int, rows: dict[str, np.ndarray], codes: np.ndarray, block: np.ndarray
+) -> np.ndarray:
+    """Share of the layers whose forward runs again (`layout.partial_recompute_fields`): all
+    under full recompute, a block's layers of each virtual stage's layers/(pp*vpp)."""
+    n = block[rows["rc"]]
+    chunk = layers / (rows["pp"] * rows["vpp"])
+    full = codes[rows["rc"]] == RECOMPUTE["full"]
+    return np.where(n > 0, n / chunk, full * 1.0)
+
+
 def _recompute_options(
     model: ModelSpec, fix: Mapping[str, str], fw: Framework
-) -> tuple[np.ndarray, np.ndarray]:
-    """(recompute codes, module masks) searched: the fixed kind or all three; and where the
-    framework has Megatron's modules, selective over its light modules (the norms TE keeps as
-    modules, the experts' activation, MLA's up-projections), which frees memory at little
-    cost (not with delayed FP8 scaling, which Megatron refuses for them: `build_space`)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(recompute codes, module masks, block layers) searched: the fixed kind or all three;
+    where the framework has Megatron's modules, selective over its light modules (the norms
+    TE keeps as modules, the experts' activation, MLA's up-projections), which frees memory
+    at little cost (not with delayed FP8 scaling, which Megatron refuses for them:
+    `build_space`); where it runs --recompute-method block, full recompute of the first
+    `BLOCK_LAYERS` layers of each virtual stage only (block layers 0: every layer)."""
     names = (fix["recompute"],) if "recompute" in fix else tuple(RECOMPUTE)
     for name in names:
         if name not in RECOMPUTE:
             raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
-    options = [(RECOMPUTE[n], DEFAULT_MASK) for n in names]
+    options = [(RECOMPUTE[n], DEFAULT_MASK, 0) for n in names]
     if fw.recompute_modules and "selective" in names:
         light = light_modules(model.moe is not None, model.mla is not None)
         if light:  # a dense model's norms are fused into its linear layers: nothing light
-            options.append((RECOMPUTE["selective"], modules_mask(light)))
-    codes, masks = np.array(options).reshape(-1, 2).T
-    return codes, masks
+            options.append((RECOMPUTE["selective"], modules_mask(light), 0))
+    if fw.partial_recompute and "full" in names:
+        options += [(RECOMPUTE["full"], DEFAULT_MASK, n) for n in BLOCK_LAYERS]
+    codes, masks, block = np.array(options).reshape(-1, 3).T
+    return codes, masks, block
 
 
 def _shard_options(
