@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.hardware.cluster import load_cluster
-from tierwise.perf.efficiency import GEMM_RIDGE_MULTIPLE, gemm_intensity, gemm_seconds
+from tierwise.perf.efficiency import GEMM_RIDGE_MULTIPLE, Gemm, gemm_intensity, gemm_seconds
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout, layouts_to_arrays
@@ -37,10 +37,10 @@ def test_gemm_time_by_arithmetic_intensity() -> None:
     # 2*4096^3 * (1 + 0.9109 * 153.0/1365.3) / (312e12 * 0.85 cuBLAS peak fraction) = 571.2 us.
     assert GEMM_RIDGE_MULTIPLE == 0.9109
     assert gemm_intensity(4096, 4096, 4096) == pytest.approx(1365.33, abs=0.01)
-    assert gemm_seconds(a100, [(flops, 4096, 4096, 4096)]) == pytest.approx(571.15e-6, rel=1e-4)
+    assert gemm_seconds(a100, [Gemm(flops, 4096, 4096, 4096)]) == pytest.approx(571.15e-6, rel=1e-4)
     # A skinny GEMM (a TP=8 rank's 768 columns) loses more on H100, whose ridge is ~295.
     h100 = load_cluster("dgx-h100", nodes=1).gpu
-    shapes = [(flops, 4096, 4096, 4096)], [(flops, 8192, 768, 12288)]
+    shapes = [Gemm(flops, 4096, 4096, 4096)], [Gemm(flops, 8192, 768, 12288)]
     slowdown = {
         gpu.key: gemm_seconds(gpu, shapes[1]) / gemm_seconds(gpu, shapes[0]) for gpu in (a100, h100)
     }

@@ -137,12 +137,18 @@ class ScalarCandidates(NamedTuple):
         """Time of the fastest candidate for one message of `size_bytes` (0 without any).
         NCCL's tree correction (at most 1) and the NVLS fill only add time, so a special
         candidate whose uncorrected time cannot beat the fastest so far is not priced."""
+        best = math.inf  # a loop: cheaper than min() over a list for a handful of candidates
+        for lat, rate in self.plain:
+            time = lat + size_bytes / rate
+            if time < best:
+                best = time
         if not self.special:
-            return min([lat + size_bytes / rate for lat, rate in self.plain], default=0.0)
-        best = min([lat + size_bytes / rate for lat, rate in self.plain], default=math.inf)
+            return best if self.plain else 0.0
         for c in self.special:
             if c.lat_us + size_bytes / c.bytes_per_us < best:
-                best = min(best, c.time_scalar_us(size_bytes))
+                time = c.time_scalar_us(size_bytes)
+                if time < best:
+                    best = time
         return best
 
 

@@ -121,7 +121,7 @@ def gemm_intensity(m: Array, n: Array, k: Array) -> Array:
     return m * n * k / (m * k + k * n + m * n)
 
 
-def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) -> Array:
+def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array = 0) -> Array:
     """Seconds of weight GEMMs, each at the rate of its shape, format (`precision`, a
     ``workload.precision`` code, for its `low_share`; BF16 for the rest) and grouping."""
     if gpu.gemm_efficiency is not None:
@@ -130,9 +130,8 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) 
     rate_low, half_low = rates[precision], halves[precision]
     rate_bf16, half_bf16 = rates[0], halves[0]
     total = 0.0
-    for g in gemms:
-        flops, m, n, k, low_share, expert_tokens = g if len(g) == 6 else (*g, 0.0, None)
-        intensity = gemm_intensity(m, n, k)
+    for flops, m, n, k, low_share, expert_tokens in gemms:
+        intensity = m * n * k / (m * k + k * n + m * n)  # `gemm_intensity`, inlined (hot loop)
         # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
         bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
         low = low_share * (1 + half_low / intensity) / rate_low

@@ -350,7 +350,7 @@ def layout_fields(
     """One layout as the scalar keyword arguments of the ``*_batch`` functions (`stages`:
     its `Layout.stage_layers`, where the caller has them)."""
     stages = stages or layout.stage_layers(model)
-    return {
+    fields = {
         "tp": layout.tp,
         "cp": layout.cp,
         "ep": layout.ep,
@@ -371,7 +371,9 @@ def layout_fields(
         "precision": precision_code(layout.dtype, layout.fp8_recipe),
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
-    } | hsdp_fields(layout)
+    }
+    fields.update(hsdp_fields(layout))
+    return fields
 
 
 def hsdp_fields(layout: Layout) -> dict[str, int]:
