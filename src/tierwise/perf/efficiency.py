@@ -131,6 +131,8 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array = 0) -> Array
     rate_bf16, half_bf16 = rates[0], halves[0]
     total = 0.0
     for flops, m, n, k, low_share, expert_tokens in gemms:
+        if isinstance(flops, float) and flops == 0.0:  # no work: a dense model's experts, router
+            continue
         intensity = m * n * k / (m * k + k * n + m * n)  # `gemm_intensity`, inlined (hot loop)
         # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
         bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16

@@ -94,11 +94,13 @@ def estimate(
         "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
         "hbm_gib": cluster.gpu.hbm_gib,
         "fits": bool(terms["fits"]),
-        "breakdown": {k: float(v) for k, v in terms["breakdown"].items()},
-        "compute_parts_s": {k: float(v) for k, v in terms["compute_parts_s"].items()},
+        # One layout's terms are python floats already (products with the float micro-batch
+        # count, or quotients): the step model's own dicts, no copy.
+        "breakdown": terms["breakdown"],
+        "compute_parts_s": terms["compute_parts_s"],
         "memory": mem.to_gib_dict(),
         "comm_tiers": tiers,
-        "comm_total_s": {k: float(v) for k, v in terms["comm_total_s"].items()},
+        "comm_total_s": terms["comm_total_s"],
         "bytes_per_tier": per_tier,
         "nic_GBps_needed_per_gpu": needed,
         "pipeline": {
