@@ -129,9 +129,22 @@ class ScalarCandidates(NamedTuple):
 
     @classmethod
     def of(cls, cands: Sequence[Candidate]) -> ScalarCandidates:
-        """`cands` split into the plain ones and the others."""
-        plain = tuple((c.lat_us, c.bytes_per_us) for c in cands if not _special(c))
-        return cls(plain, tuple(c for c in cands if _special(c)))
+        """`cands` split into the plain ones and the others. A plain candidate with no lower
+        latency and no higher rate than another is never faster (rounding is monotonic too):
+        left out."""
+        plain = [(c.lat_us, c.bytes_per_us) for c in cands if not _special(c)]
+        kept = tuple(
+            (lat, rate)
+            for i, (lat, rate) in enumerate(plain)
+            if not any(
+                other_lat <= lat
+                and other_rate >= rate
+                and (j < i or (other_lat, other_rate) != (lat, rate))
+                for j, (other_lat, other_rate) in enumerate(plain)
+                if j != i
+            )
+        )
+        return cls(kept, tuple(c for c in cands if _special(c)))
 
     def fastest_us(self, size_bytes: float) -> float:
         """Time of the fastest candidate for one message of `size_bytes` (0 without any).

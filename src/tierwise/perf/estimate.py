@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
     shard = hsdp_fields(layout).get("dp_shard", 0)
-    etp = layout.expert_tp if layout.expert_tp != layout.tp else 0
-    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp)
+    tp, etp = layout.tp, layout.expert_tp
+    return Degrees(tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp if etp != tp else 0)
 
 
 CP_COMM_TYPES = ("p2p", "a2a")
@@ -58,7 +58,8 @@ def estimate(
     if layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
         split = standard_split(model.layers, layout.pp, layout.vpp)
         layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
-    layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
+    gpus, cluster_gpus = layout.world, cluster.world
+    layout.validate_for(model, cluster_gpus if gpus > cluster_gpus else None)
     check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
     schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
@@ -84,7 +85,7 @@ def estimate(
     mem = terms["memory"]
     return {
         "layout": layout.to_json(),
-        "gpus": layout.world,
+        "gpus": gpus,
         "step_time_s": float(terms["step_time_s"]),
         "tokens_per_s": float(terms["tokens_per_s"]),
         "tflops_per_gpu": float(terms["tflops_per_gpu"]),

@@ -314,6 +314,7 @@ def activation_bytes_per_token(
     linear_bytes: Array = ACT_BYTES,
     discard: Array = 0,
     cache_expert_inputs: bool = False,
+    shape: _Shape | None = None,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
@@ -335,9 +336,9 @@ def activation_bytes_per_token(
     each expert keeps only its dispatched input and its SwiGLU input, both in the linear
     inputs' format, and recomputes the SwiGLU output in backward; the routing weight's
     gradient is then taken at the down-projection's input, so the expert outputs before the
-    combine are not kept.
+    combine are not kept. ``shape``: the model's `_shape`, where the caller has it.
     """
-    shape, h = _shape(m), m.hidden
+    shape, h = _shape(m) if shape is None else shape, m.hidden
     etp = tp if etp is None else etp
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
     low = ACT_BYTES - linear_bytes  # bytes a quantized linear input saves per element
@@ -479,6 +480,7 @@ def memory_batch(
             linear_bytes=ELEMENT_BYTES[precision],
             discard=discard,
             cache_expert_inputs=cache_expert_inputs,
+            shape=shape,
         )
         working = working + share * (act + scores)
         kept = kept + share * (full * inp + (1 - full) * act + keep_scores * scores)
@@ -512,11 +514,13 @@ def memory_batch(
             low_precision_params=low_precision_params,
         )
 
+    mtp_layers, vocab = m.mtp_layers, m.vocab
+
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
         """Bytes by term of a stage of `n` layers from layer index `start`."""
         # The last stage also holds the MTP modules: one more layer of the last layer's kind
         # each, their norms and projection, and one more logits tensor each.
-        mtp = last * m.mtp_layers
+        mtp = last * mtp_layers
         dense_n = m.dense_layers_in(start, n) + mtp * shape.mtp_dense
         moe_n = n + mtp - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
@@ -532,7 +536,7 @@ def memory_batch(
         # memory between forward and backward (Transformer Engine holds at most the others).
         resident = n - minimum(activation_offload_layers, n) if offloading else n
         acts = tokens * ((resident * inflight + mtp) * kept + full * working)
-        logits = last * (1 + m.mtp_layers) * LOGITS_BYTES * tokens * m.vocab / tp
+        logits = last * (1 + mtp_layers) * LOGITS_BYTES * tokens * vocab / tp
         body = [*states, fsdp, acts, logits, comm]
         overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)
         return [*body, overhead]
