@@ -360,7 +360,9 @@ def test_cli_overlap_flags_in_help_and_json() -> None:
         ("mixtral-8x7b", None, {"tp": 2, "ep": 8, "pp": 2, "dp": 16, "recompute": "selective"}),
     ],
 )
-def test_one_layout_terms_are_python_floats(model: str, framework: str | None, layout: dict) -> None:
+def test_one_layout_terms_are_python_floats(
+    model: str, framework: str | None, layout: dict
+) -> None:
     """estimate hands out the step model's term dicts as they are (no copy): every value must
     already be a python float, on every path (stragglers, FSDP, ZeRO-3, MoE, FP8)."""
     c = load_cluster("dgx-h100", nodes=8)
