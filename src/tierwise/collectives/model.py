@@ -521,7 +521,8 @@ def _log2i(n: int) -> int:
 def _tree(s: Shape) -> list[Candidate]:
     """NCCL's double binary tree between domains and a chain inside each (all_reduce).
 
-    NCCL's busBw for the tree is twice the algbw; its caps apply to that."""
+    NCCL's busBw for the tree is twice the algbw; its caps apply to that, and its x0.85 when the
+    tree graph is the plain TREE pattern (`Shape.simple_tree`)."""
     phys = min(_chain_GBps(s), _tree_net_GBps(s) if s.crosses_domains else math.inf)
     if not math.isfinite(phys):
         return []
@@ -536,6 +537,7 @@ def _tree(s: Shape) -> list[Candidate]:
             nch * T.PER_CH_MAX_TREE_LL128[s.arch][idx],
         ),
     }
+    pattern = T.TREE_PATTERN_BW_FACTOR if s.simple_tree else 1.0
     out = []
     for proto in _protocols(s):
         lat = (
@@ -548,7 +550,7 @@ def _tree(s: Shape) -> list[Candidate]:
                 * (_inter_lat(s, "tree", proto) + _relay_hop_us(s, proto, s.rail_changes))
             )
         )
-        out.append(Candidate("tree", proto, lat, 0.5 * by_proto[proto], corrected=True))
+        out.append(Candidate("tree", proto, lat, 0.5 * pattern * by_proto[proto], corrected=True))
     return out
 
 
