@@ -273,3 +273,16 @@ def test_tree_between_hgx_nodes_of_hopper_is_nccls_plain_tree_pattern() -> None:
 )
 def test_which_nodes_take_the_plain_tree_pattern(cluster: str, nodes: int, expected: bool) -> None:
     assert group_shape(load_cluster(cluster, nodes=nodes)).simple_tree is expected
+
+
+def test_four_roce_nics_bound_the_ring_at_what_a_connectx7_carries() -> None:
+    # NVIDIA/nccl issue 1368's nodes: 4 x 400 Gb/s RoCE for 8 H100, 2 queue pairs per
+    # connection; RoCE 400 at NDR's 0.94 (the same ConnectX-7): 4 x 47 GB/s bound the ring
+    from tierwise.collectives.model import ring_busbw
+
+    c = load_cluster("dgx-h100", nodes=5, nic="roce400", nics_per_node=4, qps_per_connection=2)
+    s = group_shape(c)
+    assert s.port_GBps == pytest.approx(0.94 * 50) and s.qps == 2
+    assert ring_busbw(s) == pytest.approx(4 * 0.94 * 50)
+    tree = _cand("all_reduce", s, "tree", "Simple")  # 2n per inner node through the 4 NICs
+    assert tree.algbw_GBps == pytest.approx(0.5 * 0.85 * 0.92 * 2 * (4 * 47.0 / 2))
