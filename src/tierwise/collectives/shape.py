@@ -81,9 +81,10 @@ def simple_tree_pattern(cluster: ClusterSpec) -> bool:
     paths (NCCL 2.19.3 to 2.30.7). HGX boards put each NIC under one GPU's PCIe switch, so
     no NIC has two such GPUs: H100 with 8 NICs (`nvidia-smi topo -m` in NVIDIA/nccl issue 1264:
     each NIC PIX to one GPU, SYS to the rest) and with 4 (issue 1357: NICs PIX to GPUs 0, 2, 4,
-    6 only). So every NVLink node of Hopper or later has it. Not assumed where those sources say
-    nothing: NVLink domains over several trays (GB200 NVL72: a rack is one NCCL node) and
-    nodes without NVLink (PCIe boxes may put two GPUs and a NIC under one switch)."""
+    6 only). So every Hopper NVLink node has it, and Blackwell HGX nodes are assumed to (the
+    same one-NIC-per-GPU-switch board; the sources show no B200 topology). Not assumed where
+    they say nothing: NVLink domains over several trays (GB200 NVL72: a rack is one NCCL node)
+    and nodes without NVLink (PCIe boxes may put two GPUs and a NIC under one switch)."""
     return (
         gpu_arch(cluster) in ("hopper", "blackwell")
         and cluster.intra.kind == "nvlink"
