@@ -10,7 +10,9 @@ from tierwise.collectives.model import (
     auto_candidates,
     bus_factor,
     candidates,
+    channels,
     graph_channels,
+    run_channels,
     tree_correction,
 )
 from tierwise.collectives.predict import group_shape, predict, predicted_busbw
@@ -102,6 +104,39 @@ def test_search_walks_speeds_as_nccl(
     from tierwise.collectives.model import searched_graph
 
     assert searched_graph(arch, nvlink, nics, nic) == expected
+
+
+@pytest.mark.parametrize(
+    ("cluster", "nodes", "extra", "inr", "expected"),
+    [
+        # connect.cc ncclTopoPostset: twice the graph's channels across nodes
+        ("gb200-nvl72", 36, {}, "none", 30),  # 2 x 15, not 2 per NIC (64)
+        ("gb200-nvl72", 36, {}, None, 32),  # NVLS on: raised to the 32 NVLS channels (sm100)
+        ("gb200-nvl72", 18, {}, "none", 32),  # one rack: one node, 32
+        ("dgx-h100", 2, {}, None, 16),  # 2 x 8 (= 2 per rail, as before)
+        ("dgx-h100", 5, {"nics_per_node": 4}, None, 16),  # 2 x 8 (the graph was doubled)
+        ("dgx-a100", 2, {"nics_per_node": 4}, None, 8),  # 2 x 4, Ampere: no second doubling
+        ("dgx-b200", 2, {}, None, 32),  # 2 x 8 = 16, raised to the 32 NVLS channels
+        ("dgx-b200", 2, {}, "none", 16),
+    ],
+)
+def test_run_channels_follow_nccls_postset(
+    cluster: str, nodes: int, extra: dict, inr: str | None, expected: int
+) -> None:
+    c = load_cluster(cluster, nodes=nodes, **extra)
+    if inr:
+        c = c.model_copy(update={"in_network_reduction": inr})
+    assert channels(group_shape(c)) == expected
+
+
+def test_compute_channels_double_a_fast_narrow_graph_on_sm90() -> None:
+    # "4 compute channels per search channel": sm90+, graph above 45 GB/s, fewer than 16
+    assert run_channels("blackwell", 6, 48.0) == 24  # 2 x 6 = 12 < 16: doubled again
+    assert run_channels("hopper", 6, 48.0) == 24
+    assert run_channels("ampere", 6, 48.0) == 12  # sm80: no
+    assert run_channels("blackwell", 6, 45.0) == 12  # not above 45 GB/s
+    assert run_channels("blackwell", 8, 48.0) == 16  # 16 is not fewer than 16
+    assert run_channels("blackwell", 40, 24.0) == 64  # MAXCHANNELS
 
 
 def test_a100_four_nics_cap_the_two_node_tree() -> None:

@@ -146,6 +146,10 @@ GRAPH_MAX_CHANNELS = 32
 DUP_MIN_SPEED = 25.0
 DUP_MIN_SPEED_SM90 = 50.0
 DUP_MAX_CHANNELS_BELOW_SM90_SPEED = 4
+# Run-time channels across nodes (connect.cc `ncclTopoPostset`): twice the graph's, and on
+# sm90+ twice again when the graph runs above 45 GB/s a channel and fewer than 16 result.
+COMPUTE_DUP_MIN_SPEED = 45.0
+COMPUTE_DUP_BELOW = 16
 
 # NVLS pipeline (enqueue.cc, chunk choice per message, NCCL 2.26-2.30): every NVLS channel
 # moves one chunk per head at a time (`concurrentOps` = channels x heads; heads = the domain's
