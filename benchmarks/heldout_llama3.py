@@ -1,9 +1,10 @@
 """Held-out check (nothing is fitted on it): Llama 3 405B pre-training, Dubey et al. 2024,
 "The Llama 3 Herd of Models", Table 4 (BF16 TFLOP/s per GPU, 16M-token batches, H100 80GB).
 
-The published tp/cp/pp/dp are fixed. Three predictions per run:
-- `planned`: the planner's best on the real 126-layer model, which splits 7 + 14 x 8 + 7 as
-  the paper does but then cannot interleave (every stage must be divisible by vpp);
+The published tp/cp/pp/dp are fixed, context parallelism runs as the paper states it (K and V
+all-gathered, `--cp-comm-type allgather`). Three predictions per run:
+- `planned`: the planner's best on the real 126-layer model (it may split 7 + 14 x 8 + 7 as
+  the paper does, interleaved in uneven chunks);
 - `proxy_planned`: the same on a 128-layer proxy (1.6% more layer FLOPs, the same per-GPU
   shapes) whose even split can interleave, vpp, micro-batch and recompute chosen to fit;
 - `proxy_no_recompute`: the proxy's fastest without recompute, whether or not it fits.
@@ -20,6 +21,7 @@ from typing import Any
 
 from tierwise.hardware.cluster import load_cluster
 from tierwise.perf.estimate import estimate
+from tierwise.perf.flags import Flags
 from tierwise.plan.search import search
 from tierwise.workload.flops import model_flops_per_token
 from tierwise.workload.layout import Layout
@@ -48,13 +50,15 @@ def _summary(result: dict[str, Any], published: float, full_s2: float) -> dict[s
 
 
 def plan_stated(model: ModelSpec, run: tuple[int, ...]) -> dict[str, Any]:
-    """The planner's best plan for `model` with the run's stated tp/cp/pp/dp, bf16 and batch
-    (16M tokens); what the paper leaves open (vpp, micro-batch, recompute, sharding, the
-    pipeline split) is the planner's."""
+    """The planner's best plan for `model` with the run's stated tp/cp/pp/dp, bf16, batch
+    (16M tokens) and all-gather context parallelism (section 3.3.2: K and V all-gathered,
+    the communication exposed); what the paper leaves open (vpp, micro-batch, recompute,
+    sharding, the pipeline split) is the planner's."""
     gpus, tp, cp, pp, dp, seq, _ = run
     cluster = load_cluster("dgx-h100", nodes=gpus // 8)
     fix = {"tp": str(tp), "cp": str(cp), "pp": str(pp), "dp": str(dp), "dtype": "bf16"}
-    return search(model, cluster, BATCH_TOKENS // seq, seq, top=1, fix=fix).plans[0]
+    flags = Flags(cp_comm="allgather")
+    return search(model, cluster, BATCH_TOKENS // seq, seq, top=1, fix=fix, flags=flags).plans[0]
 
 
 def main() -> None:
@@ -69,7 +73,9 @@ def main() -> None:
         layouts = [
             proxy_planned["layout"] | {"vpp": vpp, "recompute": "none"} for vpp in (1, 2, 4, 8)
         ]
-        estimates = [estimate(proxy, cluster, Layout(**lay)) for lay in layouts]
+        estimates = [
+            estimate(proxy, cluster, Layout(**lay), Flags(cp_comm="allgather")) for lay in layouts
+        ]
         rows.append(
             {
                 "gpus": gpus,

@@ -68,6 +68,15 @@ def test_cp_comm_type_is_megatrons_name() -> None:
     a2a = cli_json(*base, "--cp-comm-type", "a2a")
     assert a2a["breakdown"]["cp_comm_s"] > 0
     assert run_cli(*base, "--cp-comm", "a2a", check=False).returncode == 2
+    gather = cli_json(*base, "--cp-comm-type", "allgather")
+    assert gather["breakdown"]["cp_comm_s"] > 0
+    assert gather["step_time_s"] > cli_json(*base)["step_time_s"]  # exposed, the ring hidden
+    refused = run_cli(
+        *base, "--cp-comm-type", "allgather", "--framework", "torchtitan", check=False
+    )
+    assert_user_error(refused, "--cp-comm-type: 'allgather'", "torchtitan: p2p")
+    unknown = run_cli(*base, "--cp-comm-type", "a2a+p2p", check=False)
+    assert_user_error(unknown, "--cp-comm-type: 'a2a+p2p'", "p2p, a2a, allgather")
 
 
 @pytest.mark.parametrize(
@@ -125,6 +134,15 @@ def test_plan_out_says_what_it_wrote(tmp_path: Path) -> None:
     human = run_cli(*args, "--out", str(tmp_path / "b")).stdout
     b = tmp_path / "b"
     assert f"wrote {b / 'megatron_args.txt'}, {b / 'mapping.json'}" in human
+
+
+def test_plan_with_allgather_cp_searches_and_launches_megatron(tmp_path: Path) -> None:
+    # Only Megatron-LM runs all-gather CP: `any` narrows to it, its launch says so.
+    args = ["plan", "--nodes", "2", "-m", "llama3-8b", "--seq", "32768", "--gbs", "16"]
+    args += ["--fix", "cp=2", "--top", "1", "--cp-comm-type", "allgather"]
+    out = cli_json(*args, "--emit", "megatron", "--out", str(tmp_path))
+    assert out["framework"] == "megatron" and out["plans"][0]["cp"] == 2
+    assert "--cp-comm-type allgather" in (tmp_path / "megatron_args.txt").read_text()
 
 
 def test_report_logs_take_several_values(tmp_path: Path) -> None:

@@ -75,6 +75,22 @@ def test_megatron_accepts_the_launch_of_the_plan(case: tuple[Any, ...]) -> None:
         assert config.moe_grouped_gemm
 
 
+def test_megatron_accepts_allgather_context_parallelism() -> None:
+    model, cluster = load_model("llama3-70b"), load_cluster("dgx-h100", nodes=4)
+    behaviour = Behaviour(given={"cp_comm": "allgather"})
+    req = plan_request(model, cluster, behaviour, gbs=16, seq=32768, fix="cp=2")
+    assert req.framework == "megatron"  # the one framework that runs it
+    plan = search(
+        req.model, cluster, 16, 32768, top=1, fix=req.fixes, flags=req.flags,
+        framework=req.framework, headroom_gib=req.headroom_gib,
+    ).plans[0]  # fmt: skip
+    lay = Layout(**plan["layout"])
+    args = megatron_args(req.model, lay, req.flags)
+    config = judge.megatron_config(args)
+    assert config.context_parallel_size == lay.cp == 2 and config.cp_comm_type == "allgather"
+    assert not judge.megatron_validate_args(args, environment(lay), lay.world)
+
+
 def test_megatron_catches_what_it_should() -> None:
     """The judge is not a rubber stamp: megatron-core refuses moe_act without grouped GEMM;
     the recorded rules miss neither the environment nor the position embeddings."""

@@ -117,6 +117,19 @@ def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:
     assert a2a.bytes == pytest.approx(8 * 2 * (qkv + out) / 2)
 
 
+def test_cp_allgather_gathers_k_and_v_every_pass_and_scatters_their_gradients() -> None:
+    # TE's AttnFuncWithCPAndKVAllGather: K and V of all cp ranks gathered before the forward
+    # core and again in backward, dK and dV reduce-scattered; nothing hides them.
+    tokens = 4096 / 4
+    kv_block = tokens * 2 * 8 * 128 * 2  # K and V of the 8 KV heads, bf16, one rank's share
+    for recompute, passes in (("none", 2), ("full", 3)):
+        s = stage(cp=4, dp=1, recompute=recompute)
+        ag = cp_comm(s, fake_comm, attention_s=1.0, kind="allgather")
+        gathered = 4 * kv_block  # every rank's K and V
+        assert ag.exposed_s == ag.total_s == pytest.approx(8 * (passes + 1) * 1e-12 * gathered)
+        assert ag.bytes == pytest.approx(8 * (passes + 1) * 3 * kv_block) and ag.group == "cp"
+
+
 def test_ep_dispatch_and_combine_per_moe_layer() -> None:
     s = stage("mixtral-8x7b", ep=2, dp=2)
     routed = 4096 * 2 * 4096 * 2  # top-2 copies of each token, bf16 (balanced routing)

@@ -103,6 +103,23 @@ def test_calibrate_hint_names_the_command() -> None:
     assert any("tierwise calibrate" in f["fix"] for f in out["findings"])
 
 
+@pytest.mark.parametrize(
+    ("printed", "priced", "said"),
+    [("['allgather']", "allgather", False), ("a2a", "a2a", False), ("['a2a+p2p']", "p2p", True)],
+)
+def test_a_logged_cp_comm_type_is_priced(
+    tmp_path: Path, printed: str, priced: str, said: bool
+) -> None:
+    args = LLAMA8B_ARGS | {"context_parallel_size": 2, "data_parallel_size": 4}
+    args |= {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1}
+    args |= {"global_batch_size": 16}
+    log = megatron_log(tmp_path / "cp.log", args | {"cp_comm_type": printed}, 2.0)
+    run = price(read_run(log), load_cluster("dgx-h100", nodes=2))
+    assert run.layout.cp == 2 and run.flags.cp_comm == priced
+    assert any("cp_comm_type" in a and "priced as p2p" in a for a in run.assumed) == said
+    assert not any(n.startswith("cp_comm_type") for n in run.not_modelled)
+
+
 @pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared")
 def test_a_2021_megatron_log_runs_its_pipeline_scatter_gather_without_sp() -> None:
     log = SHARED / "training_logs" / "megatron-log2021-gpt13b-tp2pp4-8gpu" / "log.txt"

@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from tierwise.workload import Layout, ModelSpec, layouts_to_arrays, load_model, memory, memory_batch
 from tierwise.workload.flops import RECOMPUTE_FULL
-from tierwise.workload.memory import GiB, activation_bytes_per_token, model_state_bytes
+from tierwise.workload.layout import layout_fields
+from tierwise.workload.memory import (
+    GiB,
+    activation_bytes_per_token,
+    inflight_microbatches,
+    model_state_bytes,
+)
 from tierwise.workload.params import attention_params, expert_params, param_counts
 
 GPT3 = ModelSpec.from_fields(
@@ -63,6 +69,44 @@ def test_first_stage_holds_all_layers_worth_of_activations() -> None:
     assert interleaved.activations / mem.activations == pytest.approx(1 + 7 / 32)
     few = memory(GPT3, lay.model_copy(update={"gbs": 2}), flash_attention=False, dropout=True)
     assert few.activations == pytest.approx(mem.activations * 2 / 8)
+
+
+@pytest.mark.parametrize(
+    ("pp", "vpp", "micro", "group", "rank", "held"),
+    [
+        # Megatron's warmup, by hand: pp - rank - 1 forwards (1F1B), or interleaved
+        # 2 (pp - rank - 1) + (vpp - 1) group chunks; one more in the steady state; all
+        # micro x vpp chunks at most; over vpp chunks a micro-batch.
+        (8, 1, 64, 8, 0, 8.0),  # 7 + 1
+        (8, 1, 64, 8, 1, 7.0),  # 6 + 1
+        (8, 1, 4, 8, 0, 4.0),  # fewer micro-batches than pp: all of them
+        (8, 8, 288, 8, 0, 71 / 8),  # 14 + 56 + 1 = pp + (pp - 1) / vpp
+        (8, 8, 288, 8, 1, 69 / 8),  # 12 + 56 + 1
+        (8, 4, 64, 4, 0, 27 / 4),  # group 4: 14 + 12 + 1
+        (16, 2, 16, 16, 0, 16.0),  # 30 + 16 + 1 > 32 chunks: every forward before a backward
+        (16, 4, 8, 16, 1, 8.0),  # fewer micro-batches than pp, interleaved: all of them
+    ],
+)
+def test_inflight_microbatches_follow_megatron_warmup(
+    pp: int, vpp: int, micro: int, group: int, rank: int, held: float
+) -> None:
+    assert inflight_microbatches(pp, vpp, micro, group, rank) == pytest.approx(held)
+
+
+def test_interleaving_with_pp_micro_batches_holds_no_more_than_all_of_them() -> None:
+    # Llama 3 405B as Meta ran it on 16,384 GPUs (tp 8, pp 16, dp 128, 16 micro-batches of
+    # one sequence per replica): interleaved, each rank runs all 16 micro-batches forward
+    # before its first backward, which is what 1F1B's first stage holds too; a smaller
+    # micro-batch group runs fewer ahead.
+    model = load_model("llama3-405b")
+    lay = Layout(tp=8, pp=16, dp=128, mbs=1, gbs=2048, seq=8192, pp_layers=(8,) * 15 + (6,))
+    plain = memory(model, lay)
+    for vpp in (2, 4):
+        interleaved = memory(model, lay.model_copy(update={"vpp": vpp, "pp_layers": None}))
+        assert interleaved.activations == pytest.approx(plain.activations)
+    fields = layout_fields(lay.model_copy(update={"vpp": 4, "pp_layers": None}), model)
+    grouped = memory_batch(model, **fields, microbatch_group=4)  # 30 + 3 x 4 + 1 chunks of 64
+    assert grouped.activations / plain.activations == pytest.approx((30 + 12 + 1) / 4 / 16)
 
 
 @pytest.mark.parametrize(("zero", "paper_gb"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.88)])

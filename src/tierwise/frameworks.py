@@ -51,6 +51,9 @@ SCHEDULES = (
 DualPipe / DualPipeV. DualPipe itself runs in DeepSeek's own framework: only the generic
 model (no framework named) prices it."""
 
+CP_COMM_TYPES = ("p2p", "a2a", "allgather")
+"""Megatron's --cp-comm-type values tierwise prices (perf/terms/cp.py; its a2a+p2p is not)."""
+
 SHARDING: Mapping[str, tuple[int, bool]] = MappingProxyType(
     {
         "ddp": (0, False),
@@ -93,8 +96,9 @@ class Framework:
     any_sharding: tuple[str, ...]
     """Schemes it is searched for under ``--framework any``: each scheme in every framework
     that runs it differently (torchtitan's plain DDP is Megatron's)."""
-    cp: bool
-    """Context parallelism."""
+    cp_comm_types: tuple[str, ...]
+    """How its context parallelism exchanges K and V (`CP_COMM_TYPES`; empty: no context
+    parallelism)."""
     vpp: bool
     """Interleaved (virtual) pipeline stages."""
     uneven_pp: bool
@@ -165,7 +169,7 @@ MEGATRON = Framework(
     title="Megatron-LM",
     sharding=("distopt",),
     any_sharding=("distopt", "ddp"),
-    cp=True,
+    cp_comm_types=CP_COMM_TYPES,
     vpp=True,
     uneven_pp=True,
     dtypes=None,
@@ -198,7 +202,8 @@ TORCHTITAN = Framework(
     title="torchtitan",
     sharding=("fsdp", "zero2"),
     any_sharding=("zero2", "fsdp"),
-    cp=True,
+    # torch's context_parallel, priced as ring attention.
+    cp_comm_types=("p2p",),
     vpp=True,
     uneven_pp=True,
     dtypes=("bf16", "fp8", "mxfp8"),
@@ -234,7 +239,7 @@ DEEPSPEED = Framework(
     title="DeepSpeed",
     sharding=("zero1", "zero2", "fsdp"),
     any_sharding=("zero1", "zero2", "fsdp", "ddp"),
-    cp=False,
+    cp_comm_types=(),
     vpp=False,
     uneven_pp=False,
     dtypes=("bf16",),
@@ -278,7 +283,7 @@ GENERIC = Framework(
     title="the generic model",
     sharding=("distopt",),
     any_sharding=(),
-    cp=True,
+    cp_comm_types=CP_COMM_TYPES,
     vpp=True,
     uneven_pp=True,
     dtypes=None,
@@ -410,7 +415,10 @@ def refusal(fw: Framework, layout: Layout) -> str | None:
         runs = ", ".join(SHARDING_TEXT[s] for s in ("ddp", *fw.sharding))
         return f"{fw.title} has no {SHARDING_TEXT[scheme]}; it runs {runs}"
     checks = (
-        (layout.cp > 1 and not fw.cp, f"cp={layout.cp}: {fw.title} has no context parallelism"),
+        (
+            layout.cp > 1 and not fw.cp_comm_types,
+            f"cp={layout.cp}: {fw.title} has no context parallelism",
+        ),
         (
             layout.vpp > 1 and not fw.vpp,
             f"vpp={layout.vpp}: {fw.title} has no interleaved pipeline (it runs "
@@ -474,6 +482,13 @@ def check_runs(fw: Framework, layout: Layout, option: str = "--framework") -> No
         return
     others = ", ".join(frameworks_for(layout)) or "none"
     raise SpecError(f"{option} {fw.name}: {reason}; frameworks that can: {others}")
+
+
+def cp_comm_framework(kind: str) -> Framework | None:
+    """The only launched framework whose context parallelism runs `kind` (a `CP_COMM_TYPES`
+    value) when one alone does (None otherwise)."""
+    runners = [TABLE[n] for n in LAUNCHED if kind in TABLE[n].cp_comm_types]
+    return runners[0] if len(runners) == 1 else None
 
 
 def schedule_framework(schedule: str) -> Framework | None:

@@ -80,7 +80,8 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "cp_comm": (
         ("--cp-comm-type",),
-        "Context parallel comm (Megatron's flag): p2p (ring attention), a2a.",
+        "Context parallel comm (Megatron's flag): p2p (ring attention), a2a (Ulysses), "
+        "allgather (K and V gathered before attention, exposed; Llama 3's).",
     ),
     "attention_backend": (
         ("--attention-backend",),

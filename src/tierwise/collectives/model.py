@@ -266,15 +266,36 @@ def node_index(s: Shape) -> int:
 
 
 def channels(s: Shape) -> int:
-    """Ring/tree channels NCCL opens: 2 per rail across nodes (at most 64), 32 inside one."""
+    """Ring/tree channels NCCL runs (`comm->nChannels`, one connection each per peer): 32
+    inside one node; across nodes those of NCCL's searched graph as `run_channels` turns them
+    into run-time channels (a GB200 NVL72 rack pair: 15 x 2 = 30, not 2 per NIC), raised to
+    the NVLS channels where NVLS is on (connect.cc: `comm->nChannels < comm->nvlsChannels`),
+    or 2 per rail (at most 64) where tierwise does not follow NCCL's search."""
     if not s.crosses_domains:
         return T.ONE_NODE_CHANNELS
-    return min(T.CHANNELS_PER_RAIL * s.rails, T.MAX_CHANNELS)
+    if not s.nccl_nvlink_GBps or s.arch not in T.SEARCH_SPEEDS_INTRA:
+        return min(T.CHANNELS_PER_RAIL * s.rails, T.MAX_CHANNELS)
+    graph = searched_graph(s.arch, s.nccl_nvlink_GBps, s.rails, s.nic_line_GBps)
+    n = run_channels(s.arch, *graph)
+    nvls = T.NVLS_CHANNELS.get(s.arch, (0, 0))[1] if s.nvls else 0
+    return max(n, nvls)
+
+
+def run_channels(arch: str, graph_n: int, speed_GBps: float) -> int:
+    """Run-time ring/tree channels across nodes from a searched graph of `graph_n` channels at
+    `speed_GBps` each (connect.cc `ncclTopoPostset`, NCCL 2.25-2.30): every ring and tree
+    channel is duplicated (at most MAXCHANNELS 64), and on sm90+ a graph above 45 GB/s a
+    channel that leaves fewer than 16 is doubled once more ("4 compute channels per search
+    channel to reach peak BW on <8 PPN")."""
+    n = min(2 * graph_n, T.MAX_CHANNELS)
+    if arch != "ampere" and speed_GBps > T.COMPUTE_DUP_MIN_SPEED and n < T.COMPUTE_DUP_BELOW:
+        n = min(2 * n, T.MAX_CHANNELS)
+    return n
 
 
 def graph_channels(s: Shape) -> int:
     """Channels of NCCL's ring/tree graph, which the tuner's per-channel caps multiply
-    (tuning.cc `graphs[a]->nChannels`; NCCL opens twice as many at run time, `channels`).
+    (tuning.cc `graphs[a]->nChannels`; NCCL runs at least twice as many, `channels`).
 
     NCCL's search (search.cc `ncclTopoCompute`) takes the per-channel speed that fits the most
     bandwidth: every channel passes each GPU of the domain (channels x speed within one GPU's
@@ -540,7 +561,8 @@ def _log2i(n: int) -> int:
 def _tree(s: Shape) -> list[Candidate]:
     """NCCL's double binary tree between domains and a chain inside each (all_reduce).
 
-    NCCL's busBw for the tree is twice the algbw; its caps apply to that."""
+    NCCL's busBw for the tree is twice the algbw; its caps apply to that, and its x0.85 when the
+    tree graph is the plain TREE pattern (`Shape.simple_tree`)."""
     phys = min(_chain_GBps(s), _tree_net_GBps(s) if s.crosses_domains else math.inf)
     if not math.isfinite(phys):
         return []
@@ -555,6 +577,7 @@ def _tree(s: Shape) -> list[Candidate]:
             nch * T.PER_CH_MAX_TREE_LL128[s.arch][idx],
         ),
     }
+    pattern = T.TREE_PATTERN_BW_FACTOR if s.simple_tree else 1.0
     out = []
     for proto in _protocols(s):
         lat = (
@@ -567,7 +590,7 @@ def _tree(s: Shape) -> list[Candidate]:
                 * (_inter_lat(s, "tree", proto) + _relay_hop_us(s, proto, s.rail_changes))
             )
         )
-        out.append(Candidate("tree", proto, lat, 0.5 * by_proto[proto], corrected=True))
+        out.append(Candidate("tree", proto, lat, 0.5 * pattern * by_proto[proto], corrected=True))
     return out
 
 

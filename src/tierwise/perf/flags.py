@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.frameworks import LAUNCHED, Framework, legacy_zero3_rows, row
+from tierwise.frameworks import CP_COMM_TYPES, LAUNCHED, Framework, legacy_zero3_rows, row
 from tierwise.memo import by_identity
 
 FRAMEWORKS = LAUNCHED
@@ -77,7 +77,7 @@ class Flags:
     microbatch_group_size_per_vp_stage: int | None = None
     order: tuple[str, ...] = ("tp", "cp", "dp", "pp")
     scatter_nodes: bool = False
-    cp_comm: str = "p2p"  # context parallelism: "p2p" ring attention or "a2a" (Ulysses)
+    cp_comm: str = "p2p"  # --cp-comm-type: "p2p" ring attention, "a2a" (Ulysses), "allgather"
     attention_backend: str = "flash"  # one of ATTENTION_BACKENDS
     # torchtitan's names, and DeepSeek's DualPipe / DualPipeV; None: 1F1B / Interleaved1F1B
     pipeline_schedule: str | None = None
@@ -125,6 +125,15 @@ class Flags:
                 f"--microbatch-group-size-per-virtual-pipeline-stage: {group}; allowed: >= 1"
             )
         row(self.framework)  # a one-line error unless a framework of the table
+        runs = self.runner.cp_comm_types
+        unknown = self.cp_comm not in CP_COMM_TYPES
+        if unknown or (self.cp_comm != "p2p" and self.cp_comm not in runs):
+            allowed = runs if self.framework else CP_COMM_TYPES
+            raise SpecError(
+                f"--cp-comm-type: {self.cp_comm!r}; allowed"
+                + (f" with --framework {self.framework}" if self.framework else "")
+                + f": {', '.join(allowed) or 'none (no context parallelism)'}"
+            )
         if self.legacy_zero3 and self.runner.legacy_zero3_before is None:
             runs = [f"{r.name} (before {r.legacy_zero3_before})" for r in legacy_zero3_rows()]
             raise SpecError(

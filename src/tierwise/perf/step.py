@@ -80,6 +80,7 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
         if runner.sharded_dp == SHARDED_ZERO3  # DeepSpeed's live-parameter buffers
         else None,
         cache_expert_inputs=flags.cache_expert_inputs,
+        microbatch_group=flags.microbatch_group_size_per_vp_stage,
     )
 
 

@@ -82,6 +82,7 @@ def plan_request(
     schedule = behaviour.given.get("pipeline_schedule")
     if schedule is not None:
         framework = _schedule_fixes(schedule, framework, fixes)
+    framework = _cp_comm_framework(behaviour.given.get("cp_comm"), framework)
     fw = frameworks.launched(framework)
     spec, flags = behaviour.resolve(model, None if fw is None else fw.name)
     if dtype is not None:
@@ -125,6 +126,15 @@ def _framework_for(framework: str, emit: list[str] | tuple[str, ...]) -> str:
     if implied:
         return implied[0]
     return frameworks.DEFAULT_LAUNCHED.name if emit else frameworks.ANY
+
+
+def _cp_comm_framework(cp_comm: str | None, framework: str) -> str:
+    """The framework to search: a --cp-comm-type only one framework runs narrows ``any`` to
+    it (the ring, every framework's, leaves it)."""
+    if cp_comm in (None, "p2p") or framework != frameworks.ANY:
+        return framework
+    only = frameworks.cp_comm_framework(cp_comm)
+    return only.name if only is not None else framework
 
 
 def _schedule_fixes(schedule: str, framework: str, fixes: dict[str, str]) -> str:

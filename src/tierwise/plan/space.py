@@ -275,8 +275,11 @@ def _degree_options(
     """(tp, cp, pp, vpp, mbs, ep) values searched: the fixed ones, else every one the model
     and the GPUs admit; cp and vpp stay 1 where the framework has none (a fix otherwise is
     a one-line error); `fix` gets those 1s."""
-    for key, cap in (("cp", "context parallelism"), ("vpp", "interleaved pipeline")):
-        if getattr(fw, key):
+    for key, cap, runs in (
+        ("cp", "context parallelism", bool(fw.cp_comm_types)),
+        ("vpp", "interleaved pipeline", fw.vpp),
+    ):
+        if runs:
             continue
         if _ints(fix, key, (1,)) != (1,):
             raise SpecError(f"--fix: {key}={fix[key]}; {fw.name} has no {cap}: allowed: 1")

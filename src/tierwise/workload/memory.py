@@ -15,9 +15,11 @@ Model states (per parameter a rank holds; Rajbhandari et al. 2020, Megatron's
 Activations per layer and micro-batch follow Korthikanti et al. 2022 (``sbh(34 + 5as/h)``,
 with TP+SP ``/t``; see README.md for the GQA/SwiGLU/MoE/flash-attention generalisation).
 Selective recompute drops what its modules hold (``recompute.py``); CPU offloading keeps
-some layers' activations in host memory. The first pipeline stage holds ``min(pp, m)``
-micro-batches (interleaved: times ``1 + (pp-1)/(pp*vpp)``), the last one, which also holds
-the fp32 logits, one. The reported breakdown is that of the larger of the two.
+some layers' activations in host memory. A pipeline rank holds the chunks its schedule runs
+forward before its first backward, plus one (`inflight_microbatches`: the first stage
+``min(pp, m)`` micro-batches, ``pp + (pp-1)/vpp`` interleaved, never more than all ``m``);
+the last one, which also holds the fp32 logits, one. The reported breakdown is that of the
+busiest stage.
 
 All formulas are branchless arithmetic, so python scalars (fast) and numpy arrays both work.
 """
@@ -403,6 +405,20 @@ def activation_bytes_per_token(
     return kept - freed, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
+def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: int) -> Array:
+    """Micro-batches' worth of its stage's activations pipeline rank `rank` holds at its peak:
+    the chunks (micro-batch x virtual stage) its schedule runs forward before the first
+    backward, plus the one the steady state adds, never more than all ``micro * vpp`` of them,
+    over `vpp` chunks a micro-batch. Megatron's get_pp_rank_microbatches
+    (megatron/core/pipeline_parallel/schedules.py): ``pp - rank - 1`` warmup forwards, or
+    interleaved ``2 (pp - rank - 1) + (vpp - 1) group`` (`group`: micro-batches per group,
+    --microbatch-group-size-per-virtual-pipeline-stage), all of them when that reaches the
+    total. Rank 0 with group = pp: ``pp + (pp - 1)/vpp`` (Narayanan et al. 2021), ``min(pp,
+    micro)`` without interleaving."""
+    warmup = (pp - rank - 1) * (1 + (vpp > 1)) + (vpp - 1) * group
+    return minimum(micro * vpp, warmup + 1) / vpp
+
+
 def memory_batch(
     m: ModelSpec,
     *,
@@ -433,6 +449,7 @@ def memory_batch(
     dual_pipe: bool = False,
     zero3_buffer_bytes: Array | None = None,
     cache_expert_inputs: bool = False,
+    microbatch_group: Array | None = None,
 ) -> MemoryBreakdown:
     """Memory per GPU; layout fields are scalars or numpy arrays (see ``layouts_to_arrays``).
 
@@ -445,6 +462,8 @@ def memory_batch(
     framework's own ZeRO-3 working buffers (DeepSpeed's live-parameter and bucket limits),
     instead of two gathered layers and one layer's gradients. ``cache_expert_inputs``:
     DeepSeek-V3's expert activation caching (``activation_bytes_per_token``).
+    ``microbatch_group``: Megatron's --microbatch-group-size-per-virtual-pipeline-stage (None:
+    pp), which sets how far the interleaved warmup runs ahead (`inflight_microbatches`).
     """
     shape, moe_cfg, h = _shape(m), m.moe, m.hidden
     etp = tp if etp is None else etp
@@ -484,7 +503,6 @@ def memory_batch(
         )
         working = working + share * (act + scores)
         kept = kept + share * (full * inp + (1 - full) * act + keep_scores * scores)
-    interleave = 1 + (vpp > 1) * (pp - 1) / (pp * vpp)
 
     rep = 1 / (1 + sp * (tp - 1))
     groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
@@ -542,9 +560,8 @@ def memory_batch(
         return [*body, overhead]
 
     micro = gbs / (mbs * dp)
-    if dual_pipe:
-        interleave = 1.0
-    inflight_first = pp + 1 if dual_pipe else minimum(pp, micro) * interleave
+    group = pp if microbatch_group is None else microbatch_group
+    inflight_first = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, 0)
     first = terms(n_first, 1, single, inflight_first, 0)
     # CPU offloading runs with one pipeline stage only (Layout checks it).
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
@@ -560,7 +577,7 @@ def memory_batch(
     last_inflight = pp + 1 if dual_pipe else 1
     others = [(terms(n_last, single, 1, last_inflight, m.layers - n_last), pp - 1, pp > 1)]
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or shape.mixed)):
-        mid_inflight = pp + 1 if dual_pipe else minimum(pp - 1, micro) * interleave
+        mid_inflight = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, 1)
         mid = terms(n_mid, 0, 0, mid_inflight, n_first)
         others.append((mid, 1, pp > 2))
     for other, index, exists in others:

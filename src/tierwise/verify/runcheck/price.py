@@ -7,6 +7,7 @@ setting the log states that no cost term reads is listed in `not_modelled`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -213,6 +214,8 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
     group = s.get("microbatch_group_size_per_vp_stage")
     if isinstance(group, int) and not isinstance(group, bool) and group > 0 and layout.vpp > 1:
         values["microbatch_group_size_per_vp_stage"] = group
+    if layout.cp > 1 and s.get("cp_comm_type") is not None:
+        values["cp_comm"] = _cp_comm_type(s["cp_comm_type"], assumed)
     backend = str(s.get("attention_backend", "")).rsplit(".", 1)[-1].lower()
     if backend in _FLASH:
         values["attention_backend"] = _FLASH[backend]
@@ -230,6 +233,16 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
         values.pop("moe_token_dispatcher_type")
         assumed.append(f"moe_token_dispatcher_type {dispatcher} priced as alltoall")
     return Flags.resolve(values.pop("framework"), values)
+
+
+def _cp_comm_type(logged: Any, assumed: list[str]) -> str:
+    """The --cp-comm-type a log prints (one value, or a list of one per layer, "['p2p']"): one
+    kind tierwise prices, else ring attention, said."""
+    kinds = set(re.findall(r"[a-z0-9+]+", str(logged).lower()))
+    if len(kinds) == 1 and (kind := kinds.pop()) in frameworks.CP_COMM_TYPES:
+        return kind
+    assumed.append(f"cp_comm_type {logged} priced as p2p (ring attention)")
+    return "p2p"
 
 
 def _before_flash_attention(record: RunRecord) -> bool:

@@ -59,6 +59,7 @@ PRICED_SETTINGS = (
     "delay_wgrad_compute",
     "microbatch_group_size_per_vp_stage",
     "scatter_gather_tensors_in_pipeline",
+    "cp_comm_type",
 )
 # Settings read and reported that no cost term prices (doctor lists them as not modelled).
 UNPRICED_SETTINGS = (
@@ -66,7 +67,6 @@ UNPRICED_SETTINGS = (
     "overlap_p2p_comm",
     "defer_embedding_wgrad_compute",
     "moe_expert_capacity_factor",
-    "cp_comm_type",
     "recompute_method",
     "recompute_num_layers",
     "recompute_modules",
