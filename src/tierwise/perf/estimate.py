@@ -66,7 +66,7 @@ def estimate(
         layout_fields(layout, model, stages),
         groups.time_s,
         flags,
-        max(stages[1:-1], default=0),
+        max(stages[1:-1]) if len(stages) > 2 else 0,  # (a default= costs a keyword parse)
     )
     tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
     if model.moe is not None:  # routed experts' grads and weights: the expert-DP group

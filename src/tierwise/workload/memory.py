@@ -506,7 +506,7 @@ def memory_batch(
 
     rep = 1 / (1 + sp * (tp - 1))
     groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
-    routed = expert_token_share(tp, sp, etp)
+    routed = expert_token_share(tp, sp, etp) if moe_cfg else 0.0
     moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * routed) if moe_cfg else 0.0
     comm = NCCL_BYTES_PER_GROUP * groups + tokens * (
         (tp > 1) * sp * ACT_BYTES * h  # the all-gathered SP input of one layer

@@ -179,9 +179,16 @@ def dp_comm(
     if runner.dp_buckets:  # gradients and weights move bucket by bucket (Megatron)
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
         buckets = [-(-n // bucket) for _, n in groups]
-    rs = select(shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero)
-    ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
-    ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
+    if shard is True:  # one layout with a sharded optimizer: no all-reduce (as `select` gives)
+        rs = _over(comm, "reduce_scatter", groups, buckets, grad_bytes)
+        ag = _over(comm, "all_gather", groups, buckets, weight_bytes)
+        ar = 0.0
+    else:
+        rs = select(
+            shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero
+        )
+        ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
+        ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
     buckets = buckets[0] if len(buckets) == 1 else buckets[0] + buckets[1]
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.
