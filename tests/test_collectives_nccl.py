@@ -276,3 +276,48 @@ def test_two_nvl72_racks_price_nccls_tree_and_ring_not_one_channel_per_nic() -> 
     assert tree.algbw_GBps == pytest.approx(0.5 * 15 * T.PER_CH_MAX_TREE["blackwell"][1])
     pred = predict("all_reduce", shape, [512 << 20, 4 * GIB])
     assert list(pred.algo) == ["tree", "ring"]
+
+
+def test_tree_between_hgx_nodes_of_hopper_is_nccls_plain_tree_pattern() -> None:
+    # 5 H100 nodes, 4 NDR NICs each (NVIDIA/nccl issue 1368's shape): each NIC sits under one
+    # GPU's PCIe switch, so NCCL's sm90 search takes the plain TREE pattern and its tuner
+    # prices the tree x0.85: 0.5 x 0.85 x min(0.92 x 2 x (4 x 47 / 2), 8 ch x 36.0)
+    s = group_shape(load_cluster("dgx-h100", nodes=5, nics_per_node=4))
+    assert s.simple_tree
+    tree = _cand("all_reduce", s, "tree", "Simple")
+    assert tree.algbw_GBps == pytest.approx(0.5 * 0.85 * 0.92 * 2 * (4 * NDR / 2))
+    ll128 = _cand("all_reduce", s, "tree", "LL128")  # every protocol: 120/128 of Simple
+    assert ll128.algbw_GBps == pytest.approx(tree.algbw_GBps * 120 / 128)
+    # inside one node there is no NIC to balance: the chain bound, no factor
+    one = _shape("dgx-h100", 1)
+    assert not one.simple_tree
+    chain = _cand("all_reduce", one, "tree", "Simple")
+    assert chain.algbw_GBps == pytest.approx(0.5 * 0.92 * 2 * (450 * 0.82 / 2))
+
+
+@pytest.mark.parametrize(
+    ("cluster", "nodes", "expected"),
+    [
+        ("dgx-h100", 2, True),
+        ("dgx-b200", 2, True),  # sm100: the same fallback (ccMin >= 90)
+        ("dgx-a100", 2, False),  # sm80 keeps searching the balanced tree
+        ("gb200-nvl72", 36, False),  # NVLink domain over trays: no source on its NIC layout
+        ("pcie-h100", 2, False),  # no NVLink: two GPUs and a NIC may share a switch
+        ("dgx-h100", 1, False),  # one node: no network in the tree
+    ],
+)
+def test_which_nodes_take_the_plain_tree_pattern(cluster: str, nodes: int, expected: bool) -> None:
+    assert group_shape(load_cluster(cluster, nodes=nodes)).simple_tree is expected
+
+
+def test_four_roce_nics_bound_the_ring_at_what_a_connectx7_carries() -> None:
+    # NVIDIA/nccl issue 1368's nodes: 4 x 400 Gb/s RoCE for 8 H100, 2 queue pairs per
+    # connection; RoCE 400 at NDR's 0.94 (the same ConnectX-7): 4 x 47 GB/s bound the ring
+    from tierwise.collectives.model import ring_busbw
+
+    c = load_cluster("dgx-h100", nodes=5, nic="roce400", nics_per_node=4, qps_per_connection=2)
+    s = group_shape(c)
+    assert s.port_GBps == pytest.approx(0.94 * 50) and s.qps == 2
+    assert ring_busbw(s) == pytest.approx(4 * 0.94 * 50)
+    tree = _cand("all_reduce", s, "tree", "Simple")  # 2n per inner node through the 4 NICs
+    assert tree.algbw_GBps == pytest.approx(0.5 * 0.85 * 0.92 * 2 * (4 * 47.0 / 2))

@@ -7,7 +7,8 @@ import pytest
 
 from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.hardware.cluster import load_cluster
-from tierwise.perf.efficiency import GEMM_RIDGE_MULTIPLE, gemm_intensity, gemm_seconds
+from tierwise.hardware.fleet import FleetSpec
+from tierwise.perf.efficiency import GEMM_RIDGE_MULTIPLE, Gemm, gemm_intensity, gemm_seconds
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout, layouts_to_arrays
@@ -37,10 +38,10 @@ def test_gemm_time_by_arithmetic_intensity() -> None:
     # 2*4096^3 * (1 + 0.9109 * 153.0/1365.3) / (312e12 * 0.85 cuBLAS peak fraction) = 571.2 us.
     assert GEMM_RIDGE_MULTIPLE == 0.9109
     assert gemm_intensity(4096, 4096, 4096) == pytest.approx(1365.33, abs=0.01)
-    assert gemm_seconds(a100, [(flops, 4096, 4096, 4096)]) == pytest.approx(571.15e-6, rel=1e-4)
+    assert gemm_seconds(a100, [Gemm(flops, 4096, 4096, 4096)]) == pytest.approx(571.15e-6, rel=1e-4)
     # A skinny GEMM (a TP=8 rank's 768 columns) loses more on H100, whose ridge is ~295.
     h100 = load_cluster("dgx-h100", nodes=1).gpu
-    shapes = [(flops, 4096, 4096, 4096)], [(flops, 8192, 768, 12288)]
+    shapes = [Gemm(flops, 4096, 4096, 4096)], [Gemm(flops, 8192, 768, 12288)]
     slowdown = {
         gpu.key: gemm_seconds(gpu, shapes[1]) / gemm_seconds(gpu, shapes[0]) for gpu in (a100, h100)
     }
@@ -347,3 +348,28 @@ def test_cli_overlap_flags_in_help_and_json() -> None:
     now = cli_json(*base)
     assert now["overlap"]["overlap_grad_reduce"] and now["overlap"]["align_param_gather"]
     assert now["step_time_s"] < r["step_time_s"]
+
+
+@pytest.mark.parametrize(
+    ("model", "framework", "layout"),
+    [
+        ("llama3-70b", None, {"tp": 8, "pp": 2, "dp": 4}),
+        ("llama3-70b", None, {"tp": 4, "cp": 2, "dp": 8, "zero": 3, "recompute": "full"}),
+        ("llama3-70b", "torchtitan", {"tp": 8, "dp": 8, "zero": 3, "dtype": "fp8"}),
+        ("llama3-8b", "deepspeed", {"dp": 64, "zero": 3, "distributed_optimizer": False}),
+        ("mixtral-8x7b", None, {"tp": 2, "ep": 8, "pp": 2, "dp": 16, "recompute": "selective"}),
+    ],
+)
+def test_one_layout_terms_are_python_floats(
+    model: str, framework: str | None, layout: dict
+) -> None:
+    """estimate hands out the step model's term dicts as they are (no copy): every value must
+    already be a python float, on every path (stragglers, FSDP, ZeRO-3, MoE, FP8)."""
+    c = load_cluster("dgx-h100", nodes=8)
+    fleet = FleetSpec(slow_node_share=0.005, slow_node_slowdown=0.1, gpu_speed_spread=0.01)
+    c = c.model_copy(update={"fleet": fleet})
+    lay = Layout(**{"seq": 4096, "gbs": 256, "distributed_optimizer": True, **layout})
+    r = estimate(load_model(model), c, lay, Flags(framework=framework))
+    assert r["breakdown"]["straggler_s"] > 0
+    for key in ("breakdown", "compute_parts_s", "comm_total_s"):
+        assert all(type(v) is float for v in r[key].values()), (key, r[key])

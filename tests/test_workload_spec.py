@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tierwise.errors import SpecError
 from tierwise.workload import ModelSpec, load_model, param_counts, preset_names
+from tierwise.workload.spec import Dims, model_dims
 
 HF = Path(__file__).parent / "data" / "hf"
 
@@ -112,6 +113,15 @@ def test_from_fields_builds_every_calibration_run(calibration_dir: Path) -> None
     nemotron = next(r for r in runs if r["id"].startswith("dgxc-nemotron"))
     m = ModelSpec.from_fields(nemotron, vocab=51200)
     assert (m.activation, m.matmuls_per_mlp, m.vocab, m.kv) == ("squared-relu", 2, 256000, 8)
+
+
+def test_model_dims_are_the_properties() -> None:
+    """`model_dims` (what the per-layout paths read) holds each property's value."""
+    for name in preset_names():
+        m = load_model(name)
+        dims = model_dims(m)
+        assert dims == tuple(getattr(m, field) for field in Dims._fields), name
+        assert model_dims(m) is dims  # computed once per spec object
 
 
 def test_presets_listed_and_valid() -> None:

@@ -129,20 +129,39 @@ class ScalarCandidates(NamedTuple):
 
     @classmethod
     def of(cls, cands: Sequence[Candidate]) -> ScalarCandidates:
-        """`cands` split into the plain ones and the others."""
-        plain = tuple((c.lat_us, c.bytes_per_us) for c in cands if not _special(c))
-        return cls(plain, tuple(c for c in cands if _special(c)))
+        """`cands` split into the plain ones and the others. A plain candidate with no lower
+        latency and no higher rate than another is never faster (rounding is monotonic too):
+        left out."""
+        plain = [(c.lat_us, c.bytes_per_us) for c in cands if not _special(c)]
+        kept = tuple(
+            (lat, rate)
+            for i, (lat, rate) in enumerate(plain)
+            if not any(
+                other_lat <= lat
+                and other_rate >= rate
+                and (j < i or (other_lat, other_rate) != (lat, rate))
+                for j, (other_lat, other_rate) in enumerate(plain)
+                if j != i
+            )
+        )
+        return cls(kept, tuple(c for c in cands if _special(c)))
 
     def fastest_us(self, size_bytes: float) -> float:
         """Time of the fastest candidate for one message of `size_bytes` (0 without any).
         NCCL's tree correction (at most 1) and the NVLS fill only add time, so a special
         candidate whose uncorrected time cannot beat the fastest so far is not priced."""
+        best = math.inf  # a loop: cheaper than min() over a list for a handful of candidates
+        for lat, rate in self.plain:
+            time = lat + size_bytes / rate
+            if time < best:
+                best = time
         if not self.special:
-            return min([lat + size_bytes / rate for lat, rate in self.plain], default=0.0)
-        best = min([lat + size_bytes / rate for lat, rate in self.plain], default=math.inf)
+            return best if self.plain else 0.0
         for c in self.special:
             if c.lat_us + size_bytes / c.bytes_per_us < best:
-                best = min(best, c.time_scalar_us(size_bytes))
+                time = c.time_scalar_us(size_bytes)
+                if time < best:
+                    best = time
         return best
 
 
@@ -542,7 +561,8 @@ def _log2i(n: int) -> int:
 def _tree(s: Shape) -> list[Candidate]:
     """NCCL's double binary tree between domains and a chain inside each (all_reduce).
 
-    NCCL's busBw for the tree is twice the algbw; its caps apply to that."""
+    NCCL's busBw for the tree is twice the algbw; its caps apply to that, and its x0.85 when the
+    tree graph is the plain TREE pattern (`Shape.simple_tree`)."""
     phys = min(_chain_GBps(s), _tree_net_GBps(s) if s.crosses_domains else math.inf)
     if not math.isfinite(phys):
         return []
@@ -557,6 +577,7 @@ def _tree(s: Shape) -> list[Candidate]:
             nch * T.PER_CH_MAX_TREE_LL128[s.arch][idx],
         ),
     }
+    pattern = T.TREE_PATTERN_BW_FACTOR if s.simple_tree else 1.0
     out = []
     for proto in _protocols(s):
         lat = (
@@ -569,7 +590,7 @@ def _tree(s: Shape) -> list[Candidate]:
                 * (_inter_lat(s, "tree", proto) + _relay_hop_us(s, proto, s.rail_changes))
             )
         )
-        out.append(Candidate("tree", proto, lat, 0.5 * by_proto[proto], corrected=True))
+        out.append(Candidate("tree", proto, lat, 0.5 * pattern * by_proto[proto], corrected=True))
     return out
 
 

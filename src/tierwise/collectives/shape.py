@@ -70,6 +70,28 @@ def relay_of(cluster: ClusterSpec) -> str:
     return "spine" if kind == "rail-optimized" else "none"
 
 
+def simple_tree_pattern(cluster: ClusterSpec) -> bool:
+    """NCCL builds its tree between these nodes on the plain TREE pattern (priced x0.85,
+    `tables.TREE_PATTERN_BW_FACTOR`), not the balanced one.
+
+    A balanced tree sends the channel's parent traffic from the chain's first GPU and its
+    children's from the second, each with half the channel's bandwidth, both to the same NIC
+    over a path no longer than one PCIe switch at first (search.cc, ncclTopoSearchRecGpu, path
+    type PIX); on sm90+ ncclTopoCompute falls back to the plain tree before it allows longer
+    paths (NCCL 2.19.3 to 2.30.7). HGX boards put each NIC under one GPU's PCIe switch, so
+    no NIC has two such GPUs: H100 with 8 NICs (`nvidia-smi topo -m` in NVIDIA/nccl issue 1264:
+    each NIC PIX to one GPU, SYS to the rest) and with 4 (issue 1357: NICs PIX to GPUs 0, 2, 4,
+    6 only). So every Hopper NVLink node has it, and Blackwell HGX nodes are assumed to (the
+    same one-NIC-per-GPU-switch board; the sources show no B200 topology). Not assumed where
+    they say nothing: NVLink domains over several trays (GB200 NVL72: a rack is one NCCL node)
+    and nodes without NVLink (PCIe boxes may put two GPUs and a NIC under one switch)."""
+    return (
+        gpu_arch(cluster) in ("hopper", "blackwell")
+        and cluster.intra.kind == "nvlink"
+        and cluster.nodes_per_domain == 1
+    )
+
+
 @dataclass(frozen=True)
 class Shape:
     """A group: p ranks, k per NVLink domain over n_dom domains, in n_leaf leaves.
@@ -98,7 +120,8 @@ class Shape:
 
     NCCL's view, for its graph search (`collectives.model.graph_channels`): one GPU's NVLink
     bandwidth as NCCL's topology counts it (`nccl_nvlink_GBps`, 0 without NVLink) and one NIC's
-    line rate (`nic_line_GBps`).
+    line rate (`nic_line_GBps`); `simple_tree`: its tree between the group's domains is the
+    plain TREE pattern (`simple_tree_pattern`).
     """
 
     p: int
@@ -139,6 +162,7 @@ class Shape:
     uplink_share: float = 1.0
     nccl_nvlink_GBps: float = 0.0
     nic_line_GBps: float = 0.0
+    simple_tree: bool = False
 
     @property
     def crosses_domains(self) -> bool:
@@ -352,4 +376,5 @@ def shape_of(
         uplink_share=uplink_share,
         nccl_nvlink_GBps=T.NCCL_NVLINK_GBPS_PER_GPU.get(cluster.intra.key, 0.0),
         nic_line_GBps=cluster.inter.nic.line_GBps,
+        simple_tree=span.domains > 1 and simple_tree_pattern(cluster),
     )

@@ -169,6 +169,13 @@ NVLS_NET_SLOW_GBPS, NVLS_NET_SLOW_CHUNK_BYTES = 150.0, 32768
 LL_BW_FACTOR = 0.5  # ring LL: half the Simple busBw (capped by the LL ceiling)
 LL128_BW_FACTOR = 0.92  # ring LL128: "0.92 /*120.0/128.0*/"
 TREE_BW_FACTOR = 0.92  # tree all_reduce
+# A tree graph of NCCL's plain TREE pattern (the chain's first GPU takes both its parent's and
+# its children's network traffic) instead of the balanced one (parent on the first GPU, children
+# on the second, both through the same NIC): the tuner multiplies the tree's busBw of every
+# protocol by 0.85 when any rank's tree graph has that pattern (tuning.cc, NCCL 2.19.3 to
+# 2.30.7). On sm90+ the search falls back to it when it finds no balanced tree (search.cc,
+# ncclTopoCompute, ccMin >= 90); which nodes: `collectives.shape.simple_tree_pattern`.
+TREE_PATTERN_BW_FACTOR = 0.85
 TREE_LL_BW_FACTOR = 1.0 / 3.8
 TREE_LL128_BW_FACTOR_ONE_NODE = 7.0 / 9.0
 TREE_LL128_BW_FACTOR = 120.0 / 128.0

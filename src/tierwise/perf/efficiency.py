@@ -104,16 +104,25 @@ def peak_fraction(gpu: GPU) -> float:
     return ARCH_PEAK_FRACTION.get(gpu.arch, DEFAULT_PEAK_FRACTION)
 
 
+class FormatRates(NamedTuple):
+    """Per format code: achieved large-GEMM TFLOP/s (`rate`) and the half-rate intensity I
+    (`half`: FLOP per element triple, as `gemm_intensity`); BF16's two apart (code 0)."""
+
+    rate: ByCode
+    half: ByCode
+    rate_bf16: float
+    half_bf16: float
+
+
 @by_identity()
-def _format_rates(gpu: GPU) -> tuple[ByCode, ByCode]:
-    """Per format code: achieved large-GEMM TFLOP/s and the half-rate intensity I (FLOP per
-    element triple, as `gemm_intensity`); an unsupported format runs at the BF16 rate."""
+def _format_rates(gpu: GPU) -> FormatRates:
+    """`gpu`'s `FormatRates`; an unsupported format runs at the BF16 rate."""
     rate, half = [], []
     for f in FORMATS:
         peak = gpu.peak_tflops(f.peak) or gpu.peak_bf16_tflops
         rate.append(peak * peak_fraction(gpu) * FORMAT_EFFICIENCY[f.name])
         half.append(GEMM_RIDGE_MULTIPLE * peak / gpu.hbm_tbps * f.element_bytes / 2)
-    return ByCode(rate), ByCode(half)
+    return FormatRates(ByCode(rate), ByCode(half), rate[0], half[0])
 
 
 def gemm_intensity(m: Array, n: Array, k: Array) -> Array:
@@ -121,18 +130,18 @@ def gemm_intensity(m: Array, n: Array, k: Array) -> Array:
     return m * n * k / (m * k + k * n + m * n)
 
 
-def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm | tuple], precision: Array = 0) -> Array:
+def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array = 0) -> Array:
     """Seconds of weight GEMMs, each at the rate of its shape, format (`precision`, a
     ``workload.precision`` code, for its `low_share`; BF16 for the rest) and grouping."""
     if gpu.gemm_efficiency is not None:
         return sum([g[0] for g in gemms]) / (gpu.peak_bf16_tflops * gpu.gemm_efficiency * 1e12)
-    rates, halves = _format_rates(gpu)
+    rates, halves, rate_bf16, half_bf16 = _format_rates(gpu)
     rate_low, half_low = rates[precision], halves[precision]
-    rate_bf16, half_bf16 = rates[0], halves[0]
     total = 0.0
-    for g in gemms:
-        flops, m, n, k, low_share, expert_tokens = g if len(g) == 6 else (*g, 0.0, None)
-        intensity = gemm_intensity(m, n, k)
+    for flops, m, n, k, low_share, expert_tokens in gemms:
+        if isinstance(flops, float) and flops == 0.0:  # no work: a dense model's experts, router
+            continue
+        intensity = m * n * k / (m * k + k * n + m * n)  # `gemm_intensity`, inlined (hot loop)
         # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
         bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
         low = low_share * (1 + half_low / intensity) / rate_low

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
     shard = hsdp_fields(layout).get("dp_shard", 0)
-    etp = layout.expert_tp if layout.expert_tp != layout.tp else 0
-    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp)
+    tp, etp = layout.tp, layout.expert_tp
+    return Degrees(tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp if etp != tp else 0)
 
 
 def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:
@@ -53,7 +53,8 @@ def estimate(
     if layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
         split = standard_split(model.layers, layout.pp, layout.vpp)
         layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
-    layout.validate_for(model, cluster.world if layout.world > cluster.world else None)
+    gpus, cluster_gpus = layout.world, cluster.world
+    layout.validate_for(model, cluster_gpus if gpus > cluster_gpus else None)
     check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
     schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
@@ -65,7 +66,7 @@ def estimate(
         layout_fields(layout, model, stages),
         groups.time_s,
         flags,
-        max(stages[1:-1], default=0),
+        max(stages[1:-1]) if len(stages) > 2 else 0,  # (a default= costs a keyword parse)
     )
     tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
     if model.moe is not None:  # routed experts' grads and weights: the expert-DP group
@@ -79,7 +80,7 @@ def estimate(
     mem = terms["memory"]
     return {
         "layout": layout.to_json(),
-        "gpus": layout.world,
+        "gpus": gpus,
         "step_time_s": float(terms["step_time_s"]),
         "tokens_per_s": float(terms["tokens_per_s"]),
         "tflops_per_gpu": float(terms["tflops_per_gpu"]),
@@ -89,11 +90,13 @@ def estimate(
         "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
         "hbm_gib": cluster.gpu.hbm_gib,
         "fits": bool(terms["fits"]),
-        "breakdown": {k: float(v) for k, v in terms["breakdown"].items()},
-        "compute_parts_s": {k: float(v) for k, v in terms["compute_parts_s"].items()},
+        # One layout's terms are python floats already (products with the float micro-batch
+        # count, or quotients): the step model's own dicts, no copy.
+        "breakdown": terms["breakdown"],
+        "compute_parts_s": terms["compute_parts_s"],
         "memory": mem.to_gib_dict(),
         "comm_tiers": tiers,
-        "comm_total_s": {k: float(v) for k, v in terms["comm_total_s"].items()},
+        "comm_total_s": terms["comm_total_s"],
         "bytes_per_tier": per_tier,
         "nic_GBps_needed_per_gpu": needed,
         "pipeline": {

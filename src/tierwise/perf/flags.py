@@ -13,6 +13,7 @@ from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.frameworks import CP_COMM_TYPES, LAUNCHED, Framework, legacy_zero3_rows, row
+from tierwise.memo import by_identity
 
 FRAMEWORKS = LAUNCHED
 # Megatron-LM's --attention-backend names: flash (FlashAttention) and fused (cuDNN fused
@@ -163,9 +164,15 @@ class Flags:
 
     def overlaps(self) -> dict[str, bool]:
         """The Megatron overlap flags the estimate assumed, by Megatron's dest names."""
-        return {name: getattr(self, name) for name in OVERLAP_FLAGS}
+        return dict(_overlaps(self))  # a copy: the caller may change it
 
     @property
     def flash_attention(self) -> bool:
         """A fused attention kernel (flash or cuDNN): no score matrix in HBM."""
         return self.attention_backend != "unfused"
+
+
+@by_identity()
+def _overlaps(flags: Flags) -> dict[str, bool]:
+    """`Flags.overlaps` of one (frozen) flags object, built once."""
+    return {name: getattr(flags, name) for name in OVERLAP_FLAGS}

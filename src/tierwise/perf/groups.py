@@ -10,7 +10,7 @@ prices each collective from a memoised (latency, rate) list without touching num
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from tierwise.collectives.model import ScalarCandidates, auto_candidates, times_us
@@ -287,7 +287,8 @@ class LayoutGroups:
 
     def __init__(self, shapes: dict[str, Shape]) -> None:
         self.shapes = shapes
-        self._costs: dict[tuple[str, str], ScalarCandidates] = {}
+        # (kind, op) -> the fastest-candidate time of one size, us (`ScalarCandidates`)
+        self._fastest_us: dict[tuple[str, str], Callable[[float], float]] = {}
         # The slowest tier each group kind crosses: intra, leaf or spine ("none": no group).
         self.top_tiers = {
             kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
@@ -296,15 +297,19 @@ class LayoutGroups:
     def time_s(self, kind: str, op: str, size_bytes: float | np.ndarray) -> float | np.ndarray:
         """Seconds of the fastest candidate of `op` for `size_bytes` on the `kind` group (0
         where the layout has no such group); python scalars skip numpy."""
+        scalar = isinstance(size_bytes, (float, int))
+        if scalar:
+            fastest_us = self._fastest_us.get((kind, op))
+            if fastest_us is not None:  # priced before: the hot path
+                return fastest_us(float(size_bytes)) * 1e-6
         shape = self.shapes.get(kind)
         if shape is None:
             return 0.0 * size_bytes
-        if not isinstance(size_bytes, (float, int)):
+        if not scalar:
             return comm_time_s(op, shape, size_bytes)
-        costs = self._costs.get((kind, op))
-        if costs is None:
-            costs = self._costs[(kind, op)] = ScalarCandidates.of(auto_candidates(op, shape))
-        return costs.fastest_us(float(size_bytes)) * 1e-6
+        fastest_us = ScalarCandidates.of(auto_candidates(op, shape)).fastest_us
+        self._fastest_us[kind, op] = fastest_us
+        return fastest_us(float(size_bytes)) * 1e-6
 
 
 def layout_groups(

@@ -34,7 +34,7 @@ from tierwise.workload.params import (
     norms_per_layer,
 )
 from tierwise.workload.recompute import DEFAULT_MASK, recomputes
-from tierwise.workload.spec import ModelSpec
+from tierwise.workload.spec import ModelSpec, model_dims
 
 if TYPE_CHECKING:
     import numpy as np
@@ -209,10 +209,11 @@ def layer_flops(
     causal: bool = False,
 ) -> LayerFlops:
     """Forward cost of one dense (or, with ``moe_layer``, MoE) layer."""
-    h, nmat, q_dim, v_dim = m.hidden, m.matmuls_per_mlp, m.q_dim, m.v_dim
+    d = model_dims(m)
+    h, nmat, q_dim, v_dim = m.hidden, d.matmuls_per_mlp, d.q_dim, d.v_dim
     tokens = mbs * seq / cp
     q_rank = q_dim / tp
-    kv_rank = m.hd * kv_heads_per_rank(m.kv, tp)
+    kv_rank = d.hd * kv_heads_per_rank(d.kv, tp)
     mac = FLOPS_PER_MAC * tokens
     keys = causal_keys(m, seq) / (CAUSAL_FRACTION if not causal else 1.0)
     attention = mac * keys * (q_dim + v_dim) / tp
@@ -239,23 +240,15 @@ def layer_flops(
         expert_act = act_bytes * routed * moe.expert_ffn_hidden
         permute = tokens * per_norm_token * PERMUTES_PER_MOE_LAYER * moe.top_k * 2
     else:
-        mlp = mac * h * m.ffn * nmat / tp
+        mlp = mac * h * d.ffn * nmat / tp
         experts = router = expert_act = permute = 0.0
-        mlp_act = act_bytes * m.ffn
+        mlp_act = act_bytes * d.ffn
+    elementwise = norms + residual + permute + rope + mlp_act + expert_act
+    # positional: a named tuple built from keywords costs twice as much (the scalar hot path)
     return LayerFlops(
-        qkv=qkv,
-        attention=attention,
-        out=mac * v_dim / tp * h,
-        mlp=mlp,
-        router=router,
-        experts=experts,
-        elementwise_bytes=norms + residual + permute + rope + mlp_act + expert_act,
-        norm_bytes=norms,
-        mlp_act_bytes=mlp_act,
-        expert_act_bytes=expert_act,
-        permute_bytes=permute,
-        up_proj=up_proj,
-    )
+        qkv, attention, mac * v_dim / tp * h, mlp, router, experts,
+        elementwise, norms, mlp_act, expert_act, permute, up_proj,
+    )  # fmt: skip
 
 
 def logits_flops(m: ModelSpec, seq: Array, mbs: Array, *, tp: Array = 1, cp: Array = 1) -> Array:
@@ -441,8 +434,10 @@ def flops_batch(
         import numpy as np
 
         n = np.ceil(m.layers / np.asarray(pp))
-    moe_share = m.moe_layers / m.layers
-    per_layer = (1 - moe_share) * dense.total + moe_share * moe.total
+    moe_share = model_dims(m).moe_layers / m.layers
+    dense_total = dense.total
+    moe_total = dense_total if moe is dense else moe.total  # one object for a dense model
+    per_layer = (1 - moe_share) * dense_total + moe_share * moe_total
     attn = (1 - moe_share) * dense.attention + moe_share * moe.attention
     ew = (1 - moe_share) * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
     full = recompute == RECOMPUTE_FULL if recompute_share is None else recompute_share
@@ -454,14 +449,8 @@ def flops_batch(
     else:
         again = selective_recompute(dense, moe, moe_share, recompute_modules)
     hardware = model + n * (full * per_layer + selective * (again.attention + again.gemm))
-    return StageFlops(
-        model=model,
-        hardware=hardware,
-        attention=n * (attn * (TRAINING_PASSES + full) + selective * again.attention),
-        logits=logits,
-        elementwise_bytes=n
-        * (ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full) + selective * again.elementwise_bytes),
-        layers=n,
-        dense_layer=dense,
-        moe_layer=moe,
+    attention = n * (attn * (TRAINING_PASSES + full) + selective * again.attention)
+    ew_bytes = n * (
+        ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full) + selective * again.elementwise_bytes
     )
+    return StageFlops(model, hardware, attention, logits, ew_bytes, n, dense, moe)

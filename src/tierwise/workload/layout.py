@@ -365,32 +365,31 @@ def layout_fields(
     """One layout as the scalar keyword arguments of the ``*_batch`` functions (`stages`:
     its `Layout.stage_layers`, where the caller has them)."""
     stages = stages or layout.stage_layers(model)
-    return (
-        {
-            "tp": layout.tp,
-            "cp": layout.cp,
-            "ep": layout.ep,
-            "etp": layout.expert_tp,
-            "pp": layout.pp,
-            "vpp": layout.vpp,
-            "dp": layout.dp,
-            "mbs": layout.mbs,
-            "gbs": layout.global_batch,
-            "seq": layout.seq,
-            "sp": layout.sp_enabled,
-            "recompute": layout.recompute_code,
-            "recompute_modules": modules_mask(layout.recompute_modules),
-            "activation_offload_layers": layout.activation_offload_layers,
-            "zero": layout.zero,
-            "distributed_optimizer": layout.distributed_optimizer,
-            "grad_reduce_bf16": layout.grad_reduce_bf16,
-            "precision": precision_code(layout.dtype, layout.fp8_recipe),
-            "first_stage_layers": stages[0],
-            "last_stage_layers": stages[-1],
-        }
-        | hsdp_fields(layout)
-        | partial_recompute_fields(layout, model)
-    )
+    fields = {
+        "tp": layout.tp,
+        "cp": layout.cp,
+        "ep": layout.ep,
+        "etp": layout.expert_tp,
+        "pp": layout.pp,
+        "vpp": layout.vpp,
+        "dp": layout.dp,
+        "mbs": layout.mbs,
+        "gbs": layout.global_batch,
+        "seq": layout.seq,
+        "sp": layout.sp_enabled,
+        "recompute": layout.recompute_code,
+        "recompute_modules": modules_mask(layout.recompute_modules),
+        "activation_offload_layers": layout.activation_offload_layers,
+        "zero": layout.zero,
+        "distributed_optimizer": layout.distributed_optimizer,
+        "grad_reduce_bf16": layout.grad_reduce_bf16,
+        "precision": precision_code(layout.dtype, layout.fp8_recipe),
+        "first_stage_layers": stages[0],
+        "last_stage_layers": stages[-1],
+    }
+    fields.update(hsdp_fields(layout))
+    fields.update(partial_recompute_fields(layout, model))
+    return fields
 
 
 def partial_recompute_fields(layout: Layout, model: ModelSpec) -> dict[str, float]:

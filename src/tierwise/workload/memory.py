@@ -56,7 +56,7 @@ from tierwise.workload.params import (
 )
 from tierwise.workload.precision import ELEMENT_BYTES, IS_LOW, PRIMARY_LOW
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask, recomputes
-from tierwise.workload.spec import ModelSpec
+from tierwise.workload.spec import Dims, ModelSpec, model_dims
 
 GiB = 2**30
 
@@ -147,12 +147,11 @@ class MemoryBreakdown(NamedTuple):
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
         gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
-        return {
-            **dict(zip(GIB_KEYS, gib, strict=True)),
-            "total_gib": sum(gib),
-            "stage": int(self.stage),
-            "host_offload_gib": float(self.host_offload) / GiB,
-        }
+        out = dict(zip(GIB_KEYS, gib, strict=True))
+        out["total_gib"] = sum(gib)
+        out["stage"] = int(self.stage)
+        out["host_offload_gib"] = float(self.host_offload) / GiB
+        return out
 
 
 _GPU_TERMS = MemoryBreakdown._fields.index("stage")
@@ -238,11 +237,21 @@ class _Shape:
     their expert outputs before the combine (h wide, 16-bit)."""
     act_router: float
     """fp32 router logits and probabilities per token."""
+    dims: Dims
+    """The spec's derived sizes."""
+    store: int
+    """`MLP_ACT_STORE` of the model's activation."""
+    layer_kinds: tuple[tuple[bool, float], ...]
+    """(MoE layer, share of the layers) of each layer kind the model has."""
+    mixed: bool
+    """Stages may differ in kind: leading dense layers of a MoE model, or MTP modules."""
+    mtp_dense: bool
+    """The MTP modules repeat a dense layer (the last layer is dense)."""
 
 
 @by_identity()
 def _shape(m: ModelSpec) -> _Shape:
-    h, moe, mla = m.hidden, m.moe, m.mla
+    h, moe, mla, dims = m.hidden, m.moe, m.mla, model_dims(m)
     store = MLP_ACT_STORE[m.activation]
     routed = shared = dispatch = router = 0.0
     if moe is not None:
@@ -277,6 +286,12 @@ def _shape(m: ModelSpec) -> _Shape:
         act_mlp_shared=shared,
         act_dispatch=dispatch,
         act_router=router,
+        dims=dims,
+        store=store,
+        layer_kinds=((False, dims.dense_layers / m.layers),)
+        + (((True, dims.moe_layers / m.layers),) if moe else ()),
+        mixed=0 < dims.dense_layers < m.layers or m.mtp_layers > 0,
+        mtp_dense=not dims.mtp_is_moe,
     )
 
 
@@ -301,6 +316,7 @@ def activation_bytes_per_token(
     linear_bytes: Array = ACT_BYTES,
     discard: Array = 0,
     cache_expert_inputs: bool = False,
+    shape: _Shape | None = None,
 ) -> tuple[Array, Array, Array]:
     """Bytes per local token of one layer: (kept without recompute, s^2 part, layer input).
 
@@ -322,15 +338,15 @@ def activation_bytes_per_token(
     each expert keeps only its dispatched input and its SwiGLU input, both in the linear
     inputs' format, and recomputes the SwiGLU output in backward; the routing weight's
     gradient is then taken at the down-projection's input, so the expert outputs before the
-    combine are not kept.
+    combine are not kept. ``shape``: the model's `_shape`, where the caller has it.
     """
-    shape, h = _shape(m), m.hidden
+    shape, h = _shape(m) if shape is None else shape, m.hidden
     etp = tp if etp is None else etp
     rep = 1 / (1 + sp * (tp - 1))  # share of "replicated" tensors a TP rank holds
     low = ACT_BYTES - linear_bytes  # bytes a quantized linear input saves per element
-    store = MLP_ACT_STORE[m.activation]
-    q_dim, v_dim = m.q_dim, m.v_dim
-    kv_rank = m.hd * kv_heads_per_rank(m.kv, tp) if m.mla is None else m.kv_dim / tp
+    store, dims = shape.store, shape.dims
+    q_dim, v_dim = dims.q_dim, dims.v_dim
+    kv_rank = dims.hd * kv_heads_per_rank(dims.kv, tp) if m.mla is None else dims.kv_dim / tp
     replicated = (REPLICATED_INPUTS_PER_LAYER * ACT_BYTES + 2 * dropout * DROPOUT_MASK_BYTES) * h
     # Q, K, V and the output projection's input (context, v_dim wide)
     qkv = ACT_BYTES * (q_dim / tp + kv_rank + kv_rank * v_dim / q_dim)
@@ -462,7 +478,7 @@ def memory_batch(
     single = pp == 1
 
     # Parameters one rank holds per layer kind: non-expert part, and routed experts.
-    attn = shape.attn_split / tp + shape.kv_weights_per_head * kv_heads_per_rank(m.kv, tp)
+    attn = shape.attn_split / tp + shape.kv_weights_per_head * kv_heads_per_rank(shape.dims.kv, tp)
     dense_layer = attn + shape.layer_whole + shape.dense_layer_split / tp
     moe_layer = attn + shape.layer_whole + shape.router + shape.moe_layer_split / tp
     experts_rank = (moe_cfg.experts / ep if moe_cfg else 0) * shape.expert / etp
@@ -474,11 +490,8 @@ def memory_batch(
     offloading = not (isinstance(activation_offload_layers, int) and activation_offload_layers == 0)
     discard = (recompute == RECOMPUTE_SELECTIVE) * recompute_modules
     keep_scores = (1 - full) * (1 - recomputes(discard, "core_attn"))
-    kinds = [(False, m.dense_layers / m.layers)]
-    if moe_cfg:
-        kinds.append((True, m.moe_layers / m.layers))
     working = kept = 0.0
-    for is_moe, share in kinds:
+    for is_moe, share in shape.layer_kinds:
         act, scores, inp = activation_bytes_per_token(
             m,
             seq,
@@ -491,6 +504,7 @@ def memory_batch(
             linear_bytes=ELEMENT_BYTES[precision],
             discard=discard,
             cache_expert_inputs=cache_expert_inputs,
+            shape=shape,
         )
         working = working + share * (act + scores)
         kept = kept + share * (
@@ -499,7 +513,7 @@ def memory_batch(
 
     rep = 1 / (1 + sp * (tp - 1))
     groups = 1 * (tp > 1) + 1 * (cp > 1) + 1 * (ep > 1) + 1 * (pp > 1) + 1 * (dp > 1)
-    routed = expert_token_share(tp, sp, etp)
+    routed = expert_token_share(tp, sp, etp) if moe_cfg else 0.0
     moe_a2a = (2 * 2 * moe_cfg.top_k * ACT_BYTES * h * routed) if moe_cfg else 0.0
     comm = NCCL_BYTES_PER_GROUP * groups + tokens * (
         (tp > 1) * sp * ACT_BYTES * h  # the all-gathered SP input of one layer
@@ -513,27 +527,33 @@ def memory_batch(
     fsdp = (zero >= 3) * zero3_buffer_bytes
     edp = tp * cp * dp / (ep * etp)
 
-    flags = dict(
-        zero=zero,
-        distributed_optimizer=distributed_optimizer,
-        grad_reduce_bf16=grad_reduce_bf16,
-        precision=precision,
-        low_precision_params=low_precision_params,
-    )
+    def states_of(params: Array, shard: Array) -> tuple[Array, Array, Array]:
+        """`model_state_bytes` of `params` shared by `shard` ranks, under the layout's flags."""
+        return model_state_bytes(
+            params,
+            zero=zero,
+            shard=shard,
+            distributed_optimizer=distributed_optimizer,
+            grad_reduce_bf16=grad_reduce_bf16,
+            precision=precision,
+            low_precision_params=low_precision_params,
+        )
+
+    mtp_layers, vocab = m.mtp_layers, m.vocab
 
     def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
         """Bytes by term of a stage of `n` layers from layer index `start`."""
         # The last stage also holds the MTP modules: one more layer of the last layer's kind
         # each, their norms and projection, and one more logits tensor each.
-        mtp = last * m.mtp_layers
-        dense_n = m.dense_layers_in(start, n) + mtp * (not m.mtp_is_moe)
+        mtp = last * mtp_layers
+        dense_n = m.dense_layers_in(start, n) + mtp * shape.mtp_dense
         moe_n = n + mtp - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
         non_expert = non_expert + mtp * shape.mtp_extra / tp
-        states = list(model_state_bytes(non_expert, shard=dp * cp, **flags))
+        states = states_of(non_expert, dp * cp)
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
-            expert_states = model_state_bytes(moe_n * experts_rank, shard=edp, **flags)
+            expert_states = states_of(moe_n * experts_rank, edp)
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
         if param_copies != 1:  # weights and grads per copy; optimizer over both copies
             states = [states[0] * param_copies, states[1] * param_copies, states[2]]
@@ -543,7 +563,7 @@ def memory_batch(
         acts = tokens * (
             (resident * inflight + mtp) * kept + (full > 0) * recompute_group * working
         )
-        logits = last * (1 + m.mtp_layers) * LOGITS_BYTES * tokens * m.vocab / tp
+        logits = last * (1 + mtp_layers) * LOGITS_BYTES * tokens * vocab / tp
         body = [*states, fsdp, acts, logits, comm]
         overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)
         return [*body, overhead]
@@ -556,7 +576,7 @@ def memory_batch(
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
-        return MemoryBreakdown(*first, stage=0, host_offload=host)
+        return MemoryBreakdown(*first, 0, host)
     # The last stage; and the second, the busiest of the middle ones: one micro-batch fewer in
     # flight than the first, but more layers when the end stages are short, or heavier ones
     # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
@@ -565,8 +585,7 @@ def memory_batch(
     n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
     last_inflight = pp + 1 if dual_pipe else 1
     others = [(terms(n_last, single, 1, last_inflight, m.layers - n_last), pp - 1, pp > 1)]
-    mixed = 0 < m.dense_layers < m.layers or m.mtp_layers > 0
-    if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or mixed)):
+    if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or shape.mixed)):
         mid_inflight = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, 1)
         mid = terms(n_mid, 0, 0, mid_inflight, n_first)
         others.append((mid, 1, pp > 2))
@@ -577,7 +596,7 @@ def memory_batch(
         else:
             chosen = [take * b + (1 - take) * a for a, b in zip(chosen, other, strict=True)]
             stage = take * index + (1 - take) * stage
-    return MemoryBreakdown(*chosen, stage=stage, host_offload=host)
+    return MemoryBreakdown(*chosen, stage, host)
 
 
 def memory(

@@ -27,11 +27,13 @@ NVFP4BlockScaling):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tierwise.errors import SpecError
 from tierwise.hardware.catalog import GPU
+from tierwise.memo import by_identity
 from tierwise.workload.flops import maximum
 
 if TYPE_CHECKING:
@@ -134,6 +136,7 @@ def format_name(dtype: str, fp8_recipe: str | None = None) -> str:
     return f"fp8-{fp8_recipe or DEFAULT_FP8_RECIPE}"
 
 
+@functools.cache  # a handful of valid pairs; an invalid one raises and is not kept
 def precision_code(dtype: str, fp8_recipe: str | None = None) -> int:
     """Integer code of a dtype and recipe, as the vectorised models take it."""
     return CODES[format_name(dtype, fp8_recipe)]
@@ -153,13 +156,18 @@ def peak_of(gpu: GPU, code: int) -> float | None:
 
 def check_supported(gpu: GPU, dtype: str, fp8_recipe: str | None = None) -> None:
     """A dtype the GPU's tensor cores cannot run is a one-line :class:`SpecError`."""
-    code = precision_code(dtype, fp8_recipe)
-    if peak_of(gpu, code) is None:
+    if precision_code(dtype, fp8_recipe) not in _supported_codes(gpu):
         runs = [d for d in DTYPES if gpu.peak_tflops(d) is not None]
         raise SpecError(
             f"--dtype: {dtype} does not run on {gpu.key} ({gpu.arch} tensor cores); "
             f"allowed: {', '.join(runs)}"
         )
+
+
+@by_identity()
+def _supported_codes(gpu: GPU) -> frozenset[int]:
+    """The format codes whose GEMMs `gpu`'s tensor cores run."""
+    return frozenset(code for code in range(len(FORMATS)) if peak_of(gpu, code) is not None)
 
 
 def supported_dtypes(gpu: GPU) -> tuple[str, ...]:

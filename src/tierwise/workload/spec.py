@@ -6,11 +6,12 @@ Loading (presets, YAML, Hugging Face ``config.json``) lives in ``load.py`` and `
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tierwise.bounds import MAX_EXPERTS, MAX_LAYERS
+from tierwise.memo import by_identity
 from tierwise.specio import build
 
 Activation = Literal["swiglu", "geglu", "gelu", "squared-relu"]
@@ -330,3 +331,38 @@ class ModelSpec(_Frozen):
         if isinstance(data.get("activation"), str):
             data["activation"] = data["activation"].split()[0]
         return cls.parse(data, source=f"model {data.get('name', '?')!r}")
+
+
+class Dims(NamedTuple):
+    """A spec's derived sizes as plain values (`model_dims`): the per-layout hot paths read
+    them many times, and a property recomputes its value on every read."""
+
+    kv: int
+    hd: int
+    ffn: int
+    q_dim: int
+    v_dim: int
+    kv_dim: int
+    matmuls_per_mlp: int
+    moe_layers: int
+    dense_layers: int
+    local_layers: int
+    mtp_is_moe: bool
+
+
+@by_identity()
+def model_dims(m: ModelSpec) -> Dims:
+    """`m`'s derived sizes (its properties of the same names), computed once per spec."""
+    return Dims(
+        m.kv,
+        m.hd,
+        m.ffn,
+        m.q_dim,
+        m.v_dim,
+        m.kv_dim,
+        m.matmuls_per_mlp,
+        m.moe_layers,
+        m.dense_layers,
+        m.local_layers,
+        m.mtp_is_moe,
+    )

@@ -37,7 +37,7 @@ from tierwise.workload.flops import (
 )
 from tierwise.workload.precision import LOW_PRECISION_SHARE
 from tierwise.workload.recompute import recomputes
-from tierwise.workload.spec import ModelSpec
+from tierwise.workload.spec import ModelSpec, model_dims
 
 # Unfused attention (no flash kernel): HBM bytes per attention score element. Forward: fused
 # scale-mask-softmax reads and writes 16-bit scores (4), dropout reads them, writes the
@@ -103,15 +103,15 @@ def layer_gemms(
     it, `expert_load` times the mean on the busiest rank, which the others wait for (time,
     not FLOPs: the FLOPs are scaled by it too), run as a grouped GEMM; experts split their
     columns over etp."""
-    h, moe = m.hidden, m.moe
+    h, moe, d = m.hidden, m.moe, model_dims(m)
     routed_share = moe.top_k * (moe.capacity_factor or 1.0) * ep / moe.experts if moe else 1.0
     expert_tokens = tokens * routed_share * etp / tp * expert_load
     low = LOW_PRECISION_SHARE[precision]
-    ffn, q_dim = (moe.expert_ffn_hidden if moe else m.ffn), m.q_dim
+    ffn, q_dim = (moe.expert_ffn_hidden if moe else d.ffn), d.q_dim
     return [
-        Gemm(layer.qkv, tokens, (q_dim + 2 * m.kv_dim) / tp, h, low),
+        Gemm(layer.qkv, tokens, (q_dim + 2 * d.kv_dim) / tp, h, low),
         Gemm(layer.out, tokens, h, q_dim / tp, low),
-        Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else m.ffn) / tp, h, low),
+        Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else d.ffn) / tp, h, low),
         Gemm(
             layer.experts * expert_load,
             expert_tokens,
@@ -167,7 +167,7 @@ def compute(
     casts = s.passes - 1  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
     # The output layer is a plain (BF16) linear in Megatron.
-    logits = gemm_seconds(gpu, [(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
+    logits = gemm_seconds(gpu, [Gemm(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = sf.attention * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
     elementwise = elementwise_seconds(

@@ -120,11 +120,11 @@ def _param_counts(m: ModelSpec) -> ParamCounts:
     return param_counts(m)
 
 
-def stage_param_split(s: Stage) -> tuple[Array, Array]:
+def stage_param_split(s: Stage, counts: ParamCounts | None = None) -> tuple[Array, Array]:
     """(dense, expert) parameters one GPU of the stage holds: dense ones split over tp*pp,
-    experts over ep*etp*pp."""
+    experts over ep*etp*pp (`counts`: the model's `param_counts`, where the caller has them)."""
     f = s.f
-    counts = _param_counts(s.model)
+    counts = _param_counts(s.model) if counts is None else counts
     experts = counts.experts / (f["ep"] * f["etp"] * f["pp"])
     return (counts.total - counts.experts) / (f["tp"] * f["pp"]), experts
 
@@ -139,8 +139,9 @@ def _dp_groups(s: Stage) -> list[tuple[str, Array]]:
     """(group kind, parameters per GPU) whose gradients each DP group reduces: the dense
     weights over dp*cp, the expert weights over the expert-data-parallel group (one rank of
     each ep group: across nodes when an ep group fills them)."""
-    dense, experts = stage_param_split(s)
-    if not _param_counts(s.model).experts:
+    counts = _param_counts(s.model)
+    dense, experts = stage_param_split(s, counts)
+    if not counts.experts:
         return [("dpcp", dense)]
     return [("dpcp", dense), ("edp", experts)]
 
@@ -178,9 +179,16 @@ def dp_comm(
     if runner.dp_buckets:  # gradients and weights move bucket by bucket (Megatron)
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
         buckets = [-(-n // bucket) for _, n in groups]
-    rs = select(shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero)
-    ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
-    ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
+    if shard is True:  # one layout with a sharded optimizer: no all-reduce (as `select` gives)
+        rs = _over(comm, "reduce_scatter", groups, buckets, grad_bytes)
+        ag = _over(comm, "all_gather", groups, buckets, weight_bytes)
+        ar = 0.0
+    else:
+        rs = select(
+            shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero
+        )
+        ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
+        ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
     buckets = buckets[0] if len(buckets) == 1 else buckets[0] + buckets[1]
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.

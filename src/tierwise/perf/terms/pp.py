@@ -33,7 +33,11 @@ def pp_comm(
     tp, sp, pp, vpp = f["tp"], f["sp"], f["pp"], f["vpp"]
     split = sp + (1 - sp) * scatter_gather * (tp > 1) * (pp > 1)  # sent as 1/tp per rank
     boundary = s.act / (1 + split * (tp - 1))
-    gather = (split - sp) * comm("tp", "all_gather", s.act)  # re-assembled on arrival
+    regathered = split - sp  # 1 where the sends are split without SP: re-assembled on arrival
+    if isinstance(regathered, int) and regathered == 0:  # one layout without: nothing to price
+        gather = 0.0
+    else:
+        gather = regathered * comm("tp", "all_gather", s.act)
     total = 2 * vpp * (comm("pp", "sendrecv", boundary) + gather)
     hidden = overlap * (vpp > 1)  # all but one of the vpp boundaries' sends
     exposed = total / s.micro if paired else total / (1 + hidden * (vpp - 1))

@@ -93,21 +93,13 @@ def stage_of(
     tokens = mbs * seq / cp
     # forward, backward, and the recompute forward of the layers full recompute re-runs
     passes = 2 + f.get("recompute_share", f["recompute"] == RECOMPUTE_FULL)
+    moe_passes = passes + selective_moe_pass(f) if m.moe is not None else passes
+    tp_passes = passes + selective_tp_share(m, f)
+    micro = f["gbs"] / (mbs * f["dp"])
+    act = C.activation_bytes(tokens, m.hidden)
+    # positional: a named tuple built from keywords costs twice as much (the scalar hot path)
     return Stage(
-        model=m,
-        gpu=gpu,
-        f=f,
-        layers=n,
-        first=first,
-        middle=middle,
-        last=last,
-        flops=flops,
-        tokens=tokens,
-        act=C.activation_bytes(tokens, m.hidden),
-        passes=passes,
-        moe_passes=passes + selective_moe_pass(f) if m.moe is not None else passes,
-        tp_passes=passes + selective_tp_share(m, f),
-        micro=f["gbs"] / (mbs * f["dp"]),
+        m, gpu, f, n, first, middle, last, flops, tokens, act, passes, moe_passes, tp_passes, micro
     )
 
 
@@ -136,7 +128,9 @@ def selective_tp_share(m: ModelSpec, f: dict[str, Any]) -> Array:
 
 def select(cond: Array, if_true: Callable[[], Array], if_false: Callable[[], Array]) -> Array:
     """`if_true()` where `cond`, else `if_false()`; a python bool calls only the one it picks."""
+    if cond is True or cond is False:  # a python bool: the common one-layout case first
+        return if_true() if cond else if_false()
     numpy = sys.modules.get("numpy")  # a numpy bool implies numpy is loaded already
-    if isinstance(cond, bool) or (numpy is not None and isinstance(cond, numpy.bool_)):
+    if numpy is not None and isinstance(cond, numpy.bool_):
         return if_true() if cond else if_false()
     return cond * if_true() + (1 - cond) * if_false()

@@ -60,6 +60,8 @@ class TpOps(NamedTuple):
 def tp_ops(s: Stage, comm: C.CommFn) -> TpOps:
     """The TP collectives of one activation on the stage's TP group (each priced once)."""
     act, sp = s.act, s.f["sp"]
+    if sp is True:  # one layout with SP: no all-reduce (`select` would price the same)
+        return TpOps(comm("tp", "all_gather", act), comm("tp", "reduce_scatter", act), 0.0)
     return TpOps(
         select(sp, lambda: comm("tp", "all_gather", act), _none),
         select(sp, lambda: comm("tp", "reduce_scatter", act), _none),
