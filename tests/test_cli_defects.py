@@ -81,6 +81,21 @@ def test_cp_comm_type_is_megatrons_name() -> None:
     assert_user_error(unknown, "--cp-comm-type: 'a2a+p2p'", "p2p, a2a, allgather")
 
 
+def test_recompute_num_layers_over_a_virtual_stage_is_said_and_priced_as_all() -> None:
+    # 80 layers on pp 4, vpp 1: 20 per virtual stage, so block 99 recomputes the 20
+    base = ("estimate", "--nodes", "32", "--pp", "4", "--gbs", "256", "--recompute", "full")
+    over = cli_json(*base, "--recompute-method", "block", "--recompute-num-layers", "99")
+    whole = cli_json(*base, "--recompute-method", "block", "--recompute-num-layers", "20")
+    assert over["step_time_s"] == whole["step_time_s"]
+    assert over["assumed"][-1] == (
+        "--recompute-num-layers 99 is over the 20 layers of each virtual stage "
+        "(layers / (pp*vpp)): block recomputes them all, priced as 20"
+    )
+    assert not any("--recompute-num-layers" in note for note in whole["assumed"])
+    shown = run_cli(*base, "--recompute-method", "uniform", "--recompute-num-layers", "4").stdout
+    assert "recompute=full (uniform 4)" in shown
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [

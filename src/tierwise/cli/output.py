@@ -166,6 +166,18 @@ def write_files(folder: Path, files: dict[str, str], flag: str) -> list[str]:
     return [str(folder / name) for name in files]
 
 
+def recompute_label(layout: dict[str, Any]) -> str:
+    """A layout's recompute as the tables print it: ``full (block 2)``, ``full (uniform 4)``,
+    ``selective (core_attn,mlp)`` (`layout`: a plan row or estimate's JSON layout)."""
+    text = str(layout["recompute"])
+    if layout["recompute_modules"]:  # Megatron's modules instead of its default (core_attn)
+        text += f" ({','.join(layout['recompute_modules'])})"
+    method, layers = layout.get("recompute_method"), layout.get("recompute_num_layers")
+    if method == "block" or (layers or 1) > 1:  # uniform 1 is every layer, the default
+        text += f" ({method or 'uniform'} {layers or 1})"
+    return text
+
+
 def plural(count: int, noun: str) -> str:
     """``1 node``, ``2 nodes``: a count with its noun in the right number."""
     return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from tierwise.cli.output import RULE_WIDTH, console, line, styled, table
+from tierwise.cli.output import RULE_WIDTH, console, line, recompute_label, styled, table
 from tierwise.perf.groups import ORDERS
 from tierwise.plan.outcome import PLAN_KEYS, PlanOutcome, plan_row
 
@@ -58,10 +58,7 @@ def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) 
     r = plan_row(p, outcome.request.cluster)
     r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
     r["runs in"] = ", ".join(r["frameworks"])
-    if r["recompute_modules"]:  # Megatron's modules instead of its default (core_attn)
-        r["recompute"] = f"{r['recompute']} ({','.join(r['recompute_modules'])})"
-    if r["recompute_method"] == "block":  # the first N layers of each virtual stage
-        r["recompute"] = f"{r['recompute']} (block {r['recompute_num_layers']})"
+    r["recompute"] = recompute_label(r)
     if r["pp_layers"]:  # uneven split: first and last stage's layers
         r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
     cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()

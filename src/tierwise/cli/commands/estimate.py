@@ -12,7 +12,7 @@ from tierwise.cli import layout_options as L
 from tierwise.cli import train_options as T
 from tierwise.cli.behaviour import behaviour_options
 from tierwise.cli.options import JsonOpt, ModelOpt, cluster_options
-from tierwise.cli.output import console, line, print_json, styled, table
+from tierwise.cli.output import console, line, print_json, recompute_label, styled, table
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
@@ -23,6 +23,7 @@ from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
 from tierwise.workload.precision import check_supported
+from tierwise.workload.spec import ModelSpec
 
 
 @cluster_options
@@ -102,7 +103,8 @@ def estimate_command(
         layout = Layout.parse({**fields, "gbs": default_global_batch(layout)}, "layout")
         assumed.append(
             f"--gbs not given: {layout.global_batch} sequences, one per GPU as plan and sweep "
-            f"take it ({layout.num_microbatches} micro-batches of {layout.mbs})"
+            f"take it ({layout.num_microbatches} micro-batch"
+            f"{'' if layout.num_microbatches == 1 else 'es'} of {layout.mbs})"
         )
     layout, rule = with_split(
         spec,
@@ -112,7 +114,7 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
     )
     check_framework(runner, layout, dp_shard)
-    assumed += idle_options(behaviour, flags, layout)
+    assumed += idle_options(behaviour, flags, layout) + recompute_cap(layout, spec)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -138,6 +140,19 @@ def idle_options(behaviour: Behaviour, flags: Flags, layout: Layout) -> list[str
     if given.get("cp_comm") is not None and layout.cp == 1:
         notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
     return notes
+
+
+def recompute_cap(layout: Layout, model: ModelSpec) -> list[str]:
+    """One line where --recompute-num-layers is over the layers a virtual stage holds: Megatron's
+    block and uniform methods stop at the stage's last layer, so more changes nothing."""
+    n, chunk = layout.recompute_num_layers, model.layers / (layout.pp * layout.vpp)
+    if n is None or n <= chunk:
+        return []
+    method = layout.recompute_method or "uniform"
+    return [
+        f"--recompute-num-layers {n} is over the {chunk:g} layers of each virtual stage "
+        f"(layers / (pp*vpp)): {method} recomputes them all, priced as {chunk:g}"
+    ]
 
 
 def check_framework(
@@ -220,8 +235,7 @@ def print_estimate(model: str, cluster: ClusterSpec, r: dict) -> None:
             f" on {r['gpus']} x {cluster.gpu.key} ({cluster.name}): "
             f"tp={lay['tp']} cp={lay['cp']} ep={lay['ep']} pp={lay['pp']} vpp={lay['vpp']} "
             f"dp={lay['dp']} mbs={lay['mbs']} gbs={lay['gbs']} seq={lay['seq']} "
-            f"recompute={lay['recompute']}"
-            + (f" ({','.join(lay['recompute_modules'])})" if lay["recompute_modules"] else "")
+            f"recompute={recompute_label(lay)}"
             + (
                 f" cpu-offload={lay['activation_offload_layers']} layers"
                 if lay["activation_offload_layers"]
