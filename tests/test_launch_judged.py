@@ -91,6 +91,20 @@ def test_megatron_accepts_allgather_context_parallelism() -> None:
     assert not judge.megatron_validate_args(args, environment(lay), lay.world)
 
 
+@pytest.mark.parametrize(("method", "layers"), [("block", 2), ("uniform", 4)])
+def test_megatron_runs_the_partial_recompute_of_the_layout(method: str, layers: int) -> None:
+    model = load_model("llama3-70b")
+    lay = Layout(
+        tp=8, pp=4, dp=2, seq=4096, recompute="full", recompute_method=method,
+        recompute_num_layers=layers,
+    )  # fmt: skip
+    args = megatron_args(model, lay)
+    config = judge.megatron_config(args)
+    assert (config.recompute_granularity, config.recompute_method) == ("full", method)
+    assert config.recompute_num_layers == layers
+    assert not judge.megatron_validate_args(args, environment(lay), lay.world)
+
+
 def test_megatron_catches_what_it_should() -> None:
     """The judge is not a rubber stamp: megatron-core refuses moe_act without grouped GEMM;
     the recorded rules miss neither the environment nor the position embeddings."""
