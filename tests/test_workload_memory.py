@@ -93,6 +93,21 @@ def test_inflight_microbatches_follow_megatron_warmup(
     assert inflight_microbatches(pp, vpp, micro, group, rank) == pytest.approx(held)
 
 
+def test_interleaved_last_rank_holds_its_warmup_chunks() -> None:
+    # Megatron's schedules.py get_pp_rank_microbatches at rank pp - 1, interleaved:
+    # 2 x 0 + (vpp - 1) x group warmup chunks, one more in the steady state; by hand for
+    # Llama 3 8B, pp 4 x vpp 4 (2 layers a chunk), 16 micro-batches, full recompute (the last
+    # rank, with the fp32 logits, is the busiest): 13 chunks of 2 layers keep their inputs,
+    # plus one layer's working set; without interleaving one micro-batch of 8 layers.
+    m = load_model("llama3-8b")
+    act, scores, layer_input = activation_bytes_per_token(m, 4096, tp=1, sp=False)
+    for vpp, layers_held in ((1, 8), (4, (3 * 4 + 1) * 2)):
+        lay = Layout(pp=4, vpp=vpp, mbs=1, gbs=16, seq=4096, recompute="full")
+        mem = memory(m, lay)
+        assert mem.stage == 3
+        assert mem.activations == pytest.approx(4096 * (layers_held * layer_input + act + scores))
+
+
 def test_interleaving_with_pp_micro_batches_holds_no_more_than_all_of_them() -> None:
     # Llama 3 405B as Meta ran it on 16,384 GPUs (tp 8, pp 16, dp 128, 16 micro-batches of
     # one sequence per replica): interleaved, each rank runs all 16 micro-batches forward

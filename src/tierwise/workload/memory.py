@@ -17,9 +17,9 @@ with TP+SP ``/t``; see README.md for the GQA/SwiGLU/MoE/flash-attention generali
 Selective recompute drops what its modules hold (``recompute.py``); CPU offloading keeps
 some layers' activations in host memory. A pipeline rank holds the chunks its schedule runs
 forward before its first backward, plus one (`inflight_microbatches`: the first stage
-``min(pp, m)`` micro-batches, ``pp + (pp-1)/vpp`` interleaved, never more than all ``m``);
-the last one, which also holds the fp32 logits, one. The reported breakdown is that of the
-busiest stage.
+``min(pp, m)`` micro-batches, ``pp + (pp-1)/vpp`` interleaved, never more than all ``m``;
+the last one, which also holds one micro-batch's fp32 logits, one, ``pp - (pp-1)/vpp``
+interleaved). The reported breakdown is that of the busiest stage.
 
 All formulas are branchless arithmetic, so python scalars (fast) and numpy arrays both work.
 """
@@ -405,7 +405,7 @@ def activation_bytes_per_token(
     return kept - freed, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
-def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: int) -> Array:
+def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: Array) -> Array:
     """Micro-batches' worth of its stage's activations pipeline rank `rank` holds at its peak:
     the chunks (micro-batch x virtual stage) its schedule runs forward before the first
     backward, plus the one the steady state adds, never more than all ``micro * vpp`` of them,
@@ -583,7 +583,8 @@ def memory_batch(
     # skips it where neither can make it the busiest.)
     chosen, stage = first, 0 * pp
     n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
-    last_inflight = pp + 1 if dual_pipe else 1
+    # interleaved, the last rank's warmup runs (vpp-1) x group chunks ahead too (schedules.py)
+    last_inflight = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, pp - 1)
     others = [(terms(n_last, single, 1, last_inflight, m.layers - n_last), pp - 1, pp > 1)]
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or shape.mixed)):
         mid_inflight = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, 1)
