@@ -304,6 +304,27 @@ def test_uniform_groups_keep_one_input_per_group_and_rerun_everything() -> None:
     assert memory(L70, grouped).activations != pytest.approx(inputs)
 
 
+def test_uniform_groups_must_divide_each_virtual_stage() -> None:
+    # megatron-core 0.16.1 transformer_block.py _checkpointed_forward, uniform: groups
+    # custom(i, i + N) from each virtual stage's first layer; N = 3 over a 20-layer stage
+    # reaches self.layers[20] (IndexError), as does N = 25; block stops at the last layer.
+    # Its MTP modules assert recompute_num_layers == 1 (multi_token_prediction.py).
+    full = Layout(tp=8, pp=4, dp=4, gbs=64, seq=8192, recompute="full")
+    for n in (2, 4, 5, 10, 20):
+        full.model_copy(update={"recompute_num_layers": n}).validate_for(L70, 128)
+    for n in (3, 25):
+        with pytest.raises(SpecError, match=rf"recompute_num_layers {n} \(uniform\) must divide"):
+            full.model_copy(update={"recompute_num_layers": n}).validate_for(L70, 128)
+    interleaved = full.model_copy(update={"vpp": 2, "recompute_num_layers": 4})  # 10 a stage
+    with pytest.raises(SpecError, match=r"must divide the layers of each virtual stage \(10\)"):
+        interleaved.validate_for(L70, 128)
+    block = full.model_copy(update={"recompute_method": "block", "recompute_num_layers": 25})
+    block.validate_for(L70, 128)
+    v3 = load_model("deepseek-v3")
+    with pytest.raises(SpecError, match="MTP modules: Megatron needs 1"):
+        Layout(pp=1, seq=4096, recompute="full", recompute_num_layers=61).validate_for(v3, 1)
+
+
 def test_partial_recompute_is_megatrons_and_needs_full_recompute() -> None:
     lay = Layout(tp=8, pp=4, dp=4, gbs=64, seq=8192, recompute="full", recompute_method="block",
                  recompute_num_layers=5)  # fmt: skip

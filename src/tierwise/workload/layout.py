@@ -248,6 +248,8 @@ class Layout(BaseModel):
             yield (
                 f"recompute_method / recompute_num_layers need recompute full, not {self.recompute}"
             )
+        if partial and self.recompute == "full" and self.recompute_method != "block":
+            yield from self._uniform_problems(m)
         if self.recompute_modules is not None or self.activation_offload_layers:
             yield from self._recompute_problems(m)
         if self.fp8_recipe is not None and self.dtype != "fp8":
@@ -260,6 +262,25 @@ class Layout(BaseModel):
                 yield f"dp_shard_degree {shard} (HSDP) needs FSDP: zero 2 or 3, not {self.zero}"
         yield from self._stage_problems(m)
         yield from self._expert_problems(m)
+
+    def _uniform_problems(self, m: ModelSpec) -> Iterator[str]:
+        """Megatron's uniform method runs groups of recompute_num_layers layers from each virtual
+        stage's first and indexes past its last one where they do not divide its layers
+        (IndexError; megatron-core 0.16.1 transformer_block.py `_checkpointed_forward`); its
+        MTP modules assert recompute_num_layers 1 (multi_token_prediction.py)."""
+        n = self.recompute_num_layers or 1
+        if n == 1:
+            return
+        chunks = {k // self.vpp for k in self.stage_layers(m) if k % self.vpp == 0}
+        bad = sorted(c for c in chunks if c % n)
+        if bad:
+            yield (
+                f"recompute_num_layers {n} (uniform) must divide the layers of each virtual "
+                f"stage ({', '.join(map(str, sorted(chunks)))}); Megatron's groups of {n} run "
+                f"past a stage of {bad[0]}"
+            )
+        if m.mtp_layers:
+            yield f"recompute_num_layers {n} (uniform) with MTP modules: Megatron needs 1"
 
     def _recompute_problems(self, m: ModelSpec) -> Iterator[str]:
         modules = self.recompute_modules

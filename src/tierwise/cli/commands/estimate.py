@@ -143,15 +143,15 @@ def idle_options(behaviour: Behaviour, flags: Flags, layout: Layout) -> list[str
 
 
 def recompute_cap(layout: Layout, model: ModelSpec) -> list[str]:
-    """One line where --recompute-num-layers is over the layers a virtual stage holds: Megatron's
-    block and uniform methods stop at the stage's last layer, so more changes nothing."""
+    """One line where a block's --recompute-num-layers is over the layers a virtual stage
+    holds: Megatron's block method stops at the stage's last layer, so more changes nothing
+    (uniform groups that overrun a stage are refused: `Layout`)."""
     n, chunk = layout.recompute_num_layers, model.layers / (layout.pp * layout.vpp)
-    if n is None or n <= chunk:
+    if n is None or n <= chunk or layout.recompute_method != "block":
         return []
-    method = layout.recompute_method or "uniform"
     return [
         f"--recompute-num-layers {n} is over the {chunk:g} layers of each virtual stage "
-        f"(layers / (pp*vpp)): {method} recomputes them all, priced as {chunk:g}"
+        f"(layers / (pp*vpp)): block recomputes them all, priced as {chunk:g}"
     ]
 
 
