@@ -259,6 +259,23 @@ def test_batch_equals_scalar(cases: list[tuple[ModelSpec, Layout]]) -> None:
     assert np.all(batch.total_bytes > 0)
 
 
+def test_batch_keeps_partial_recompute() -> None:
+    # layouts_to_arrays of a block / uniform layout beside a plain one: the batch prices each
+    # as the scalar path does (block 5 of 20 layers: a quarter keep only their input).
+    m = load_model("llama3-70b")
+    full = Layout(tp=8, pp=4, dp=4, gbs=64, seq=8192, recompute="full")
+    lays = [
+        full,
+        full.model_copy(update={"recompute_method": "block", "recompute_num_layers": 5}),
+        full.model_copy(update={"recompute_num_layers": 4}),
+        full.model_copy(update={"recompute": "none"}),
+    ]
+    batch = memory_batch(m, **layouts_to_arrays(lays, m))
+    one = [memory(m, lay).activations for lay in lays]
+    assert list(batch.activations) == pytest.approx(one)
+    assert one[0] < one[1] < one[3] and one[1] != pytest.approx(one[0], rel=0.5)
+
+
 def test_a_middle_stage_can_be_the_fullest() -> None:
     # deepseek-moe-16b's first layer is dense: stage 0 holds 1 dense + 6 MoE layers and 4
     # micro-batches in flight, stage 1 holds 7 MoE layers (each ~8x the dense one's weights)

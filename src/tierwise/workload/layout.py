@@ -437,8 +437,16 @@ def hsdp_fields(layout: Layout) -> dict[str, int]:
 
 
 def layouts_to_arrays(layouts: Sequence[Layout], model: ModelSpec) -> dict[str, np.ndarray]:
-    """Many layouts as numpy arrays (one entry per layout) for the ``*_batch`` functions."""
+    """Many layouts as numpy arrays (one entry per layout) for the ``*_batch`` functions;
+    ``recompute_share`` and ``recompute_group`` too where one runs partial full recompute
+    (`partial_recompute_fields`)."""
     import numpy as np
 
     rows = [layout_fields(layout, model) for layout in layouts]
-    return {key: np.array([row[key] for row in rows]) for key in LAYOUT_ARRAY_FIELDS}
+    arrays = {key: np.array([row[key] for row in rows]) for key in LAYOUT_ARRAY_FIELDS}
+    if any("recompute_share" in row for row in rows):  # partial full recompute: every row's
+        arrays["recompute_share"] = np.array(
+            [row.get("recompute_share", float(row["recompute"] == RECOMPUTE_FULL)) for row in rows]
+        )
+        arrays["recompute_group"] = np.array([row.get("recompute_group", 1) for row in rows])
+    return arrays
