@@ -15,7 +15,7 @@ from tests.conftest import assert_user_error, cli_json, run_cli
 from tests.emit_views import torchtitan_view
 from tests.test_emit import framework_names
 from tierwise.errors import SpecError
-from tierwise.frameworks import frameworks_for
+from tierwise.frameworks import frameworks_for, interleave_runs
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.flags import Flags
@@ -536,3 +536,50 @@ def estimate_of(model: object, cluster: object, tp: int) -> dict:
             distributed_optimizer=True,
         ),
     )
+
+
+@pytest.mark.parametrize(
+    ("pp", "vpp", "micro", "group", "runs"),
+    [
+        # megatron-core 0.16.1 forward_backward_pipelining_with_interleaving, by hand:
+        # pp <= group <= micro, and micro % group is 0 or >= pp (group: default pp)
+        (4, 1, 2, None, True),  # 1F1B: any count
+        (4, 2, 8, None, True),
+        (4, 2, 2, None, False),  # group 4 > 2 micro-batches
+        (4, 2, 6, None, False),  # last group of 2 < pp
+        (16, 6, 24, None, False),  # last group of 8 < 16
+        (4, 2, 12, 6, True),  # two groups of 6
+        (4, 2, 9, 5, True),  # last group of 4 = pp
+        (8, 2, 12, 8, False),
+        (4, 2, 8, 2, False),  # a group below pp
+    ],
+)
+def test_interleave_runs_as_megatron_checks(
+    pp: int, vpp: int, micro: int, group: int | None, runs: bool
+) -> None:
+    assert bool(interleave_runs(pp, vpp, micro, group)) is runs
+
+
+def test_megatron_interleaved_plans_fill_the_micro_batch_groups() -> None:
+    # GPT-3 175B on 256 H100s, gbs 48: Megatron's best interleaved layouts had been pp 16
+    # with 24 micro-batches a pipeline (or pp 32 with 48), which its schedule refuses.
+    model, cluster = load_model("gpt3-175b"), load_cluster("dgx-h100", nodes=32)
+    plans = search(model, cluster, 48, 2048, top=5, framework="megatron").plans
+    for p in plans:
+        lay = Layout(**p["layout"])
+        assert interleave_runs(lay.pp, lay.vpp, lay.num_microbatches)
+    assert any(Layout(**p["layout"]).vpp > 1 for p in plans)
+    llama = load_model("llama3-8b")
+    fix = {"pp": "4", "vpp": "2", "dp": "2"}
+    with pytest.raises(SpecError, match="no layout"):
+        search(llama, load_cluster("dgx-h100", nodes=1), 4, 4096, fix=fix, framework="megatron")
+    six = Flags(microbatch_group_size_per_vp_stage=6)
+    grouped = search(llama, load_cluster("dgx-h100", nodes=1), 12, 4096, fix=fix,
+                     framework="megatron", flags=six)  # fmt: skip
+    assert Layout(**grouped.plans[0]["layout"]).num_microbatches == 6
+    two = Layout(pp=4, vpp=2, dp=2, gbs=4, seq=4096)
+    assert "megatron" not in frameworks_for(two)
+    assert "megatron" in frameworks_for(two.model_copy(update={"gbs": 8}))
+    proc = run_cli("estimate", "-m", "llama3-8b", "--nodes", "1", "--pp", "4", "--vpp", "2",
+                   "--dp", "2", "--gbs", "4", "--framework", "megatron", check=False)  # fmt: skip
+    assert_user_error(proc, "2 micro-batches per pipeline", "groups of 4")

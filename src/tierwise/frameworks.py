@@ -154,6 +154,10 @@ class Framework:
     legacy_zero3_before: str | None = None
     """The release from which its ZeRO-3 gathers overlap compute and skip the per-rank copies;
     ``Flags.legacy_zero3`` prices the releases before it (None: it has no such history)."""
+    interleave_groups: bool = False
+    """Its interleaved schedule runs the micro-batches in groups of
+    --microbatch-group-size-per-virtual-pipeline-stage (default pp) and refuses a count that
+    does not fill them (`interleave_runs`)."""
 
     @property
     def runs_any_dtype(self) -> bool:
@@ -196,6 +200,7 @@ MEGATRON = Framework(
     rank_orders=(("tp", "cp", "dp", "pp"), ("tp", "cp", "pp", "dp")),
     emitter="megatron",
     launcher=TORCHRUN,
+    interleave_groups=True,
 )
 # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
 # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP. FSDP2 reduces in float32
@@ -415,8 +420,20 @@ def sharding_name(layout: Layout) -> str:
     return next(name for name, sharding in SHARDING.items() if sharding == stage)
 
 
-def refusal(fw: Framework, layout: Layout) -> str | None:
-    """Why `fw` cannot run `layout`, in one line (None: it can)."""
+def interleave_runs(pp: Any, vpp: Any, micro: Any, group: Any = None) -> Any:
+    """Whether Megatron's interleaved schedule runs `micro` micro-batches per pipeline (python
+    or numpy values): megatron-core 0.16.1 forward_backward_pipelining_with_interleaving
+    (pipeline_parallel/schedules.py) raises unless pp <= group <= micro and the last group,
+    micro % group, is empty or holds pp or more; `group`: --microbatch-group-size-per-
+    virtual-pipeline-stage (None: pp, its default). True where vpp is 1."""
+    group = pp if group is None else group
+    rest = micro % group
+    return (vpp == 1) | ((pp <= group) & (group <= micro) & ((rest == 0) | (rest >= pp)))
+
+
+def refusal(fw: Framework, layout: Layout, group: int | None = None) -> str | None:
+    """Why `fw` cannot run `layout`, in one line (None: it can); `group`: the
+    --microbatch-group-size-per-virtual-pipeline-stage it runs with (None: its default)."""
     scheme = sharding_name(layout)
     if scheme != "ddp" and scheme not in fw.sharding:
         runs = ", ".join(SHARDING_TEXT[s] for s in ("ddp", *fw.sharding))
@@ -430,6 +447,16 @@ def refusal(fw: Framework, layout: Layout) -> str | None:
             layout.vpp > 1 and not fw.vpp,
             f"vpp={layout.vpp}: {fw.title} has no interleaved pipeline (it runs "
             f"{', '.join(fw.schedules)})",
+        ),
+        (
+            fw.interleave_groups
+            and layout.pp > 1
+            and not interleave_runs(layout.pp, layout.vpp, layout.num_microbatches, group),
+            f"vpp={layout.vpp} with {layout.num_microbatches} micro-batches per pipeline: "
+            f"{fw.title}'s interleaved schedule runs them in groups of {group or layout.pp} "
+            f"(--microbatch-group-size-per-virtual-pipeline-stage, default pp), which must "
+            f"lie between pp ({layout.pp}) and the micro-batches and leave a last group of 0 "
+            f"or >= pp",
         ),
         (
             not fw.runs_dtype(layout.dtype),
@@ -482,18 +509,20 @@ def refusal(fw: Framework, layout: Layout) -> str | None:
     return next((reason for failed, reason in checks if failed), None)
 
 
-def frameworks_for(layout: Layout) -> list[str]:
-    """The launched frameworks that can run `layout`."""
-    return [name for name in LAUNCHED if refusal(TABLE[name], layout) is None]
+def frameworks_for(layout: Layout, group: int | None = None) -> list[str]:
+    """The launched frameworks that can run `layout` (`group`: as `refusal`)."""
+    return [name for name in LAUNCHED if refusal(TABLE[name], layout, group) is None]
 
 
-def check_runs(fw: Framework, layout: Layout, option: str = "--framework") -> None:
+def check_runs(
+    fw: Framework, layout: Layout, option: str = "--framework", group: int | None = None
+) -> None:
     """A one-line SpecError (naming `option` and the frameworks that can) when `fw` cannot
-    run `layout`."""
-    reason = refusal(fw, layout)
+    run `layout` (`group`: as `refusal`)."""
+    reason = refusal(fw, layout, group)
     if reason is None:
         return
-    others = ", ".join(frameworks_for(layout)) or "none"
+    others = ", ".join(frameworks_for(layout, group)) or "none"
     raise SpecError(f"{option} {fw.name}: {reason}; frameworks that can: {others}")
 
 

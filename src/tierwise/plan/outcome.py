@@ -112,7 +112,8 @@ def fastest_order(request: PlanRequest, layout: Layout, placement: dict[str, Any
     """The request's flags in the fastest rank order the launching framework can ask for
     (`Framework.rank_orders`; its default where it cannot run the layout)."""
     runner = request.runner
-    if frameworks.refusal(runner, layout) is not None:
+    group = request.flags.microbatch_group_size_per_vp_stage
+    if frameworks.refusal(runner, layout, group) is not None:
         return request.flags
     times = {ORDERS[name]: t for name, t in placement["orders_step_time_s"].items()}
     allowed = [o for o in runner.rank_orders if o in times]
@@ -133,7 +134,7 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         "recompute_modules": lay.get("recompute_modules"),
         "recompute_method": lay.get("recompute_method"),
         "recompute_num_layers": lay.get("recompute_num_layers"),
-        "frameworks": frameworks_for(layout),
+        "frameworks": frameworks_for(layout, p["pipeline"]["microbatch_group_size"]),
         "gbs": lay["gbs"],
         "seq": lay["seq"],
         "gpus": p["gpus"],

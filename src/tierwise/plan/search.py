@@ -156,11 +156,10 @@ def search(
     for name, value in (("gbs", gbs), ("seq", seq), ("top", top)):
         if value < 1:
             raise SpecError(f"--{name}: {value}; allowed: a positive integer")
+    group = flags.microbatch_group_size_per_vp_stage
+    sizes = [gpus] if all_gpus else job_sizes(cluster, gpus, objective)
     space = Space.join(
-        [
-            build_space(model, cluster, n, gbs, seq, fix, framework)
-            for n in ([gpus] if all_gpus else job_sizes(cluster, gpus, objective))
-        ]
+        [build_space(model, cluster, n, gbs, seq, fix, framework, group=group) for n in sizes]
     )
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))

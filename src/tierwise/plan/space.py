@@ -20,6 +20,7 @@ from tierwise.frameworks import (
     SHARDING,
     TABLE,
     Framework,
+    interleave_runs,
     launched,
 )
 from tierwise.hardware.cluster import ClusterSpec
@@ -142,13 +143,15 @@ def build_space(
     fix: Mapping[str, str] | None = None,
     framework: str = ANY,
     shardings: tuple[str, ...] | None = None,
+    group: int | None = None,
 ) -> Space:
     """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
-    `framework` can run (`shardings`: the schemes searched instead of its default ones)."""
+    `framework` can run (`shardings`: the schemes searched instead of its default ones;
+    `group`: --microbatch-group-size-per-virtual-pipeline-stage, `interleave_runs`)."""
     fix = dict(fix or {})
     fw = launched(framework)
     if fw is None:
-        return _any_space(model, cluster, gpus, gbs, seq, fix)
+        return _any_space(model, cluster, gpus, gbs, seq, fix, group)
     tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts = _degree_options(model, gpus, fix, fw)
     rc_codes, rc_masks, rc_block = _recompute_options(model, fix, fw)
     shard_opts = _shard_options(fix, fw, shardings)
@@ -191,7 +194,7 @@ def build_space(
     product = len(ok) * math.prod(len(a) for a in rest.values())
     zero_of = np.array([s[0] for s in shard_opts])
     rules = _rules(
-        model.layers, gbs, fw, "vpp" in fix, zero_of, (rc_masks, rc_block), np.array(codes)
+        model.layers, gbs, fw, "vpp" in fix, zero_of, (rc_masks, rc_block), np.array(codes), group
     )
     degrees = {"tp": tp[ok], "cp": cp[ok], "pp": pp[ok], "dp": dp[ok]}
     rows = _pruned_product(degrees, rest, rules)
@@ -243,9 +246,11 @@ def _rules(
     zero_of: np.ndarray,
     recompute: tuple[np.ndarray, np.ndarray],
     codes: np.ndarray,
+    group: int | None = None,
 ) -> dict[str, Rule]:
     """What each axis of the product must satisfy once it is added (`Layout.validate_for`'s
-    rules, vectorised); `recompute`: each option's module mask and block layers."""
+    rules and the framework's, vectorised); `recompute`: each option's module mask and block
+    layers; `group`: the interleaved schedule's micro-batch group (`interleave_runs`)."""
     delayed_fp8 = precision_code("fp8", "delayed")
     rc_masks, rc_block = recompute
 
@@ -264,9 +269,16 @@ def _rules(
     def even(r: dict[str, np.ndarray]) -> np.ndarray:
         return layers % (r["pp"] * r["vpp"]) == 0
 
+    def interleaved(r: dict[str, np.ndarray]) -> np.ndarray:
+        """The micro-batches per pipeline fill the framework's interleaved groups."""
+        if not fw.interleave_groups:
+            return np.ones(len(r["pp"]), dtype=bool)
+        micro = gbs // (r["mbs"] * np.maximum(r["dp"], 1))
+        return interleave_runs(r["pp"], r["vpp"], micro, group)
+
     return {
         "vpp": lambda r: ((r["vpp"] == 1) | (r["pp"] > 1)) & (even(r) | short(r)),
-        "mbs": lambda r: gbs % (r["mbs"] * np.maximum(r["dp"], 1)) == 0,
+        "mbs": lambda r: (gbs % (r["mbs"] * np.maximum(r["dp"], 1)) == 0) & interleaved(r),
         # a block of fewer layers than a virtual stage holds (more is full recompute)
         "rc": lambda r: rc_block[r["rc"]] * r["pp"] * r["vpp"] < layers,
         "ep": lambda r: (r["cp"] * r["dp"]) % r["ep"] == 0,  # etp = tp: experts regroup cp*dp
@@ -406,6 +418,7 @@ def _any_space(
     gbs: int,
     seq: int,
     fix: Mapping[str, str],
+    group: int | None = None,
 ) -> Space:
     """`--framework any`: every framework's space over the sharding schemes it is searched for
     (`Framework.any_sharding`); a fix no framework can run is one error naming each one's
@@ -428,7 +441,7 @@ def _any_space(
         if not schemes:
             continue
         try:
-            spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, name, schemes))
+            spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, name, schemes, group))
         except SpecError as exc:  # a fix this framework cannot run: the others may
             errors[name] = str(exc).removeprefix("--fix: ")
     if spaces:

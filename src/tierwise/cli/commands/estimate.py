@@ -113,7 +113,7 @@ def estimate_command(
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split,
     )
-    check_framework(runner, layout, dp_shard)
+    check_framework(runner, layout, dp_shard, flags.microbatch_group_size_per_vp_stage)
     assumed += idle_options(behaviour, flags, layout) + recompute_cap(layout, spec)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
@@ -156,10 +156,14 @@ def recompute_cap(layout: Layout, model: ModelSpec) -> list[str]:
 
 
 def check_framework(
-    runner: frameworks.Framework | None, layout: Layout, dp_shard: int | None
+    runner: frameworks.Framework | None,
+    layout: Layout,
+    dp_shard: int | None,
+    group: int | None = None,
 ) -> None:
     """One-line errors: HSDP without a framework that runs it, a layout the framework
-    cannot run (its table row's reason)."""
+    cannot run (its table row's reason; `group`: --microbatch-group-size-per-virtual-
+    pipeline-stage)."""
     if runner is None and dp_shard is not None:
         hsdp = [n for n in frameworks.LAUNCHED if frameworks.TABLE[n].hsdp]
         raise SpecError(
@@ -167,7 +171,7 @@ def check_framework(
             f"data_parallel_shard_degree); add --framework {' or '.join(hsdp)}"
         )
     if runner is not None:
-        frameworks.check_runs(runner, layout)
+        frameworks.check_runs(runner, layout, group=group)
 
 
 def add_run_facts(result: dict, cluster: ClusterSpec, mem_headroom: str, train: Any) -> None:

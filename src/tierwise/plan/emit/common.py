@@ -27,9 +27,10 @@ def refuse(kind: str, reason: str) -> SpecError:
     return SpecError(f"--emit {kind}: {reason}")
 
 
-def check_runs(fw: frameworks.Framework, layout: Layout) -> None:
-    """Refuse, in one line, a layout the framework cannot run (its table row's reason)."""
-    reason = frameworks.refusal(fw, layout)
+def check_runs(fw: frameworks.Framework, layout: Layout, group: int | None = None) -> None:
+    """Refuse, in one line, a layout the framework cannot run (its table row's reason;
+    `group`: --microbatch-group-size-per-virtual-pipeline-stage)."""
+    reason = frameworks.refusal(fw, layout, group)
     if reason is not None:
         raise refuse(str(fw.emitter), reason)
 

@@ -309,7 +309,7 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
 
 def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> list[str]:
     """Megatron-LM ``pretrain_gpt.py`` arguments for the layout and model shape."""
-    check_runs(FW, layout)
+    check_runs(FW, layout, flags.microbatch_group_size_per_vp_stage)
     if tuple(flags.order) not in (Flags().order, *ORDER_FLAG):
         raise refuse(KIND, f"rank order {'-'.join(flags.order)}: Megatron-LM runs tp-cp-ep-dp-pp "
                      "or, with --use-tp-pp-dp-mapping, tp-cp-ep-pp-dp")  # fmt: skip
