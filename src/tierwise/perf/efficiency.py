@@ -143,10 +143,15 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array = 0) -> Array
             continue
         intensity = m * n * k / (m * k + k * n + m * n)  # `gemm_intensity`, inlined (hot loop)
         # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
-        bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
-        low = low_share * (1 + half_low / intensity) / rate_low
-        grouped = 1.0 if expert_tokens is None else 1 + GROUPED_GEMM_TOKENS / expert_tokens
-        total = total + flops * (bf16 + low) * grouped
+        if isinstance(low_share, float) and low_share == 0.0:  # all 16-bit: the low part is 0
+            per_flop = (1 + half_bf16 / intensity) / rate_bf16
+        else:
+            bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
+            per_flop = bf16 + low_share * (1 + half_low / intensity) / rate_low
+        seconds = flops * per_flop
+        if expert_tokens is not None:  # a grouped GEMM
+            seconds = seconds * (1 + GROUPED_GEMM_TOKENS / expert_tokens)
+        total = total + seconds
     return total / 1e12
 
 

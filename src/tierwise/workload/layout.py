@@ -199,8 +199,11 @@ class Layout(BaseModel):
         --pipeline-model-parallel-layout splits them unevenly)."""
         if self.pp_layers is not None:
             return self.pp_layers
-        base, extra = divmod(model.layers, self.pp)
-        return tuple([base + (i < extra) for i in range(self.pp)])
+        pp = self.pp
+        base, extra = divmod(model.layers, pp)
+        if not extra:
+            return (base,) * pp
+        return tuple([base + (i < extra) for i in range(pp)])
 
     # Validation -----------------------------------------------------------------------------
     def validate_for(self, model: ModelSpec, world_gpus: int | None = None) -> Layout:
@@ -365,30 +368,31 @@ def layout_fields(
     """One layout as the scalar keyword arguments of the ``*_batch`` functions (`stages`:
     its `Layout.stage_layers`, where the caller has them)."""
     stages = stages or layout.stage_layers(model)
+    v = layout.__dict__  # the field values: a dict read costs a third of a model attribute's
     fields = {
-        "tp": layout.tp,
-        "cp": layout.cp,
-        "ep": layout.ep,
+        "tp": v["tp"],
+        "cp": v["cp"],
+        "ep": v["ep"],
         "etp": layout.expert_tp,
-        "pp": layout.pp,
-        "vpp": layout.vpp,
-        "dp": layout.dp,
-        "mbs": layout.mbs,
+        "pp": v["pp"],
+        "vpp": v["vpp"],
+        "dp": v["dp"],
+        "mbs": v["mbs"],
         "gbs": layout.global_batch,
-        "seq": layout.seq,
+        "seq": v["seq"],
         "sp": layout.sp_enabled,
         "recompute": layout.recompute_code,
-        "recompute_modules": modules_mask(layout.recompute_modules),
-        "activation_offload_layers": layout.activation_offload_layers,
-        "zero": layout.zero,
-        "distributed_optimizer": layout.distributed_optimizer,
-        "grad_reduce_bf16": layout.grad_reduce_bf16,
-        "precision": precision_code(layout.dtype, layout.fp8_recipe),
+        "recompute_modules": modules_mask(v["recompute_modules"]),
+        "activation_offload_layers": v["activation_offload_layers"],
+        "zero": v["zero"],
+        "distributed_optimizer": v["distributed_optimizer"],
+        "grad_reduce_bf16": v["grad_reduce_bf16"],
+        "precision": precision_code(v["dtype"], v["fp8_recipe"]),
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
     }
-    fields.update(hsdp_fields(layout))
-    fields.update(partial_recompute_fields(layout, model))
+    fields |= hsdp_fields(layout)
+    fields |= partial_recompute_fields(layout, model)
     return fields
 
 

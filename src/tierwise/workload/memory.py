@@ -146,9 +146,8 @@ class MemoryBreakdown(NamedTuple):
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
-        gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
-        out = dict(zip(GIB_KEYS, gib, strict=True))
-        out["total_gib"] = sum(gib)
+        out = {key: float(self[i]) / GiB for i, key in enumerate(GIB_KEYS)}
+        out["total_gib"] = sum(out.values())  # in the terms' order
         out["stage"] = int(self.stage)
         out["host_offload_gib"] = float(self.host_offload) / GiB
         return out
@@ -546,7 +545,7 @@ def memory_batch(
         # The last stage also holds the MTP modules: one more layer of the last layer's kind
         # each, their norms and projection, and one more logits tensor each.
         mtp = last * mtp_layers
-        dense_n = m.dense_layers_in(start, n) + mtp * shape.mtp_dense
+        dense_n = (n if moe_cfg is None else m.dense_layers_in(start, n)) + mtp * shape.mtp_dense
         moe_n = n + mtp - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm

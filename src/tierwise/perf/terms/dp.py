@@ -272,7 +272,8 @@ def _over(
     """Seconds of `op` on each DP group's parameters (`per_param` bytes each), bucket by
     bucket."""
     total = 0.0
-    for (kind, n), b in zip(groups, buckets, strict=True):
+    for i, (kind, n) in enumerate(groups):  # (zip's strict= costs a keyword parse per call)
+        b = buckets[i]
         total = total + b * comm(kind, op, n * per_param / b)
     return total
 
