@@ -30,9 +30,8 @@ def degrees(layout: Layout) -> Degrees:
 def fields_degrees(f: dict[str, Any]) -> Degrees:
     """`degrees` of a layout's `layout_fields` (or any dict with their degree keys)."""
     tp, etp = f["tp"], f["etp"]
-    return Degrees(
-        tp, f["cp"], f["ep"], f["dp"], f["pp"], f.get("dp_shard", 0), etp if etp != tp else 0
-    )
+    etp = etp if etp != tp else 0
+    return Degrees._make((tp, f["cp"], f["ep"], f["dp"], f["pp"], f.get("dp_shard", 0), etp))
 
 
 def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:

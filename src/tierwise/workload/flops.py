@@ -244,11 +244,11 @@ def layer_flops(
         experts = router = expert_act = permute = 0.0
         mlp_act = act_bytes * d.ffn
     elementwise = norms + residual + permute + rope + mlp_act + expert_act
-    # positional: a named tuple built from keywords costs twice as much (the scalar hot path)
-    return LayerFlops(
+    # `_make`: a named tuple's call runs its Python __new__ through type(), twice the cost
+    return LayerFlops._make((
         qkv, attention, mac * v_dim / tp * h, mlp, router, experts,
         elementwise, norms, mlp_act, expert_act, permute, up_proj,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def logits_flops(m: ModelSpec, seq: Array, mbs: Array, *, tp: Array = 1, cp: Array = 1) -> Array:
@@ -453,4 +453,4 @@ def flops_batch(
     ew_bytes = n * (
         ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full) + selective * again.elementwise_bytes
     )
-    return StageFlops(model, hardware, attention, logits, ew_bytes, n, dense, moe)
+    return StageFlops._make((model, hardware, attention, logits, ew_bytes, n, dense, moe))

@@ -108,19 +108,14 @@ def layer_gemms(
     expert_tokens = tokens * routed_share * etp / tp * expert_load
     low = LOW_PRECISION_SHARE[precision]
     ffn, q_dim = (moe.expert_ffn_hidden if moe else d.ffn), d.q_dim
+    expert_gemm = (layer.experts * expert_load, expert_tokens, ffn / etp, h, low)
+    make = Gemm._make  # a named tuple's call runs its Python __new__ through type(): slower
     return [
-        Gemm(layer.qkv, tokens, (q_dim + 2 * d.kv_dim) / tp, h, low),
-        Gemm(layer.out, tokens, h, q_dim / tp, low),
-        Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else d.ffn) / tp, h, low),
-        Gemm(
-            layer.experts * expert_load,
-            expert_tokens,
-            ffn / etp,
-            h,
-            low,
-            expert_tokens if moe else None,
-        ),
-        Gemm(layer.router, tokens, moe.experts if moe else 1, h),
+        make((layer.qkv, tokens, (q_dim + 2 * d.kv_dim) / tp, h, low, None)),
+        make((layer.out, tokens, h, q_dim / tp, low, None)),
+        make((layer.mlp, tokens, (moe.shared_ffn if moe else d.ffn) / tp, h, low, None)),
+        make((*expert_gemm, expert_tokens if moe else None)),
+        make((layer.router, tokens, moe.experts if moe else 1, h, 0.0, None)),
     ]
 
 
@@ -167,7 +162,9 @@ def compute(
     casts = s.passes - 1  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
     # The output layer is a plain (BF16) linear in Megatron.
-    logits = gemm_seconds(gpu, [Gemm(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
+    logits = gemm_seconds(
+        gpu, [Gemm._make((sf.logits, s.tokens, m.vocab / tp, m.hidden, 0.0, None))]
+    )
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = sf.attention * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
     elementwise = elementwise_seconds(
@@ -181,4 +178,4 @@ def compute(
     embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
     loss = elementwise_seconds(gpu, s.tokens * padded_vocab(m.vocab) / tp * LOSS_BYTES_PER_LOGIT)
     host = host_seconds(s, cuda_graphs)
-    return Compute(gemm, attention, elementwise, quantize, host, logits, loss, embedding)
+    return Compute._make((gemm, attention, elementwise, quantize, host, logits, loss, embedding))

@@ -247,7 +247,8 @@ def dp_comm(
         ranks = f["dp_shard"] * f["cp"]
     opt_params = params / (1 + shard * (ranks - 1))
     optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu) + accumulate
-    return DataParallel(CommTerm(exposed, traffic, sent, group), window, buffers, optimizer)
+    comm_term = CommTerm._make((exposed, traffic, sent, group))
+    return DataParallel._make((comm_term, window, buffers, optimizer))
 
 
 def _pipeline_fp32_grads(

@@ -92,6 +92,9 @@ def domain_share(domains: Array, top_k: int) -> Array:
     return (domains > 1) * spread + (domains <= 1)
 
 
+NO_EP = CommTerm(0.0, 0.0, 0.0, "ep")
+
+
 def ep_comm(
     s: Stage,
     comm: C.CommFn,
@@ -107,7 +110,7 @@ def ep_comm(
     per NVLink domain (flex); `delay_wgrad`: --delay-wgrad-compute."""
     m, f = s.model, s.f
     if m.moe is None:
-        return CommTerm(0.0, 0.0, 0.0, "ep")
+        return NO_EP
     tp, sp, ep, etp = f["tp"], f["sp"], f["ep"], f["etp"]
     top_k = m.moe.top_k
     _, load = routing(m, force_balance)
@@ -136,4 +139,4 @@ def ep_comm(
         window = layer_compute_s * (1.0 if delay_wgrad else WGRAD_FREE_SHARE)
         steady = layers * pos(per_layer - EP_OVERLAP_EFFICIENCY * window)
         exposed = hidden_share * steady + (1 - hidden_share) * total
-    return CommTerm(exposed, total, layers * sent, "ep")
+    return CommTerm._make((exposed, total, layers * sent, "ep"))

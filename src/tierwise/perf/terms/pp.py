@@ -41,4 +41,4 @@ def pp_comm(
     total = 2 * vpp * (comm("pp", "sendrecv", boundary) + gather)
     hidden = overlap * (vpp > 1)  # all but one of the vpp boundaries' sends
     exposed = total / s.micro if paired else total / (1 + hidden * (vpp - 1))
-    return CommTerm(exposed, total, 2 * vpp * boundary * (pp > 1), "pp")
+    return CommTerm._make((exposed, total, 2 * vpp * boundary * (pp > 1), "pp"))

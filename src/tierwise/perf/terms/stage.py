@@ -97,10 +97,9 @@ def stage_of(
     tp_passes = passes + selective_tp_share(m, f)
     micro = f["gbs"] / (mbs * f["dp"])
     act = C.activation_bytes(tokens, m.hidden)
-    # positional: a named tuple built from keywords costs twice as much (the scalar hot path)
-    return Stage(
-        m, gpu, f, n, first, middle, last, flops, tokens, act, passes, moe_passes, tp_passes, micro
-    )
+    values = (m, gpu, f, n, first, middle, last, flops, tokens, act, passes, moe_passes)
+    # `_make`: a named tuple's call runs its Python __new__ through type(), twice the cost
+    return Stage._make((*values, tp_passes, micro))
 
 
 def modules_of(f: dict[str, Any]) -> Array:
