@@ -76,13 +76,15 @@ def estimate(
         flags,
         max(stages[1:-1]) if len(stages) > 2 else 0,  # (a default= costs a keyword parse)
     )
-    tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
-    if moe is not None:  # routed experts' grads and weights: the expert-DP group
-        tiers["edp"] = groups.top_tiers["edp"]
+    top, nbytes = groups.top_tiers, terms["comm_bytes_per_gpu"]  # (the same kinds, in order)
+    tiers: dict[str, str] = {}
     per_tier: dict[str, float] = {}
-    for kind, nbytes in terms["comm_bytes_per_gpu"].items():
-        if tiers[kind] != "none":
-            per_tier[tiers[kind]] = per_tier.get(tiers[kind], 0.0) + float(nbytes)
+    for kind, group in terms["comm_groups"].items():
+        tier = tiers[kind] = top[group]
+        if tier != "none":
+            per_tier[tier] = per_tier.get(tier, 0.0) + float(nbytes[kind])
+    if moe is not None:  # routed experts' grads and weights: the expert-DP group
+        tiers["edp"] = top["edp"]
     window = float(terms["dp_overlap_window_s"])
     needed = float(terms["dp_bytes_per_gpu"]) / window / 1e9 if window > 0 else None
     mem = terms["memory"]
