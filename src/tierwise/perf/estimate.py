@@ -10,6 +10,7 @@ from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
 from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
+from tierwise.records import record
 from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
 from tierwise.workload.pipeline import standard_split
 from tierwise.workload.precision import check_supported
@@ -31,7 +32,7 @@ def fields_degrees(f: dict[str, Any]) -> Degrees:
     """`degrees` of a layout's `layout_fields` (or any dict with their degree keys)."""
     tp, etp = f["tp"], f["etp"]
     etp = etp if etp != tp else 0
-    return Degrees._make((tp, f["cp"], f["ep"], f["dp"], f["pp"], f.get("dp_shard", 0), etp))
+    return record(Degrees, (tp, f["cp"], f["ep"], f["dp"], f["pp"], f.get("dp_shard", 0), etp))
 
 
 def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:

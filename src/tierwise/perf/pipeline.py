@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 from tierwise.errors import SpecError
 from tierwise.frameworks import row
+from tierwise.records import record
 from tierwise.workload.flops import Array, maximum, minimum, pos
 
 # The two-direction schedules: forward and backward chunks of two micro-batches paired, each
@@ -127,7 +128,7 @@ def ranks(
     busiest = maximum(maximum(t_first, t_last), t_middle)
     held = is_first * first + is_last * last + is_middle * middle
     total = layers * layer_s + embedding_s + loss_s + pp * p2p_s
-    return Ranks._make((busiest, held, is_first, is_last + is_first * single, total))
+    return record(Ranks, (busiest, held, is_first, is_last + is_first * single, total))
 
 
 def bubble_seconds(

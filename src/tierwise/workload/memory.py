@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tierwise.memo import by_identity
+from tierwise.records import record
 from tierwise.workload.flops import (
     ACT_BYTES,
     RECOMPUTE_FULL,
@@ -575,7 +576,7 @@ def memory_batch(
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
-        return MemoryBreakdown._make((*first, 0, host))
+        return record(MemoryBreakdown, (*first, 0, host))
     # The last stage; and the second, the busiest of the middle ones: one micro-batch fewer in
     # flight than the first, but more layers when the end stages are short, or heavier ones
     # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
@@ -595,7 +596,7 @@ def memory_batch(
         else:
             chosen = [take * b + (1 - take) * a for a, b in zip(chosen, other, strict=True)]
             stage = take * index + (1 - take) * stage
-    return MemoryBreakdown._make((*chosen, stage, host))
+    return record(MemoryBreakdown, (*chosen, stage, host))
 
 
 def memory(

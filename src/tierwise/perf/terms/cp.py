@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.records import record
 from tierwise.workload.flops import Array, minimum, pos
 
 NO_CP = CommTerm(0.0, 0.0, 0.0, "cp")
@@ -47,4 +48,4 @@ def cp_comm(s: Stage, comm: C.CommFn, attention_s: Array, kind: str = "p2p") -> 
         layer = (cp - 1) * comm("cp", "sendrecv", kv_block) * ring_passes
         exposed = n * pos(layer - attention_s / n)
         sent = n * (cp - 1) * kv_block * ring_passes
-    return CommTerm._make((exposed, n * layer, sent, "cp"))
+    return record(CommTerm, (exposed, n * layer, sent, "cp"))

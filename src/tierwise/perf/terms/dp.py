@@ -49,6 +49,7 @@ from tierwise.memo import by_identity
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import hbm_bytes_per_s
 from tierwise.perf.terms.stage import CommTerm, Stage, select
+from tierwise.records import record
 from tierwise.workload.flops import Array, maximum, minimum, pos
 from tierwise.workload.memory import main_grad_bytes
 from tierwise.workload.params import NORMS_PER_LAYER, ParamCounts, norm_params, param_counts
@@ -247,8 +248,8 @@ def dp_comm(
         ranks = f["dp_shard"] * f["cp"]
     opt_params = params / (1 + shard * (ranks - 1))
     optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu) + accumulate
-    comm_term = CommTerm._make((exposed, traffic, sent, group))
-    return DataParallel._make((comm_term, window, buffers, optimizer))
+    comm_term = record(CommTerm, (exposed, traffic, sent, group))
+    return record(DataParallel, (comm_term, window, buffers, optimizer))
 
 
 def _pipeline_fp32_grads(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.records import record
 from tierwise.workload.flops import Array, pos
 from tierwise.workload.spec import ModelSpec
 
@@ -139,4 +140,4 @@ def ep_comm(
         window = layer_compute_s * (1.0 if delay_wgrad else WGRAD_FREE_SHARE)
         steady = layers * pos(per_layer - EP_OVERLAP_EFFICIENCY * window)
         exposed = hidden_share * steady + (1 - hidden_share) * total
-    return CommTerm._make((exposed, total, layers * sent, "ep"))
+    return record(CommTerm, (exposed, total, layers * sent, "ep"))

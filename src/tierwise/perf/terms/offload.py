@@ -15,6 +15,7 @@ from typing import NamedTuple
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU
 from tierwise.perf.terms.dp import FORWARD_SHARE
+from tierwise.records import record
 from tierwise.workload.flops import Array, pos
 
 
@@ -50,4 +51,4 @@ def offload(gpu: GPU, host_bytes: Array, compute_s: Array) -> Offload:
     one_way = host_bytes / (host_GBps(gpu) * 1e9)
     forward, backward = compute_s * FORWARD_SHARE, compute_s * (1 - FORWARD_SHARE)
     exposed = pos(one_way - forward) + pos(one_way - backward)
-    return Offload._make((exposed, 2 * one_way, 2 * host_bytes))
+    return record(Offload, (exposed, 2 * one_way, 2 * host_bytes))

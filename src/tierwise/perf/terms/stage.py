@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from tierwise.hardware.catalog import GPU
 from tierwise.perf import comm as C
+from tierwise.records import record
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
     RECOMPUTE_SELECTIVE,
@@ -98,8 +99,7 @@ def stage_of(
     micro = f["gbs"] / (mbs * f["dp"])
     act = C.activation_bytes(tokens, m.hidden)
     values = (m, gpu, f, n, first, middle, last, flops, tokens, act, passes, moe_passes)
-    # `_make`: a named tuple's call runs its Python __new__ through type(), twice the cost
-    return Stage._make((*values, tp_passes, micro))
+    return record(Stage, (*values, tp_passes, micro))  # (`tierwise.records`: the hot path)
 
 
 def modules_of(f: dict[str, Any]) -> Array:
