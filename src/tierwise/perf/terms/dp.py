@@ -197,27 +197,21 @@ def dp_comm(
     # Interleaved, each virtual stage's first weight bucket waits as its chunk's forward
     # begins, unless --align-param-gather gathers them all at the start of the step.
     first_buckets = 1 + runner.dp_buckets * (not align_param_gather) * (f["vpp"] - 1)
+    whole, unsharded = 1 - fsdp, 1 - shard  # weights whole on each rank; states unsharded
+    fsdp_micro = fsdp * micro  # (FSDP gathers and reduces every micro-batch)
     once = shard * (
         maximum(pos(ag - fwd_window), minimum(ag * tail * first_buckets, ag))
         + maximum(pos(rs - bwd_window), rs * tail)
-    ) + (1 - shard) * maximum(pos(ar - bwd_window), ar * tail)
+    ) + unsharded * maximum(pos(ar - bwd_window), ar * tail)
     per_micro = micro * pos(2 * ag + rs - compute_s * DP_OVERLAP_EFFICIENCY)
-    exposed = fsdp * per_micro + (1 - fsdp) * once
-    traffic = fsdp * micro * (2 * ag + rs) + (1 - fsdp) * (shard * (rs + ag) + (1 - shard) * ar)
-    window = fsdp * micro * compute_s * DP_OVERLAP_EFFICIENCY + (1 - fsdp) * (
+    exposed = fsdp * per_micro + whole * once
+    traffic = fsdp_micro * (2 * ag + rs) + whole * (shard * (rs + ag) + unsharded * ar)
+    window = fsdp_micro * compute_s * DP_OVERLAP_EFFICIENCY + whole * (
         bwd_window + shard * fwd_window
     )
-    sent = (
-        (ranks - 1)
-        / ranks
-        * (
-            fsdp * micro * (2 * weights + grads)
-            + (1 - fsdp) * (shard * (grads + weights) + (1 - shard) * 2 * grads)
-        )
-    )
-    buffers = fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
-        shard * (grads + weights) + (1 - shard) * grads
-    )
+    fsdp_bytes, sharded_bytes = fsdp_micro * (2 * weights + grads), shard * (grads + weights)
+    sent = (ranks - 1) / ranks * (fsdp_bytes + whole * (sharded_bytes + unsharded * 2 * grads))
+    buffers = fsdp_bytes + whole * (sharded_bytes + unsharded * grads)
     group = "dpcp"
     if runner.sharded_dp is not None:
         per_block = SHARDED_PER_BLOCK[runner.sharded_dp]
