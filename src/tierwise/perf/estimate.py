@@ -83,26 +83,26 @@ def estimate(
     for kind, group in terms["comm_groups"].items():
         tier = tiers[kind] = top[group]
         if tier != "none":
-            per_tier[tier] = per_tier.get(tier, 0.0) + float(nbytes[kind])
+            per_tier[tier] = per_tier.get(tier, 0.0) + nbytes[kind]
     if moe is not None:  # routed experts' grads and weights: the expert-DP group
         tiers["edp"] = top["edp"]
-    window = float(terms["dp_overlap_window_s"])
-    needed = float(terms["dp_bytes_per_gpu"]) / window / 1e9 if window > 0 else None
+    window = terms["dp_overlap_window_s"]
+    needed = terms["dp_bytes_per_gpu"] / window / 1e9 if window > 0 else None
     mem = terms["memory"]
     return {
         "layout": layout.to_json(),
         "gpus": gpus,
-        "step_time_s": float(terms["step_time_s"]),
-        "tokens_per_s": float(terms["tokens_per_s"]),
-        "tflops_per_gpu": float(terms["tflops_per_gpu"]),
-        "hw_tflops_per_gpu": float(terms["hw_tflops_per_gpu"]),
-        "mfu": float(terms["mfu"]),
-        "mfu_at_dtype_peak": float(terms["mfu_at_dtype_peak"]),
-        "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
-        "hbm_gib": gpu.hbm_gib,
-        "fits": bool(terms["fits"]),
         # One layout's terms are python floats already (products with the float micro-batch
-        # count, or quotients): the step model's own dicts, no copy.
+        # count, or quotients): the step model's own values and dicts, no copies.
+        "step_time_s": terms["step_time_s"],
+        "tokens_per_s": terms["tokens_per_s"],
+        "tflops_per_gpu": terms["tflops_per_gpu"],
+        "hw_tflops_per_gpu": terms["hw_tflops_per_gpu"],
+        "mfu": terms["mfu"],
+        "mfu_at_dtype_peak": terms["mfu_at_dtype_peak"],
+        "memory_gib_per_gpu": terms["memory_gib_per_gpu"],
+        "hbm_gib": gpu.hbm_gib,
+        "fits": terms["fits"],
         "breakdown": terms["breakdown"],
         "compute_parts_s": terms["compute_parts_s"],
         "memory": mem.to_gib_dict(),
@@ -114,7 +114,7 @@ def estimate(
             "stage_layers": list(stages),
             "split": split_rule or ("given" if layout.pp_layers is not None else "even"),
             "schedule": schedule,
-            "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
+            "bubble_fraction": terms["pipeline_bubble_fraction"],
             "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or pp,
             # --scatter-gather-tensors-in-pipeline in effect (or SP): each TP rank sends 1/tp
             "sends_split_over_tp": pp > 1
