@@ -29,7 +29,7 @@ from tierwise.workload.recompute import (
     RecomputeModule,
     modules_mask,
 )
-from tierwise.workload.spec import ModelSpec
+from tierwise.workload.spec import ModelSpec, model_dims
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,12 +220,14 @@ class Layout(BaseModel):
     def _problem(self, m: ModelSpec, world_gpus: int | None) -> str | None:
         """What is wrong with the layout, the first problem only (None: nothing)."""
         tp, cp, pp, dp, vpp = self.tp, self.cp, self.pp, self.dp, self.vpp
+        dims = model_dims(m)  # (the spec's properties, computed once)
+        kv, ffn = dims.kv, dims.ffn
         if m.heads % tp != 0:
             return f"tp {tp} must divide heads ({m.heads})"
-        if not (m.kv % tp == 0 or tp % m.kv == 0):
-            return f"tp {tp} must divide kv_heads ({m.kv}) or be a multiple of it"
-        if m.ffn % tp != 0:
-            return f"tp {tp} must divide ffn_hidden ({m.ffn})"
+        if not (kv % tp == 0 or tp % kv == 0):
+            return f"tp {tp} must divide kv_heads ({kv}) or be a multiple of it"
+        if ffn % tp != 0:
+            return f"tp {tp} must divide ffn_hidden ({ffn})"
         if not (world_gpus is None or self.world == world_gpus):
             return (
                 f"tp*cp*pp*dp = {tp}*{cp}*{pp}*{dp} = {self.world} must equal the GPUs "
