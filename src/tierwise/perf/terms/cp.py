@@ -18,7 +18,7 @@ from tierwise.perf.terms.stage import CommTerm, Stage
 from tierwise.records import record
 from tierwise.workload.flops import Array, minimum, pos
 
-NO_CP = CommTerm(0.0, 0.0, 0.0, "cp")
+NO_CP = CommTerm(0.0, 0.0, 0.0, "cp")  # a layout without CP (one shared, immutable tuple)
 
 
 def cp_comm(s: Stage, comm: C.CommFn, attention_s: Array, kind: str = "p2p") -> CommTerm:

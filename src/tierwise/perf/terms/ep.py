@@ -93,7 +93,7 @@ def domain_share(domains: Array, top_k: int) -> Array:
     return (domains > 1) * spread + (domains <= 1)
 
 
-NO_EP = CommTerm(0.0, 0.0, 0.0, "ep")
+NO_EP = CommTerm(0.0, 0.0, 0.0, "ep")  # a dense model (one shared, immutable tuple)
 
 
 def ep_comm(

@@ -40,7 +40,7 @@ def host_GBps(gpu: GPU) -> float:
     return catalog.link(gpu.pcie, field="gpu.pcie").effective_GBps
 
 
-NO_OFFLOAD = Offload(0.0, 0.0, 0.0)
+NO_OFFLOAD = Offload(0.0, 0.0, 0.0)  # nothing offloaded (one shared, immutable tuple)
 
 
 def offload(gpu: GPU, host_bytes: Array, compute_s: Array) -> Offload:

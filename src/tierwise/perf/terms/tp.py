@@ -102,7 +102,7 @@ class EdgeTp(NamedTuple):
     loss_bytes: Array
 
 
-NO_EDGE_TP = EdgeTp(0.0, 0.0, 0.0, 0.0)
+NO_EDGE_TP = EdgeTp(0.0, 0.0, 0.0, 0.0)  # a layout without TP (one shared, immutable tuple)
 
 
 def edge_tp_comm(s: Stage, comm: C.CommFn, ops: TpOps) -> EdgeTp:
