@@ -219,7 +219,9 @@ class Layout(BaseModel):
 
     def _problem(self, m: ModelSpec, world_gpus: int | None) -> str | None:
         """What is wrong with the layout, the first problem only (None: nothing)."""
-        tp, cp, pp, dp, vpp = self.tp, self.cp, self.pp, self.dp, self.vpp
+        v = self.__dict__  # the field values: a dict read costs a third of a model attribute's
+        tp, cp, pp, dp, vpp = v["tp"], v["cp"], v["pp"], v["dp"], v["vpp"]
+        seq, mbs = v["seq"], v["mbs"]
         dims = model_dims(m)  # (the spec's properties, computed once)
         kv, ffn = dims.kv, dims.ffn
         if m.heads % tp != 0:
@@ -233,21 +235,18 @@ class Layout(BaseModel):
                 f"tp*cp*pp*dp = {tp}*{cp}*{pp}*{dp} = {self.world} must equal the GPUs "
                 f"({world_gpus})"
             )
-        if self.global_batch % (self.mbs * dp) != 0:
-            return f"gbs {self.global_batch} must be divisible by mbs*dp = {self.mbs}*{dp}"
+        if self.global_batch % (mbs * dp) != 0:
+            return f"gbs {self.global_batch} must be divisible by mbs*dp = {mbs}*{dp}"
         if pp > m.layers:
             return f"pp {pp} must be <= layers ({m.layers})"
         if not (vpp == 1 or pp > 1):
             return f"vpp {vpp} needs pp > 1"
-        if self.seq % cp != 0:
-            return f"seq {self.seq} must be divisible by cp ({cp})"
-        if not (cp == 1 or self.seq % (2 * cp) == 0):
-            return f"seq {self.seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)"
-        if self.sp_enabled and (self.seq // cp) % tp != 0:
-            return (
-                f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
-                "parallelism"
-            )
+        if seq % cp != 0:
+            return f"seq {seq} must be divisible by cp ({cp})"
+        if not (cp == 1 or seq % (2 * cp) == 0):
+            return f"seq {seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)"
+        if self.sp_enabled and (seq // cp) % tp != 0:
+            return f"seq/cp = {seq // cp} must be divisible by tp ({tp}) with sequence parallelism"
         partial = self.recompute_method is not None or self.recompute_num_layers is not None
         if partial and self.recompute != "full":
             return (
