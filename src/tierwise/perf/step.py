@@ -23,7 +23,7 @@ from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds,
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import deepspeed_live_bytes, dp_comm
-from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
+from tierwise.perf.terms.ep import NO_EP, ep_comm, permute_scale, routing
 from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
@@ -126,15 +126,20 @@ def step_terms(
         s, comm, ops
     )
     cp_exposed, cp_total, cp_bytes, _ = cp_comm(s, comm, attention_s, flags.cp_comm)
-    ep_exposed, ep_total, ep_bytes, _ = ep_comm(
-        s,
-        comm,
-        dispatcher,
-        flags.moe_router_force_load_balancing,
-        flags.overlap_moe_expert_parallel_comm or dual,
-        layers_s / layers,
-        cluster.domain_gpus,
-        flags.delay_wgrad_compute or dual,
+    # (a dense model has no EP traffic: its arguments are not worth building)
+    ep_exposed, ep_total, ep_bytes, _ = (
+        NO_EP
+        if moe is None
+        else ep_comm(
+            s,
+            comm,
+            dispatcher,
+            flags.moe_router_force_load_balancing,
+            flags.overlap_moe_expert_parallel_comm or dual,
+            layers_s / layers,
+            cluster.domain_gpus,
+            flags.delay_wgrad_compute or dual,
+        )
     )
     pp_exposed, pp_total, pp_bytes, _ = pp_comm(
         s, comm, flags.overlap_p2p_communication, dual, flags.scatter_gather_tensors_in_pipeline
