@@ -363,13 +363,18 @@ def test_cli_overlap_flags_in_help_and_json() -> None:
 def test_one_layout_terms_are_python_floats(
     model: str, framework: str | None, layout: dict
 ) -> None:
-    """estimate hands out the step model's term dicts as they are (no copy): every value must
-    already be a python float, on every path (stragglers, FSDP, ZeRO-3, MoE, FP8)."""
+    """estimate hands out the step model's values and term dicts as they are (no copy):
+    every value must already be a python float (or bool), on every path (stragglers, FSDP,
+    ZeRO-3, MoE, FP8)."""
     c = load_cluster("dgx-h100", nodes=8)
     fleet = FleetSpec(slow_node_share=0.005, slow_node_slowdown=0.1, gpu_speed_spread=0.01)
     c = c.model_copy(update={"fleet": fleet})
     lay = Layout(**{"seq": 4096, "gbs": 256, "distributed_optimizer": True, **layout})
     r = estimate(load_model(model), c, lay, Flags(framework=framework))
     assert r["breakdown"]["straggler_s"] > 0
-    for key in ("breakdown", "compute_parts_s", "comm_total_s"):
+    for key in ("breakdown", "compute_parts_s", "comm_total_s", "bytes_per_tier"):
         assert all(type(v) is float for v in r[key].values()), (key, r[key])
+    scalars = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "hw_tflops_per_gpu", "mfu")
+    scalars += ("mfu_at_dtype_peak", "memory_gib_per_gpu", "nic_GBps_needed_per_gpu")
+    assert all(type(r[key]) is float for key in scalars), {key: r[key] for key in scalars}
+    assert type(r["pipeline"]["bubble_fraction"]) is float and type(r["fits"]) is bool

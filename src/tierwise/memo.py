@@ -2,8 +2,9 @@
 
 `functools.cache` hashes its argument on every call; a frozen pydantic spec hashes all its
 fields (nested specs too), about a microsecond each time. A spec is frozen, so a value derived
-from it holds for as long as the object lives: a dict lookup on its `id` and an identity check
-replace the hash. Equal specs built separately each compute their value once.
+from it holds for as long as the object lives: a dict lookup on its `id` replaces the hash
+(an entry holds its spec, so no other object can have that id while the entry is there).
+Equal specs built separately each compute their value once.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ def by_identity(kept: int = 256) -> Callable[[Callable[[S], R]], Callable[[S], R
 
         @functools.wraps(fn)
         def cached(spec: S) -> R:
-            hit = memo.get(id(spec))
-            if hit is None or hit[0] is not spec:
-                if len(memo) >= kept:
-                    memo.clear()
-                hit = memo[id(spec)] = (spec, fn(spec))
-            return hit[1]
+            try:  # an entry's spec is alive (the entry holds it): no other object has its id
+                return memo[id(spec)][1]
+            except KeyError:
+                pass
+            if len(memo) >= kept:
+                memo.clear()
+            value = fn(spec)
+            memo[id(spec)] = (spec, value)
+            return value
 
         cached.cache_clear = memo.clear  # type: ignore[attr-defined]
         return cached

@@ -150,14 +150,15 @@ class ScalarCandidates(NamedTuple):
         """Time of the fastest candidate for one message of `size_bytes` (0 without any).
         NCCL's tree correction (at most 1) and the NVLS fill only add time, so a special
         candidate whose uncorrected time cannot beat the fastest so far is not priced."""
+        plain, special = self  # (locals: a named tuple's attribute is a slow lookup)
         best = math.inf  # a loop: cheaper than min() over a list for a handful of candidates
-        for lat, rate in self.plain:
+        for lat, rate in plain:
             time = lat + size_bytes / rate
             if time < best:
                 best = time
-        if not self.special:
-            return best if self.plain else 0.0
-        for c in self.special:
+        if not special:
+            return best if plain else 0.0
+        for c in special:
             if c.lat_us + size_bytes / c.bytes_per_us < best:
                 time = c.time_scalar_us(size_bytes)
                 if time < best:

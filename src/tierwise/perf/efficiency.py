@@ -136,17 +136,22 @@ def gemm_seconds(gpu: GPU, gemms: Sequence[Gemm], precision: Array = 0) -> Array
     if gpu.gemm_efficiency is not None:
         return sum([g[0] for g in gemms]) / (gpu.peak_bf16_tflops * gpu.gemm_efficiency * 1e12)
     rates, halves, rate_bf16, half_bf16 = _format_rates(gpu)
-    rate_low, half_low = rates[precision], halves[precision]
     total = 0.0
     for flops, m, n, k, low_share, expert_tokens in gemms:
         if isinstance(flops, float) and flops == 0.0:  # no work: a dense model's experts, router
             continue
         intensity = m * n * k / (m * k + k * n + m * n)  # `gemm_intensity`, inlined (hot loop)
         # flops / (rate * I / (I + half)) = flops * (1 + half / I) / rate
-        bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
-        low = low_share * (1 + half_low / intensity) / rate_low
-        grouped = 1.0 if expert_tokens is None else 1 + GROUPED_GEMM_TOKENS / expert_tokens
-        total = total + flops * (bf16 + low) * grouped
+        if isinstance(low_share, float) and low_share == 0.0:  # all 16-bit: the low part is 0
+            per_flop = (1 + half_bf16 / intensity) / rate_bf16
+        else:
+            bf16 = (1 - low_share) * (1 + half_bf16 / intensity) / rate_bf16
+            low = low_share * (1 + halves[precision] / intensity) / rates[precision]
+            per_flop = bf16 + low
+        seconds = flops * per_flop
+        if expert_tokens is not None:  # a grouped GEMM
+            seconds = seconds * (1 + GROUPED_GEMM_TOKENS / expert_tokens)
+        total = total + seconds
     return total / 1e12
 
 

@@ -10,6 +10,7 @@ from tierwise.perf import comm as C
 from tierwise.perf.groups import Degrees, layout_groups
 from tierwise.perf.pipeline import schedule_for
 from tierwise.perf.step import Flags, step_terms
+from tierwise.records import record
 from tierwise.workload.layout import Layout, hsdp_fields, layout_fields
 from tierwise.workload.pipeline import standard_split
 from tierwise.workload.precision import check_supported
@@ -23,9 +24,15 @@ if TYPE_CHECKING:
 
 def degrees(layout: Layout) -> Degrees:
     """The degrees that place the layout's groups."""
-    shard = hsdp_fields(layout).get("dp_shard", 0)
-    tp, etp = layout.tp, layout.expert_tp
-    return Degrees(tp, layout.cp, layout.ep, layout.dp, layout.pp, shard, etp if etp != tp else 0)
+    f = {name: getattr(layout, name) for name in ("tp", "cp", "ep", "dp", "pp")}
+    return fields_degrees(f | {"etp": layout.expert_tp} | hsdp_fields(layout))
+
+
+def fields_degrees(f: dict[str, Any]) -> Degrees:
+    """`degrees` of a layout's `layout_fields` (or any dict with their degree keys)."""
+    tp, etp = f["tp"], f["etp"]
+    etp = etp if etp != tp else 0
+    return record(Degrees, (tp, f["cp"], f["ep"], f["dp"], f["pp"], f.get("dp_shard", 0), etp))
 
 
 def check_cp_comm(model: ModelSpec, layout: Layout, cp_comm: str) -> None:
@@ -53,45 +60,49 @@ def estimate(
     if layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
         split = standard_split(model.layers, layout.pp, layout.vpp)
         layout, split_rule = layout.model_copy(update={"pp_layers": split.stage_layers}), split.rule
-    gpus, cluster_gpus = layout.world, cluster.world
+    gpus, cluster_gpus, gpu, moe = layout.world, cluster.world, cluster.gpu, model.moe
     layout.validate_for(model, cluster_gpus if gpus > cluster_gpus else None)
-    check_supported(cluster.gpu, layout.dtype, layout.fp8_recipe)
+    check_supported(gpu, layout.dtype, layout.fp8_recipe)
     check_cp_comm(model, layout, flags.cp_comm)
-    schedule = schedule_for(flags.pipeline_schedule, layout.pp, layout.vpp, flags.framework)
-    groups = layout_groups(cluster, degrees(layout), flags.order, flags.scatter_nodes)
     stages = layout.stage_layers(model)
+    f = layout_fields(layout, model, stages)
+    pp, tp = f["pp"], f["tp"]
+    schedule = schedule_for(flags.pipeline_schedule, pp, f["vpp"], flags.framework)
+    groups = layout_groups(cluster, fields_degrees(f), flags.order, flags.scatter_nodes)
     terms = step_terms(
         model,
         cluster,
-        layout_fields(layout, model, stages),
+        f,
         groups.time_s,
         flags,
         max(stages[1:-1]) if len(stages) > 2 else 0,  # (a default= costs a keyword parse)
     )
-    tiers = {kind: groups.top_tiers[group] for kind, group in terms["comm_groups"].items()}
-    if model.moe is not None:  # routed experts' grads and weights: the expert-DP group
-        tiers["edp"] = groups.top_tiers["edp"]
+    top, nbytes = groups.top_tiers, terms["comm_bytes_per_gpu"]  # (the same kinds, in order)
+    tiers: dict[str, str] = {}
     per_tier: dict[str, float] = {}
-    for kind, nbytes in terms["comm_bytes_per_gpu"].items():
-        if tiers[kind] != "none":
-            per_tier[tiers[kind]] = per_tier.get(tiers[kind], 0.0) + float(nbytes)
-    window = float(terms["dp_overlap_window_s"])
-    needed = float(terms["dp_bytes_per_gpu"]) / window / 1e9 if window > 0 else None
+    for kind, group in terms["comm_groups"].items():
+        tier = tiers[kind] = top[group]
+        if tier != "none":
+            per_tier[tier] = per_tier.get(tier, 0.0) + nbytes[kind]
+    if moe is not None:  # routed experts' grads and weights: the expert-DP group
+        tiers["edp"] = top["edp"]
+    window = terms["dp_overlap_window_s"]
+    needed = terms["dp_bytes_per_gpu"] / window / 1e9 if window > 0 else None
     mem = terms["memory"]
     return {
         "layout": layout.to_json(),
         "gpus": gpus,
-        "step_time_s": float(terms["step_time_s"]),
-        "tokens_per_s": float(terms["tokens_per_s"]),
-        "tflops_per_gpu": float(terms["tflops_per_gpu"]),
-        "hw_tflops_per_gpu": float(terms["hw_tflops_per_gpu"]),
-        "mfu": float(terms["mfu"]),
-        "mfu_at_dtype_peak": float(terms["mfu_at_dtype_peak"]),
-        "memory_gib_per_gpu": float(terms["memory_gib_per_gpu"]),
-        "hbm_gib": cluster.gpu.hbm_gib,
-        "fits": bool(terms["fits"]),
         # One layout's terms are python floats already (products with the float micro-batch
-        # count, or quotients): the step model's own dicts, no copy.
+        # count, or quotients): the step model's own values and dicts, no copies.
+        "step_time_s": terms["step_time_s"],
+        "tokens_per_s": terms["tokens_per_s"],
+        "tflops_per_gpu": terms["tflops_per_gpu"],
+        "hw_tflops_per_gpu": terms["hw_tflops_per_gpu"],
+        "mfu": terms["mfu"],
+        "mfu_at_dtype_peak": terms["mfu_at_dtype_peak"],
+        "memory_gib_per_gpu": terms["memory_gib_per_gpu"],
+        "hbm_gib": gpu.hbm_gib,
+        "fits": terms["fits"],
         "breakdown": terms["breakdown"],
         "compute_parts_s": terms["compute_parts_s"],
         "memory": mem.to_gib_dict(),
@@ -103,24 +114,24 @@ def estimate(
             "stage_layers": list(stages),
             "split": split_rule or ("given" if layout.pp_layers is not None else "even"),
             "schedule": schedule,
-            "bubble_fraction": float(terms["pipeline_bubble_fraction"]),
-            "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or layout.pp,
+            "bubble_fraction": terms["pipeline_bubble_fraction"],
+            "microbatch_group_size": flags.microbatch_group_size_per_vp_stage or pp,
             # --scatter-gather-tensors-in-pipeline in effect (or SP): each TP rank sends 1/tp
-            "sends_split_over_tp": layout.pp > 1
-            and layout.tp > 1
-            and (layout.sp_enabled or flags.scatter_gather_tensors_in_pipeline),
+            "sends_split_over_tp": pp > 1
+            and tp > 1
+            and (f["sp"] or flags.scatter_gather_tensors_in_pipeline),
         },
         "framework": flags.framework,
         "legacy_zero3": flags.legacy_zero3,
         "overlap": flags.overlaps(),
         "moe": None
-        if model.moe is None
+        if moe is None
         else {
             "dispatcher": flags.moe_token_dispatcher_type,
             "routing": terms["moe_routing"],
             "load_imbalance": float(terms["moe_load"]),
             "a2a_overlap": flags.overlap_moe_expert_parallel_comm,
-            "etp": layout.expert_tp,
+            "etp": f["etp"],
         },
         "attention_backend": flags.attention_backend,
     }

@@ -297,11 +297,13 @@ class LayoutGroups:
     def time_s(self, kind: str, op: str, size_bytes: float | np.ndarray) -> float | np.ndarray:
         """Seconds of the fastest candidate of `op` for `size_bytes` on the `kind` group (0
         where the layout has no such group); python scalars skip numpy."""
-        scalar = isinstance(size_bytes, (float, int))
+        if size_bytes.__class__ is not float and isinstance(size_bytes, (float, int)):
+            size_bytes = float(size_bytes)  # any other python or numpy scalar
+        scalar = size_bytes.__class__ is float
         if scalar:
             fastest_us = self._fastest_us.get((kind, op))
             if fastest_us is not None:  # priced before: the hot path
-                return fastest_us(float(size_bytes)) * 1e-6
+                return fastest_us(size_bytes) * 1e-6
         shape = self.shapes.get(kind)
         if shape is None:
             return 0.0 * size_bytes
@@ -309,7 +311,7 @@ class LayoutGroups:
             return comm_time_s(op, shape, size_bytes)
         fastest_us = ScalarCandidates.of(auto_candidates(op, shape)).fastest_us
         self._fastest_us[kind, op] = fastest_us
-        return fastest_us(float(size_bytes)) * 1e-6
+        return fastest_us(size_bytes) * 1e-6
 
 
 def layout_groups(

@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 from tierwise.errors import SpecError
 from tierwise.frameworks import row
+from tierwise.records import record
 from tierwise.workload.flops import Array, maximum, minimum, pos
 
 # The two-direction schedules: forward and backward chunks of two micro-batches paired, each
@@ -124,13 +125,10 @@ def ranks(
     is_first = (t_first >= t_last) * (t_first >= t_middle)
     is_last = (1 - is_first) * (t_last >= t_middle)
     is_middle = (1 - is_first) * (1 - is_last)
-    return Ranks(
-        busiest_s=maximum(maximum(t_first, t_last), t_middle),
-        layers=is_first * first + is_last * last + is_middle * middle,
-        embedding=is_first,
-        loss=is_last + is_first * single,
-        total_s=layers * layer_s + embedding_s + loss_s + pp * p2p_s,
-    )
+    busiest = maximum(maximum(t_first, t_last), t_middle)
+    held = is_first * first + is_last * last + is_middle * middle
+    total = layers * layer_s + embedding_s + loss_s + pp * p2p_s
+    return record(Ranks, (busiest, held, is_first, is_last + is_first * single, total))
 
 
 def bubble_seconds(

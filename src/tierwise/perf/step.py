@@ -23,7 +23,7 @@ from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds,
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import deepspeed_live_bytes, dp_comm
-from tierwise.perf.terms.ep import ep_comm, permute_scale, routing
+from tierwise.perf.terms.ep import NO_EP, ep_comm, permute_scale, routing
 from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
@@ -97,7 +97,7 @@ def step_terms(
     `middle_layers`: the most layers on a pipeline rank between the first and the last
     (default: the planner's split, the same count on every middle rank); `memory`: the
     layouts' `memory_terms`, where the caller has them already."""
-    gpu, runner = cluster.gpu, flags.runner
+    gpu, runner, moe = cluster.gpu, flags.runner, m.moe
     if runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
         f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
     s = stage_of(m, gpu, f, middle_layers)
@@ -109,37 +109,46 @@ def step_terms(
         s,
         flags.flash_attention,
         1.0 if route == "capacity" else load,
-        permute_scale(dispatcher, f["ep"], m.moe.top_k, m.moe.experts / f["ep"])
-        if m.moe is not None
+        permute_scale(dispatcher, f["ep"], moe.top_k, moe.experts / f["ep"])
+        if moe is not None
         else 1.0,
         flags.cuda_graphs,
         flags.fp8_dot_product_attention,
     ).scaled(1.0 / cal.compute_scale)
-    layers_s = work.layers_s
+    # The named tuples' fields as locals from here on: each attribute read is a slow lookup.
+    gemm_s, attention_s, elementwise_s, quantize_s, host_s, logits_s, loss_s, embedding_s = work
+    layers_s, layers, micro = work.layers_s, s.layers, s.micro
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
     ops = tp_ops(s, comm)
-    tp = tp_comm(s, comm, flags.tp_comm_overlap, ops)
-    edge = edge_tp_comm(s, comm, ops)
-    cp = cp_comm(s, comm, work.attention_s, flags.cp_comm)
-    ep = ep_comm(
-        s,
-        comm,
-        dispatcher,
-        flags.moe_router_force_load_balancing,
-        flags.overlap_moe_expert_parallel_comm or dual,
-        layers_s / s.layers,
-        cluster.domain_gpus,
-        flags.delay_wgrad_compute or dual,
+    tp_exposed, tp_total, tp_bytes, _ = tp_comm(s, comm, flags.tp_comm_overlap, ops)
+    edge_embedding_s, edge_loss_s, edge_embedding_bytes, edge_loss_bytes = edge_tp_comm(
+        s, comm, ops
     )
-    pp = pp_comm(
+    cp_exposed, cp_total, cp_bytes, _ = cp_comm(s, comm, attention_s, flags.cp_comm)
+    # (a dense model has no EP traffic: its arguments are not worth building)
+    ep_exposed, ep_total, ep_bytes, _ = (
+        NO_EP
+        if moe is None
+        else ep_comm(
+            s,
+            comm,
+            dispatcher,
+            flags.moe_router_force_load_balancing,
+            flags.overlap_moe_expert_parallel_comm or dual,
+            layers_s / layers,
+            cluster.domain_gpus,
+            flags.delay_wgrad_compute or dual,
+        )
+    )
+    pp_exposed, pp_total, pp_bytes, _ = pp_comm(
         s, comm, flags.overlap_p2p_communication, dual, flags.scatter_gather_tensors_in_pipeline
     )
     mem = memory_terms(m, f, flags) if memory is None else memory
-    host = offload(gpu, mem.host_offload, layers_s)
+    host_exposed = offload(gpu, mem.host_offload, layers_s).exposed_s
     # The terms are priced for s.layers layers; each rank runs its own count of them.
-    exposed = tp.exposed_s + cp.exposed_s + ep.exposed_s + host.exposed_s
-    per_layer = (layers_s + exposed) / s.layers
+    exposed = tp_exposed + cp_exposed + ep_exposed + host_exposed
+    per_layer = (layers_s + exposed) / layers
     pipe = ranks(
         f["pp"],
         m.layers,
@@ -147,17 +156,14 @@ def step_terms(
         s.middle,
         s.last,
         per_layer,
-        work.embedding_s + edge.embedding_s,
-        work.logits_s + work.loss_s + edge.loss_s,
-        pp.exposed_s,
+        embedding_s + edge_embedding_s,
+        logits_s + loss_s + edge_loss_s,
+        pp_exposed,
     )
-    share = pipe.layers / s.layers  # of each layer-priced term, on the busiest rank
-    t_compute = (
-        share * layers_s
-        + pipe.embedding * work.embedding_s
-        + pipe.loss * (work.logits_s + work.loss_s)
-    )
-    micro = s.micro
+    # the busiest rank: its time, its layers, whether it runs the embedding and the loss
+    busiest_s, busiest_layers, runs_embedding, runs_loss, _ = pipe
+    share = busiest_layers / layers  # of each layer-priced term, on the busiest rank
+    t_compute = share * layers_s + runs_embedding * embedding_s + runs_loss * (logits_s + loss_s)
     full = s.passes - 2  # the share of layers full recompute re-runs
     bubble = bubble_seconds(
         pipe, f["pp"], f["vpp"], micro, schedule, full, flags.microbatch_group_size_per_vp_stage
@@ -173,31 +179,25 @@ def step_terms(
         flags.align_param_gather,
         flags.legacy_zero3,
     )
+    dp_exposed, dp_total, dp_bytes, dp_group = dp.comm
 
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.
-    overlapped = tp.total_s - tp.exposed_s + cp.total_s - cp.exposed_s + ep.total_s - ep.exposed_s
-    hidden = micro * share * overlapped + pos(dp.comm.total_s - dp.comm.exposed_s)
+    overlapped = tp_total - tp_exposed + cp_total - cp_exposed + ep_total - ep_exposed
+    hidden = micro * share * overlapped + pos(dp_total - dp_exposed)
     share_lost = (
         OVERLAP_INTERFERENCE if cal.overlap_interference is None else cal.overlap_interference
     )
     interference = hidden * share_lost
     world = f["tp"] * f["cp"] * f["pp"] * f["dp"]
     straggler = straggler_s(cluster.fleet, world, cluster.gpus_per_node, micro * t_compute)
-    step = (
-        micro * pipe.busiest_s
-        + bubble
-        + dp.comm.exposed_s
-        + dp.optimizer_s
-        + interference
-        + straggler
-    )
+    step = micro * busiest_s + bubble + dp_exposed + dp.optimizer_s + interference + straggler
     model_flops = model_flops_per_step(m, f["seq"], f["gbs"])
     tflops = model_flops / (step * world) / 1e12
     mem_bytes = mem.total_bytes
     per_rank = micro * share  # the layer-priced terms, scaled to the busiest rank's layers
-    edge_s = micro * (pipe.embedding * edge.embedding_s + pipe.loss * edge.loss_s)
-    edge_bytes = micro * (pipe.embedding * edge.embedding_bytes + pipe.loss * edge.loss_bytes)
+    edge_s = micro * (runs_embedding * edge_embedding_s + runs_loss * edge_loss_s)
+    edge_bytes = micro * (runs_embedding * edge_embedding_bytes + runs_loss * edge_loss_bytes)
     return {
         "step_time_s": step,
         "tokens_per_s": f["gbs"] * f["seq"] / step,
@@ -210,47 +210,43 @@ def step_terms(
         "fits": mem_bytes <= gpu.hbm_gib * GiB,
         "breakdown": {
             "compute_s": micro * t_compute,
-            "tp_comm_s": per_rank * tp.exposed_s + edge_s,
-            "cp_comm_s": per_rank * cp.exposed_s,
-            "ep_comm_s": per_rank * ep.exposed_s,
-            "offload_s": per_rank * host.exposed_s,
-            "pp_comm_s": micro * pp.exposed_s,
+            "tp_comm_s": per_rank * tp_exposed + edge_s,
+            "cp_comm_s": per_rank * cp_exposed,
+            "ep_comm_s": per_rank * ep_exposed,
+            "offload_s": per_rank * host_exposed,
+            "pp_comm_s": micro * pp_exposed,
             "pipeline_bubble_s": bubble,
-            "dp_comm_s": dp.comm.exposed_s,
+            "dp_comm_s": dp_exposed,
             "optimizer_s": dp.optimizer_s,
             "overlap_interference_s": interference,
             "straggler_s": straggler,
         },
         "comm_total_s": {
-            "tp": per_rank * tp.total_s + edge_s,
-            "cp": per_rank * cp.total_s,
-            "ep": per_rank * ep.total_s,
-            "pp": micro * pp.total_s,
-            "dp": dp.comm.total_s,
+            "tp": per_rank * tp_total + edge_s,
+            "cp": per_rank * cp_total,
+            "ep": per_rank * ep_total,
+            "pp": micro * pp_total,
+            "dp": dp_total,
         },
         "comm_bytes_per_gpu": {
-            "tp": per_rank * tp.bytes + edge_bytes,
-            "cp": per_rank * cp.bytes,
-            "ep": per_rank * ep.bytes,
-            "pp": micro * pp.bytes,
-            "dp": dp.comm.bytes,
+            "tp": per_rank * tp_bytes + edge_bytes,
+            "cp": per_rank * cp_bytes,
+            "ep": per_rank * ep_bytes,
+            "pp": micro * pp_bytes,
+            "dp": dp_bytes,
         },
-        "comm_groups": {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": dp.comm.group},
+        "comm_groups": {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dp": dp_group},
         "dp_overlap_window_s": dp.window_s,
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {
-            "gemm": micro * (share * work.gemm_s + pipe.loss * work.logits_s),
-            "attention": per_rank * work.attention_s,
+            "gemm": micro * (share * gemm_s + runs_loss * logits_s),
+            "attention": per_rank * attention_s,
             "elementwise": micro
-            * (
-                share * work.elementwise_s
-                + pipe.embedding * work.embedding_s
-                + pipe.loss * work.loss_s
-            ),
-            "quantize": micro * share * work.quantize_s,
-            "host_sync": micro * share * work.host_s,
+            * (share * elementwise_s + runs_embedding * embedding_s + runs_loss * loss_s),
+            "quantize": micro * share * quantize_s,
+            "host_sync": micro * share * host_s,
         },
         "pipeline_bubble_fraction": bubble / step,
-        "moe_routing": route if m.moe is not None else None,
+        "moe_routing": route if moe is not None else None,
         "moe_load": load,
     }

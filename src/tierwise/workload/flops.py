@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from tierwise.memo import by_identity
+from tierwise.records import record
 from tierwise.workload.params import (
     MTP_NORMS,
     MTP_PROJ_INPUTS,
@@ -244,11 +245,10 @@ def layer_flops(
         experts = router = expert_act = permute = 0.0
         mlp_act = act_bytes * d.ffn
     elementwise = norms + residual + permute + rope + mlp_act + expert_act
-    # positional: a named tuple built from keywords costs twice as much (the scalar hot path)
-    return LayerFlops(
+    return record(LayerFlops, (
         qkv, attention, mac * v_dim / tp * h, mlp, router, experts,
         elementwise, norms, mlp_act, expert_act, permute, up_proj,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def logits_flops(m: ModelSpec, seq: Array, mbs: Array, *, tp: Array = 1, cp: Array = 1) -> Array:
@@ -453,4 +453,4 @@ def flops_batch(
     ew_bytes = n * (
         ew * (1 + ELEMENTWISE_BACKWARD_FACTOR + full) + selective * again.elementwise_bytes
     )
-    return StageFlops(model, hardware, attention, logits, ew_bytes, n, dense, moe)
+    return record(StageFlops, (model, hardware, attention, logits, ew_bytes, n, dense, moe))

@@ -7,7 +7,7 @@ mesh: world = tp*cp*pp*dp; ep and etp regroup the tp*cp*dp ranks for the expert 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -29,7 +29,7 @@ from tierwise.workload.recompute import (
     RecomputeModule,
     modules_mask,
 )
-from tierwise.workload.spec import ModelSpec
+from tierwise.workload.spec import ModelSpec, model_dims
 
 if TYPE_CHECKING:
     import numpy as np
@@ -199,8 +199,11 @@ class Layout(BaseModel):
         --pipeline-model-parallel-layout splits them unevenly)."""
         if self.pp_layers is not None:
             return self.pp_layers
-        base, extra = divmod(model.layers, self.pp)
-        return tuple([base + (i < extra) for i in range(self.pp)])
+        pp = self.pp
+        base, extra = divmod(model.layers, pp)
+        if not extra:
+            return (base,) * pp
+        return tuple([base + (i < extra) for i in range(pp)])
 
     # Validation -----------------------------------------------------------------------------
     def validate_for(self, model: ModelSpec, world_gpus: int | None = None) -> Layout:
@@ -209,144 +212,152 @@ class Layout(BaseModel):
         KV heads: tp must divide kv_heads, or kv_heads divide tp (each rank then holds one
         replicated KV head, as vLLM/TensorRT-LLM do; FLOPs and memory count the copies).
         """
-        problem = next(self._problems(model, world_gpus), None)
+        problem = self._problem(model, world_gpus)
         if problem is not None:
             raise SpecError(f"layout: {problem}")
         return self
 
-    def _problems(self, m: ModelSpec, world_gpus: int | None) -> Iterator[str]:
-        """What is wrong with the layout, first problem first (messages built only on failure)."""
-        tp, cp, pp, dp, vpp = self.tp, self.cp, self.pp, self.dp, self.vpp
+    def _problem(self, m: ModelSpec, world_gpus: int | None) -> str | None:
+        """What is wrong with the layout, the first problem only (None: nothing)."""
+        v = self.__dict__  # the field values: a dict read costs a third of a model attribute's
+        tp, cp, pp, dp, vpp = v["tp"], v["cp"], v["pp"], v["dp"], v["vpp"]
+        seq, mbs = v["seq"], v["mbs"]
+        dims = model_dims(m)  # (the spec's properties, computed once)
+        kv, ffn = dims.kv, dims.ffn
         if m.heads % tp != 0:
-            yield f"tp {tp} must divide heads ({m.heads})"
-        if not (m.kv % tp == 0 or tp % m.kv == 0):
-            yield f"tp {tp} must divide kv_heads ({m.kv}) or be a multiple of it"
-        if m.ffn % tp != 0:
-            yield f"tp {tp} must divide ffn_hidden ({m.ffn})"
+            return f"tp {tp} must divide heads ({m.heads})"
+        if not (kv % tp == 0 or tp % kv == 0):
+            return f"tp {tp} must divide kv_heads ({kv}) or be a multiple of it"
+        if ffn % tp != 0:
+            return f"tp {tp} must divide ffn_hidden ({ffn})"
         if not (world_gpus is None or self.world == world_gpus):
-            yield (
+            return (
                 f"tp*cp*pp*dp = {tp}*{cp}*{pp}*{dp} = {self.world} must equal the GPUs "
                 f"({world_gpus})"
             )
-        if self.global_batch % (self.mbs * dp) != 0:
-            yield f"gbs {self.global_batch} must be divisible by mbs*dp = {self.mbs}*{dp}"
+        if self.global_batch % (mbs * dp) != 0:
+            return f"gbs {self.global_batch} must be divisible by mbs*dp = {mbs}*{dp}"
         if pp > m.layers:
-            yield f"pp {pp} must be <= layers ({m.layers})"
+            return f"pp {pp} must be <= layers ({m.layers})"
         if not (vpp == 1 or pp > 1):
-            yield f"vpp {vpp} needs pp > 1"
-        if self.seq % cp != 0:
-            yield f"seq {self.seq} must be divisible by cp ({cp})"
-        if not (cp == 1 or self.seq % (2 * cp) == 0):
-            yield f"seq {self.seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)"
-        if self.sp_enabled and (self.seq // cp) % tp != 0:
-            yield (
-                f"seq/cp = {self.seq // cp} must be divisible by tp ({tp}) with sequence "
-                "parallelism"
-            )
+            return f"vpp {vpp} needs pp > 1"
+        if seq % cp != 0:
+            return f"seq {seq} must be divisible by cp ({cp})"
+        if not (cp == 1 or seq % (2 * cp) == 0):
+            return f"seq {seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)"
+        if self.sp_enabled and (seq // cp) % tp != 0:
+            return f"seq/cp = {seq // cp} must be divisible by tp ({tp}) with sequence parallelism"
         partial = self.recompute_method is not None or self.recompute_num_layers is not None
         if partial and self.recompute != "full":
-            yield (
+            return (
                 f"recompute_method / recompute_num_layers need recompute full, not {self.recompute}"
             )
-        if partial and self.recompute == "full" and self.recompute_method != "block":
-            yield from self._uniform_problems(m)
+        if partial and self.recompute_method != "block":
+            problem = self._uniform_problem(m)
+            if problem is not None:
+                return problem
         if self.recompute_modules is not None or self.activation_offload_layers:
-            yield from self._recompute_problems(m)
+            problem = self._recompute_problem(m)
+            if problem is not None:
+                return problem
         if self.fp8_recipe is not None and self.dtype != "fp8":
-            yield f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
+            return f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
         shard = self.dp_shard_degree
         if shard is not None and shard < dp:
             if dp % shard:
-                yield f"dp_shard_degree {shard} must divide dp ({dp})"
+                return f"dp_shard_degree {shard} must divide dp ({dp})"
             if self.zero < 2:
-                yield f"dp_shard_degree {shard} (HSDP) needs FSDP: zero 2 or 3, not {self.zero}"
-        yield from self._stage_problems(m)
-        yield from self._expert_problems(m)
+                return f"dp_shard_degree {shard} (HSDP) needs FSDP: zero 2 or 3, not {self.zero}"
+        return self._stage_problem(m) or self._expert_problem(m)
 
-    def _uniform_problems(self, m: ModelSpec) -> Iterator[str]:
+    def _uniform_problem(self, m: ModelSpec) -> str | None:
         """Megatron's uniform method runs groups of recompute_num_layers layers from each virtual
         stage's first and indexes past its last one where they do not divide its layers
         (IndexError; megatron-core 0.16.1 transformer_block.py `_checkpointed_forward`); its
         MTP modules assert recompute_num_layers 1 (multi_token_prediction.py)."""
         n = self.recompute_num_layers or 1
         if n == 1:
-            return
+            return None
         chunks = {k // self.vpp for k in self.stage_layers(m) if k % self.vpp == 0}
         bad = sorted(c for c in chunks if c % n)
         if bad:
-            yield (
+            return (
                 f"recompute_num_layers {n} (uniform) must divide the layers of each virtual "
                 f"stage ({', '.join(map(str, sorted(chunks)))}); Megatron's groups of {n} run "
                 f"past a stage of {bad[0]}"
             )
         if m.mtp_layers:
-            yield f"recompute_num_layers {n} (uniform) with MTP modules: Megatron needs 1"
+            return f"recompute_num_layers {n} (uniform) with MTP modules: Megatron needs 1"
+        return None
 
-    def _recompute_problems(self, m: ModelSpec) -> Iterator[str]:
+    def _recompute_problem(self, m: ModelSpec) -> str | None:
         modules = self.recompute_modules
         if modules is not None and self.recompute != "selective":
-            yield (
+            return (
                 f"recompute_modules {list(modules)} needs recompute selective, not {self.recompute}"
             )
         for name in modules or ():
             if name in MOE_MODULES and m.moe is None:
-                yield f"recompute module {name} needs a MoE model ({m.name} is dense)"
+                return f"recompute module {name} needs a MoE model ({m.name} is dense)"
             if name == "mla_up_proj" and m.mla is None:
-                yield f"recompute module mla_up_proj needs MLA attention ({m.name} has none)"
+                return f"recompute module mla_up_proj needs MLA attention ({m.name} has none)"
             if (
                 name in ("layernorm", "moe_act")
                 and self.dtype == "fp8"
                 and (self.fp8_recipe in (None, "delayed"))
             ):
-                yield f"recompute module {name} in fp8 needs fp8_recipe tensorwise or blockwise"
+                return f"recompute module {name} in fp8 needs fp8_recipe tensorwise or blockwise"
         offload = self.activation_offload_layers
         if offload:  # Megatron-core's TransformerConfig checks
             if offload >= m.layers:
-                yield f"activation_offload_layers {offload} must be below layers ({m.layers})"
+                return f"activation_offload_layers {offload} must be below layers ({m.layers})"
             if self.pp > 1:
-                yield (
+                return (
                     f"activation_offload_layers {offload} needs pp 1 (Megatron has no CPU "
                     "offloading with pipelines)"
                 )
             if self.recompute != "none":
-                yield (
+                return (
                     f"activation_offload_layers {offload} needs recompute none, not "
                     f"{self.recompute}"
                 )
+        return None
 
-    def _stage_problems(self, m: ModelSpec) -> Iterator[str]:
+    def _stage_problem(self, m: ModelSpec) -> str | None:
         pp, vpp = self.pp, self.vpp
         split = self.pp_layers
         if split is None:
             if m.layers % (pp * vpp) != 0:
-                yield (
+                return (
                     f"layers ({m.layers}) must be divisible by pp*vpp = {pp}*{vpp} "
                     "(or give pp_layers)"
                 )
-            return
+            return None
         if len(split) != pp:
-            yield f"pp_layers has {len(split)} stages, must have pp ({pp})"
+            return f"pp_layers has {len(split)} stages, must have pp ({pp})"
         if sum(split) != m.layers:
-            yield f"pp_layers sum {sum(split)} must equal layers ({m.layers})"
+            return f"pp_layers sum {sum(split)} must equal layers ({m.layers})"
         if min(split) < 1:
-            yield f"pp_layers {list(split)}: every stage needs >= 1 layer"
+            return f"pp_layers {list(split)}: every stage needs >= 1 layer"
+        return None
 
-    def _expert_problems(self, m: ModelSpec) -> Iterator[str]:
+    def _expert_problem(self, m: ModelSpec) -> str | None:
         ep, etp = self.ep, self.expert_tp
         if m.moe is None:
             if ep != 1:
-                yield f"ep {ep} needs a MoE model ({m.name} is dense); use ep 1"
-            return
+                return f"ep {ep} needs a MoE model ({m.name} is dense); use ep 1"
+            return None
         ranks = self.tp * self.cp * self.dp
         if m.moe.experts % ep != 0:
-            yield f"ep {ep} must divide experts ({m.moe.experts})"
+            return f"ep {ep} must divide experts ({m.moe.experts})"
         if ranks % (ep * etp) != 0:
-            yield (
+            return (
                 f"ep*etp = {ep}*{etp} must divide tp*cp*dp = {ranks} (experts are carved out "
                 "of the data-parallel ranks, not an extra factor)"
             )
         if m.moe.expert_ffn_hidden % etp != 0:
-            yield f"etp {etp} must divide expert_ffn_hidden ({m.moe.expert_ffn_hidden})"
+            return f"etp {etp} must divide expert_ffn_hidden ({m.moe.expert_ffn_hidden})"
+        return None
 
 
 def middle_stage_layers(layers: int, pp: Array, first: Array, last: Array) -> Array:
@@ -386,30 +397,33 @@ def layout_fields(
     """One layout as the scalar keyword arguments of the ``*_batch`` functions (`stages`:
     its `Layout.stage_layers`, where the caller has them)."""
     stages = stages or layout.stage_layers(model)
+    v = layout.__dict__  # the field values: a dict read costs a third of a model attribute's
     fields = {
-        "tp": layout.tp,
-        "cp": layout.cp,
-        "ep": layout.ep,
+        "tp": v["tp"],
+        "cp": v["cp"],
+        "ep": v["ep"],
         "etp": layout.expert_tp,
-        "pp": layout.pp,
-        "vpp": layout.vpp,
-        "dp": layout.dp,
-        "mbs": layout.mbs,
+        "pp": v["pp"],
+        "vpp": v["vpp"],
+        "dp": v["dp"],
+        "mbs": v["mbs"],
         "gbs": layout.global_batch,
-        "seq": layout.seq,
+        "seq": v["seq"],
         "sp": layout.sp_enabled,
         "recompute": layout.recompute_code,
-        "recompute_modules": modules_mask(layout.recompute_modules),
-        "activation_offload_layers": layout.activation_offload_layers,
-        "zero": layout.zero,
-        "distributed_optimizer": layout.distributed_optimizer,
-        "grad_reduce_bf16": layout.grad_reduce_bf16,
-        "precision": precision_code(layout.dtype, layout.fp8_recipe),
+        "recompute_modules": modules_mask(v["recompute_modules"]),
+        "activation_offload_layers": v["activation_offload_layers"],
+        "zero": v["zero"],
+        "distributed_optimizer": v["distributed_optimizer"],
+        "grad_reduce_bf16": v["grad_reduce_bf16"],
+        "precision": precision_code(v["dtype"], v["fp8_recipe"]),
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
     }
-    fields.update(hsdp_fields(layout))
-    fields.update(partial_recompute_fields(layout, model))
+    if v["dp_shard_degree"] is not None:  # (the common layouts skip both calls)
+        fields |= hsdp_fields(layout)
+    if v["recompute"] == "full":
+        fields |= partial_recompute_fields(layout, model)
     return fields
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tierwise.memo import by_identity
+from tierwise.records import record
 from tierwise.workload.flops import (
     ACT_BYTES,
     RECOMPUTE_FULL,
@@ -146,9 +147,8 @@ class MemoryBreakdown(NamedTuple):
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
-        gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
-        out = dict(zip(GIB_KEYS, gib, strict=True))
-        out["total_gib"] = sum(gib)
+        out = {key: float(self[i]) / GiB for i, key in enumerate(GIB_KEYS)}
+        out["total_gib"] = sum(out.values())  # in the terms' order
         out["stage"] = int(self.stage)
         out["host_offload_gib"] = float(self.host_offload) / GiB
         return out
@@ -546,7 +546,7 @@ def memory_batch(
         # The last stage also holds the MTP modules: one more layer of the last layer's kind
         # each, their norms and projection, and one more logits tensor each.
         mtp = last * mtp_layers
-        dense_n = m.dense_layers_in(start, n) + mtp * shape.mtp_dense
+        dense_n = (n if moe_cfg is None else m.dense_layers_in(start, n)) + mtp * shape.mtp_dense
         moe_n = n + mtp - dense_n
         edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
         non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
@@ -576,7 +576,7 @@ def memory_batch(
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
     if single is True:
-        return MemoryBreakdown(*first, 0, host)
+        return record(MemoryBreakdown, (*first, 0, host))
     # The last stage; and the second, the busiest of the middle ones: one micro-batch fewer in
     # flight than the first, but more layers when the end stages are short, or heavier ones
     # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
@@ -597,7 +597,7 @@ def memory_batch(
         else:
             chosen = [take * b + (1 - take) * a for a, b in zip(chosen, other, strict=True)]
             stage = take * index + (1 - take) * stage
-    return MemoryBreakdown(*chosen, stage, host)
+    return record(MemoryBreakdown, (*chosen, stage, host))
 
 
 def memory(

@@ -26,6 +26,7 @@ from tierwise.perf.efficiency import (
 from tierwise.perf.precision import quantize_seconds
 from tierwise.perf.terms.host import host_seconds
 from tierwise.perf.terms.stage import Stage, modules_of
+from tierwise.records import record
 from tierwise.workload.flops import (
     ACT_BYTES,
     ELEMENTWISE_BACKWARD_FACTOR,
@@ -108,19 +109,13 @@ def layer_gemms(
     expert_tokens = tokens * routed_share * etp / tp * expert_load
     low = LOW_PRECISION_SHARE[precision]
     ffn, q_dim = (moe.expert_ffn_hidden if moe else d.ffn), d.q_dim
+    expert_gemm = (layer.experts * expert_load, expert_tokens, ffn / etp, h, low)
     return [
-        Gemm(layer.qkv, tokens, (q_dim + 2 * d.kv_dim) / tp, h, low),
-        Gemm(layer.out, tokens, h, q_dim / tp, low),
-        Gemm(layer.mlp, tokens, (moe.shared_ffn if moe else d.ffn) / tp, h, low),
-        Gemm(
-            layer.experts * expert_load,
-            expert_tokens,
-            ffn / etp,
-            h,
-            low,
-            expert_tokens if moe else None,
-        ),
-        Gemm(layer.router, tokens, moe.experts if moe else 1, h),
+        record(Gemm, (layer.qkv, tokens, (q_dim + 2 * d.kv_dim) / tp, h, low, None)),
+        record(Gemm, (layer.out, tokens, h, q_dim / tp, low, None)),
+        record(Gemm, (layer.mlp, tokens, (moe.shared_ffn if moe else d.ffn) / tp, h, low, None)),
+        record(Gemm, (*expert_gemm, expert_tokens if moe else None)),
+        record(Gemm, (layer.router, tokens, moe.experts if moe else 1, h, 0.0, None)),
     ]
 
 
@@ -154,31 +149,34 @@ def compute(
     expert rank's routed tokens over the mean; `permute_scale`: the dispatcher's permute
     traffic over the workload's (`permute_bytes`); `fp8_attention`: the attention core in
     FP8."""
-    m, gpu, f, sf, n = s.model, s.gpu, s.f, s.flops, s.layers
+    m, gpu, f, n, tokens, passes = s.model, s.gpu, s.f, s.layers, s.tokens, s.passes
     tp, cp, mbs, seq = f["tp"], f["cp"], f["mbs"], f["seq"]
-    precision = f["precision"]
-    gemms = layer_gemms(m, sf.moe_layer, s.tokens, tp, f["ep"], f["etp"], precision, expert_load)
+    h, vocab, precision = m.hidden, m.vocab, f["precision"]
+    # (locals: a named tuple's attribute is a slow lookup)
+    _, hardware, attention_flops, logits_flops, elementwise_bytes, _, _, layer = s.flops
+    gemms = layer_gemms(m, layer, tokens, tp, f["ep"], f["etp"], precision, expert_load)
     # One layer's GEMMs scaled to the stage's FLOPs (the busiest expert rank's time); the
     # casts of every layer's operands.
-    layer = sf.moe_layer
     flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
     per_flop = gemm_seconds(gpu, gemms, precision) / flops
-    gemm = (sf.hardware - sf.attention - sf.logits) * per_flop
-    casts = s.passes - 1  # forward passes
+    gemm = (hardware - attention_flops - logits_flops) * per_flop
+    casts = passes - 1  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
     # The output layer is a plain (BF16) linear in Megatron.
-    logits = gemm_seconds(gpu, [Gemm(sf.logits, s.tokens, m.vocab / tp, m.hidden)])
+    logits = gemm_seconds(gpu, [record(Gemm, (logits_flops, tokens, vocab / tp, h, 0.0, None))])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
-    attention = sf.attention * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
+    attention = (
+        attention_flops * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
+    )
     elementwise = elementwise_seconds(
-        gpu, sf.elementwise_bytes + (permute_scale - 1) * permute_bytes(s), fused=flash_attention
+        gpu, elementwise_bytes + (permute_scale - 1) * permute_bytes(s), fused=flash_attention
     )
     if not flash_attention:
         scores = n * mbs * m.heads / tp * seq / cp * seq
-        forwards = s.passes - 1 + recomputes_core_attention(f)
+        forwards = passes - 1 + recomputes_core_attention(f)
         score_bytes = UNFUSED_SCORE_BYTES_FORWARD * forwards + UNFUSED_SCORE_BYTES_BACKWARD
         elementwise = elementwise + scores * score_bytes / hbm_bytes_per_s(gpu)
-    embedding = s.tokens * m.hidden * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
-    loss = elementwise_seconds(gpu, s.tokens * padded_vocab(m.vocab) / tp * LOSS_BYTES_PER_LOGIT)
+    embedding = tokens * h * EMBEDDING_BYTES_PER_ELEMENT / hbm_bytes_per_s(gpu)
+    loss = elementwise_seconds(gpu, tokens * padded_vocab(vocab) / tp * LOSS_BYTES_PER_LOGIT)
     host = host_seconds(s, cuda_graphs)
-    return Compute(gemm, attention, elementwise, quantize, host, logits, loss, embedding)
+    return record(Compute, (gemm, attention, elementwise, quantize, host, logits, loss, embedding))

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.records import record
 from tierwise.workload.flops import Array, minimum, pos
+
+NO_CP = CommTerm(0.0, 0.0, 0.0, "cp")  # a layout without CP (one shared, immutable tuple)
 
 
 def cp_comm(s: Stage, comm: C.CommFn, attention_s: Array, kind: str = "p2p") -> CommTerm:
@@ -23,7 +26,7 @@ def cp_comm(s: Stage, comm: C.CommFn, attention_s: Array, kind: str = "p2p") -> 
     core's seconds the ring hides behind; `kind`: one of `tierwise.frameworks.CP_COMM_TYPES`."""
     m, n, tokens, cp = s.model, s.layers, s.tokens, s.f["cp"]
     if isinstance(cp, int) and cp == 1:  # one layout without CP: nothing to price
-        return CommTerm(0.0, 0.0, 0.0, "cp")
+        return NO_CP
     tp = s.f["tp"]
     kv_rank = m.kv_dim / minimum(tp, m.kv)
     if kind == "a2a":
@@ -45,4 +48,4 @@ def cp_comm(s: Stage, comm: C.CommFn, attention_s: Array, kind: str = "p2p") -> 
         layer = (cp - 1) * comm("cp", "sendrecv", kv_block) * ring_passes
         exposed = n * pos(layer - attention_s / n)
         sent = n * (cp - 1) * kv_block * ring_passes
-    return CommTerm(exposed, n * layer, sent, "cp")
+    return record(CommTerm, (exposed, n * layer, sent, "cp"))

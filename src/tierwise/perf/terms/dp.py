@@ -49,6 +49,7 @@ from tierwise.memo import by_identity
 from tierwise.perf import comm as C
 from tierwise.perf.efficiency import hbm_bytes_per_s
 from tierwise.perf.terms.stage import CommTerm, Stage, select
+from tierwise.records import record
 from tierwise.workload.flops import Array, maximum, minimum, pos
 from tierwise.workload.memory import main_grad_bytes
 from tierwise.workload.params import NORMS_PER_LAYER, ParamCounts, norm_params, param_counts
@@ -196,27 +197,21 @@ def dp_comm(
     # Interleaved, each virtual stage's first weight bucket waits as its chunk's forward
     # begins, unless --align-param-gather gathers them all at the start of the step.
     first_buckets = 1 + runner.dp_buckets * (not align_param_gather) * (f["vpp"] - 1)
+    whole, unsharded = 1 - fsdp, 1 - shard  # weights whole on each rank; states unsharded
+    fsdp_micro = fsdp * micro  # (FSDP gathers and reduces every micro-batch)
     once = shard * (
         maximum(pos(ag - fwd_window), minimum(ag * tail * first_buckets, ag))
         + maximum(pos(rs - bwd_window), rs * tail)
-    ) + (1 - shard) * maximum(pos(ar - bwd_window), ar * tail)
+    ) + unsharded * maximum(pos(ar - bwd_window), ar * tail)
     per_micro = micro * pos(2 * ag + rs - compute_s * DP_OVERLAP_EFFICIENCY)
-    exposed = fsdp * per_micro + (1 - fsdp) * once
-    traffic = fsdp * micro * (2 * ag + rs) + (1 - fsdp) * (shard * (rs + ag) + (1 - shard) * ar)
-    window = fsdp * micro * compute_s * DP_OVERLAP_EFFICIENCY + (1 - fsdp) * (
+    exposed = fsdp * per_micro + whole * once
+    traffic = fsdp_micro * (2 * ag + rs) + whole * (shard * (rs + ag) + unsharded * ar)
+    window = fsdp_micro * compute_s * DP_OVERLAP_EFFICIENCY + whole * (
         bwd_window + shard * fwd_window
     )
-    sent = (
-        (ranks - 1)
-        / ranks
-        * (
-            fsdp * micro * (2 * weights + grads)
-            + (1 - fsdp) * (shard * (grads + weights) + (1 - shard) * 2 * grads)
-        )
-    )
-    buffers = fsdp * micro * (2 * weights + grads) + (1 - fsdp) * (
-        shard * (grads + weights) + (1 - shard) * grads
-    )
+    fsdp_bytes, sharded_bytes = fsdp_micro * (2 * weights + grads), shard * (grads + weights)
+    sent = (ranks - 1) / ranks * (fsdp_bytes + whole * (sharded_bytes + unsharded * 2 * grads))
+    buffers = fsdp_bytes + whole * (sharded_bytes + unsharded * grads)
     group = "dpcp"
     if runner.sharded_dp is not None:
         per_block = SHARDED_PER_BLOCK[runner.sharded_dp]
@@ -247,7 +242,8 @@ def dp_comm(
         ranks = f["dp_shard"] * f["cp"]
     opt_params = params / (1 + shard * (ranks - 1))
     optimizer = opt_params * OPTIMIZER_BYTES_PER_PARAM / hbm_bytes_per_s(s.gpu) + accumulate
-    return DataParallel(CommTerm(exposed, traffic, sent, group), window, buffers, optimizer)
+    comm_term = record(CommTerm, (exposed, traffic, sent, group))
+    return record(DataParallel, (comm_term, window, buffers, optimizer))
 
 
 def _pipeline_fp32_grads(
@@ -272,7 +268,8 @@ def _over(
     """Seconds of `op` on each DP group's parameters (`per_param` bytes each), bucket by
     bucket."""
     total = 0.0
-    for (kind, n), b in zip(groups, buckets, strict=True):
+    for i, (kind, n) in enumerate(groups):  # (zip's strict= costs a keyword parse per call)
+        b = buckets[i]
         total = total + b * comm(kind, op, n * per_param / b)
     return total
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.records import record
 from tierwise.workload.flops import Array, pos
 from tierwise.workload.spec import ModelSpec
 
@@ -92,6 +93,9 @@ def domain_share(domains: Array, top_k: int) -> Array:
     return (domains > 1) * spread + (domains <= 1)
 
 
+NO_EP = CommTerm(0.0, 0.0, 0.0, "ep")  # a dense model (one shared, immutable tuple)
+
+
 def ep_comm(
     s: Stage,
     comm: C.CommFn,
@@ -107,7 +111,7 @@ def ep_comm(
     per NVLink domain (flex); `delay_wgrad`: --delay-wgrad-compute."""
     m, f = s.model, s.f
     if m.moe is None:
-        return CommTerm(0.0, 0.0, 0.0, "ep")
+        return NO_EP
     tp, sp, ep, etp = f["tp"], f["sp"], f["ep"], f["etp"]
     top_k = m.moe.top_k
     _, load = routing(m, force_balance)
@@ -136,4 +140,4 @@ def ep_comm(
         window = layer_compute_s * (1.0 if delay_wgrad else WGRAD_FREE_SHARE)
         steady = layers * pos(per_layer - EP_OVERLAP_EFFICIENCY * window)
         exposed = hidden_share * steady + (1 - hidden_share) * total
-    return CommTerm(exposed, total, layers * sent, "ep")
+    return record(CommTerm, (exposed, total, layers * sent, "ep"))

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU
 from tierwise.perf.terms.dp import FORWARD_SHARE
+from tierwise.records import record
 from tierwise.workload.flops import Array, pos
 
 
@@ -39,12 +40,15 @@ def host_GBps(gpu: GPU) -> float:
     return catalog.link(gpu.pcie, field="gpu.pcie").effective_GBps
 
 
+NO_OFFLOAD = Offload(0.0, 0.0, 0.0)  # nothing offloaded (one shared, immutable tuple)
+
+
 def offload(gpu: GPU, host_bytes: Array, compute_s: Array) -> Offload:
     """One micro-batch's offload copies; `host_bytes`: the activations it keeps in host
     memory; `compute_s`: its compute, forward and backward."""
     if isinstance(host_bytes, float) and host_bytes == 0.0:  # one layout, nothing offloaded
-        return Offload(0.0, 0.0, 0.0)
+        return NO_OFFLOAD
     one_way = host_bytes / (host_GBps(gpu) * 1e9)
     forward, backward = compute_s * FORWARD_SHARE, compute_s * (1 - FORWARD_SHARE)
     exposed = pos(one_way - forward) + pos(one_way - backward)
-    return Offload(exposed, 2 * one_way, 2 * host_bytes)
+    return record(Offload, (exposed, 2 * one_way, 2 * host_bytes))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage
+from tierwise.records import record
 
 
 def pp_comm(
@@ -41,4 +42,4 @@ def pp_comm(
     total = 2 * vpp * (comm("pp", "sendrecv", boundary) + gather)
     hidden = overlap * (vpp > 1)  # all but one of the vpp boundaries' sends
     exposed = total / s.micro if paired else total / (1 + hidden * (vpp - 1))
-    return CommTerm(exposed, total, 2 * vpp * boundary * (pp > 1), "pp")
+    return record(CommTerm, (exposed, total, 2 * vpp * boundary * (pp > 1), "pp"))

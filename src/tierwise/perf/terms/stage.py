@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from tierwise.hardware.catalog import GPU
 from tierwise.perf import comm as C
+from tierwise.records import record
 from tierwise.workload.flops import (
     RECOMPUTE_FULL,
     RECOMPUTE_SELECTIVE,
@@ -97,10 +98,8 @@ def stage_of(
     tp_passes = passes + selective_tp_share(m, f)
     micro = f["gbs"] / (mbs * f["dp"])
     act = C.activation_bytes(tokens, m.hidden)
-    # positional: a named tuple built from keywords costs twice as much (the scalar hot path)
-    return Stage(
-        m, gpu, f, n, first, middle, last, flops, tokens, act, passes, moe_passes, tp_passes, micro
-    )
+    values = (m, gpu, f, n, first, middle, last, flops, tokens, act, passes, moe_passes)
+    return record(Stage, (*values, tp_passes, micro))  # (`tierwise.records`: the hot path)
 
 
 def modules_of(f: dict[str, Any]) -> Array:

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from tierwise.perf import comm as C
 from tierwise.perf.terms.stage import CommTerm, Stage, select
+from tierwise.records import record
 from tierwise.workload.flops import Array
 
 # Share of TP communication left exposed when the framework overlaps it with GEMMs
@@ -61,7 +62,9 @@ def tp_ops(s: Stage, comm: C.CommFn) -> TpOps:
     """The TP collectives of one activation on the stage's TP group (each priced once)."""
     act, sp = s.act, s.f["sp"]
     if sp is True:  # one layout with SP: no all-reduce (`select` would price the same)
-        return TpOps(comm("tp", "all_gather", act), comm("tp", "reduce_scatter", act), 0.0)
+        return record(
+            TpOps, (comm("tp", "all_gather", act), comm("tp", "reduce_scatter", act), 0.0)
+        )
     return TpOps(
         select(sp, lambda: comm("tp", "all_gather", act), _none),
         select(sp, lambda: comm("tp", "reduce_scatter", act), _none),
@@ -86,7 +89,7 @@ def tp_comm(s: Stage, comm: C.CommFn, overlap: bool = False, ops: TpOps | None =
     # An all-reduce, or an all-gather plus a reduce-scatter, sends 2(tp-1)/tp of the buffer;
     # an all-gather alone half that.
     sent = (2 * collectives + regathers) * act * (tp - 1) / tp
-    return CommTerm(exposed, total, sent, "tp")
+    return record(CommTerm, (exposed, total, sent, "tp"))
 
 
 class EdgeTp(NamedTuple):
@@ -99,12 +102,15 @@ class EdgeTp(NamedTuple):
     loss_bytes: Array
 
 
+NO_EDGE_TP = EdgeTp(0.0, 0.0, 0.0, 0.0)  # a layout without TP (one shared, immutable tuple)
+
+
 def edge_tp_comm(s: Stage, comm: C.CommFn, ops: TpOps) -> EdgeTp:
     """The embedding's and the output layer's / loss's TP collectives (module docstring);
     `ops`: `tp_ops` of the stage."""
     tp, sp, act = s.f["tp"], s.f["sp"], s.act
     if isinstance(tp, int) and tp == 1:  # one layout without TP: nothing to price
-        return EdgeTp(0.0, 0.0, 0.0, 0.0)
+        return NO_EDGE_TP
     on = tp > 1
     losses = s.tokens * LOSS_BYTES
     ce = CROSS_ENTROPY_ALLREDUCES * comm("tp", "all_reduce", losses)
@@ -115,4 +121,4 @@ def edge_tp_comm(s: Stage, comm: C.CommFn, ops: TpOps) -> EdgeTp:
     share = (tp - 1) / tp
     emb_bytes = act * share * (1 + (1 - sp))  # RS + AG, or one all-reduce (2x)
     loss_bytes = act * share * (2 + sp) + 2 * CROSS_ENTROPY_ALLREDUCES * losses * share
-    return EdgeTp(on * embedding, on * (output + ce), on * emb_bytes, on * loss_bytes)
+    return record(EdgeTp, (on * embedding, on * (output + ce), on * emb_bytes, on * loss_bytes))
