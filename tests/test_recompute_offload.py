@@ -364,3 +364,22 @@ def test_plan_searches_block_recompute_where_only_part_of_a_stage_must_be_recomp
     # A framework that recomputes every layer or none is not offered a block.
     titan = search(model, cluster, 2048, 8192, top=3, fix=fix, framework="torchtitan").plans
     assert all(p["layout"]["recompute_method"] is None for p in titan)
+
+
+def test_fix_recompute_method_pins_every_layer_or_the_block() -> None:
+    model, cluster = load_model("llama3-405b"), load_cluster("dgx-h100", nodes=1024)
+    fix = {"tp": "8", "cp": "1", "pp": "16", "dp": "64", "dtype": "bf16"}
+    every = {**fix, "recompute": "full", "recompute_method": "uniform"}
+    uniform = search(model, cluster, 2048, 8192, top=5, fix=every).plans
+    assert {(p["layout"]["recompute"], p["layout"]["recompute_method"]) for p in uniform} == {
+        ("full", None)
+    }
+    block = search(model, cluster, 2048, 8192, top=5,
+                   fix={**fix, "recompute_method": "block"}).plans  # fmt: skip
+    assert {p["layout"]["recompute_method"] for p in block} == {"block"}
+    with pytest.raises(SpecError, match="recompute_method=block needs recompute full, not none"):
+        search(model, cluster, 2048, 8192, fix={**fix, "recompute": "none",
+                                                "recompute_method": "block"})  # fmt: skip
+    with pytest.raises(SpecError, match="torchtitan recomputes every layer or none"):
+        search(model, cluster, 2048, 8192, framework="torchtitan",
+               fix={**fix, "recompute_method": "block"})  # fmt: skip

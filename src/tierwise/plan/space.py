@@ -44,9 +44,11 @@ recomputed; the rest keep their activations)."""
 FRAMEWORK_NAMES = FRAMEWORK_CHOICES
 FIX_HELP = (
     "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
-    f"recompute={'|'.join(RECOMPUTE)}; zero=0|1|2|3 (1 includes Megatron's distributed "
-    f"optimizer); sharding={'|'.join(SHARDING)}; dtype={'|'.join(DTYPES)}|any (default bf16); "
-    f"fp8_recipe={'|'.join(FP8_RECIPES)}; sp, grad_reduce_bf16=true|false. "
+    f"recompute={'|'.join(RECOMPUTE)}; recompute_method=uniform|block (full recompute of "
+    "every layer, or of the first 1-2 of each virtual stage); zero=0|1|2|3 (1 includes "
+    f"Megatron's distributed optimizer); sharding={'|'.join(SHARDING)}; "
+    f"dtype={'|'.join(DTYPES)}|any (default bf16); fp8_recipe={'|'.join(FP8_RECIPES)}; "
+    "sp, grad_reduce_bf16=true|false. "
     "E.g. tp=8,pp=4."
 )
 """The `--fix` help of plan and sweep: the keys of `FIXABLE` and their values."""
@@ -59,6 +61,7 @@ FIXABLE = (
     "dp",
     "mbs",
     "recompute",
+    "recompute_method",
     "zero",
     "dtype",
     "fp8_recipe",
@@ -336,18 +339,37 @@ def _recompute_options(
     `build_space`); where it runs --recompute-method block, full recompute of the first
     `BLOCK_LAYERS` layers of each virtual stage only (block layers 0: every layer)."""
     names = (fix["recompute"],) if "recompute" in fix else tuple(RECOMPUTE)
+    if "recompute" not in fix and fix.get("recompute_method") == "block":
+        names = ("full",)  # block is a way of full recompute
     for name in names:
         if name not in RECOMPUTE:
             raise SpecError(f"--fix: recompute={name!r}; allowed: {', '.join(RECOMPUTE)}")
-    options = [(RECOMPUTE[n], DEFAULT_MASK, 0) for n in names]
+    method = _fixed_recompute_method(fix, fw, names)
+    options = [(RECOMPUTE[n], DEFAULT_MASK, 0) for n in names if method != "block"]
     if fw.recompute_modules and "selective" in names:
         light = light_modules(model.moe is not None, model.mla is not None)
         if light:  # a dense model's norms are fused into its linear layers: nothing light
             options.append((RECOMPUTE["selective"], modules_mask(light), 0))
-    if fw.partial_recompute and "full" in names:
+    if fw.partial_recompute and "full" in names and method != "uniform":
         options += [(RECOMPUTE["full"], DEFAULT_MASK, n) for n in BLOCK_LAYERS]
     codes, masks, block = np.array(options).reshape(-1, 3).T
     return codes, masks, block
+
+
+def _fixed_recompute_method(
+    fix: Mapping[str, str], fw: Framework, names: tuple[str, ...]
+) -> str | None:
+    """The fixed --recompute-method (uniform: every layer recomputes, Megatron's
+    --recompute-num-layers 1; block: only the first `BLOCK_LAYERS` of each virtual stage),
+    checked: block needs full recompute alone and a framework that runs it."""
+    method = fix.get("recompute_method")
+    if method not in (None, "uniform", "block"):
+        raise SpecError(f"--fix: recompute_method={method!r}; allowed: uniform, block")
+    if method == "block" and names != ("full",):
+        raise SpecError(f"--fix: recompute_method=block needs recompute full, not {names[0]}")
+    if method == "block" and not fw.partial_recompute:
+        raise SpecError(f"--fix: recompute_method=block: {fw.title} recomputes every layer or none")
+    return method
 
 
 def _shard_options(
