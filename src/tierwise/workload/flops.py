@@ -272,7 +272,33 @@ def head_flops(
 def _layers(
     m: ModelSpec, seq: Array, mbs: Array, tp: Array, cp: Array, sp: Array, causal: bool
 ) -> tuple[LayerFlops, LayerFlops]:
-    """The dense and the MoE layer (the same object for a dense model)."""
+    """The dense and the MoE layer (the same object for a dense model); one layout's (python
+    ints) are memoised per spec by these few sizes, which a search's layouts share."""
+    if (
+        type(sp) is bool
+        and type(seq) is int
+        and type(mbs) is int
+        and type(tp) is int
+        and type(cp) is int
+    ):
+        key = (seq, mbs, tp, cp, sp, causal)
+        known = _layers_by_sizes(m)
+        if key not in known:
+            known[key] = _both_layers(m, seq, mbs, tp, cp, sp, causal)
+        return known[key]
+    return _both_layers(m, seq, mbs, tp, cp, sp, causal)
+
+
+@by_identity()
+def _layers_by_sizes(m: ModelSpec) -> dict[tuple, tuple[LayerFlops, LayerFlops]]:
+    """`_layers` of one layout by (seq, mbs, tp, cp, sp, causal), filled in as asked for."""
+    return {}
+
+
+def _both_layers(
+    m: ModelSpec, seq: Array, mbs: Array, tp: Array, cp: Array, sp: Array, causal: bool
+) -> tuple[LayerFlops, LayerFlops]:
+    """The dense and the MoE layer, computed (`_layers`)."""
     dense = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, causal=causal)
     if m.moe is None:
         return dense, dense

@@ -147,8 +147,9 @@ class MemoryBreakdown(NamedTuple):
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
-        out = {key: float(self[i]) / GiB for i, key in enumerate(GIB_KEYS)}
-        out["total_gib"] = sum(out.values())  # in the terms' order
+        gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
+        out = dict(zip(GIB_KEYS, gib))  # (no enumerate and indexing: the estimate's hot path)
+        out["total_gib"] = sum(gib)  # in the terms' order
         out["stage"] = int(self.stage)
         out["host_offload_gib"] = float(self.host_offload) / GiB
         return out
@@ -405,6 +406,52 @@ def activation_bytes_per_token(
     return kept - freed, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
+def _layer_activation(
+    m: ModelSpec, key: tuple, cache_expert_inputs: bool
+) -> tuple[Array, Array, Array]:
+    """`activation_bytes_per_token` of `key`: (seq, tp, sp, etp, moe_layer, flash_attention,
+    dropout, precision, discard); one layout's (python ints) memoised per spec by the key."""
+    seq, tp, sp, etp, _, _, _, precision, discard = key
+    if not (  # arrays (or numpy scalars): no memo (a generator costs more than these tests)
+        type(sp) is bool
+        and type(seq) is int
+        and type(tp) is int
+        and type(etp) is int
+        and type(precision) is int
+        and type(discard) is int
+    ):
+        return _activation(m, key, cache_expert_inputs)
+    known = _activations_by_key(m)[cache_expert_inputs]
+    if key not in known:
+        known[key] = _activation(m, key, cache_expert_inputs)
+    return known[key]
+
+
+def _activation(m: ModelSpec, key: tuple, cache_expert_inputs: bool) -> tuple[Array, Array, Array]:
+    """`activation_bytes_per_token` of `_layer_activation`'s key, computed."""
+    seq, tp, sp, etp, moe_layer, flash, dropout, precision, discard = key
+    return activation_bytes_per_token(
+        m,
+        seq,
+        tp=tp,
+        sp=sp,
+        etp=etp,
+        moe_layer=moe_layer,
+        flash_attention=flash,
+        dropout=dropout,
+        linear_bytes=ELEMENT_BYTES[precision],
+        discard=discard,
+        cache_expert_inputs=cache_expert_inputs,
+        shape=_shape(m),
+    )
+
+
+@by_identity()
+def _activations_by_key(m: ModelSpec) -> tuple[dict[tuple, Any], dict[tuple, Any]]:
+    """`_layer_activation`'s memo of one spec, without and with `cache_expert_inputs`."""
+    return {}, {}
+
+
 def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: Array) -> Array:
     """Micro-batches' worth of its stage's activations pipeline rank `rank` holds at its peak:
     the chunks (micro-batch x virtual stage) its schedule runs forward before the first
@@ -492,19 +539,10 @@ def memory_batch(
     keep_scores = (1 - full) * (1 - recomputes(discard, "core_attn"))
     working = kept = 0.0
     for is_moe, share in shape.layer_kinds:
-        act, scores, inp = activation_bytes_per_token(
+        act, scores, inp = _layer_activation(
             m,
-            seq,
-            tp=tp,
-            sp=sp,
-            etp=etp,
-            moe_layer=is_moe,
-            flash_attention=flash_attention,
-            dropout=dropout,
-            linear_bytes=ELEMENT_BYTES[precision],
-            discard=discard,
-            cache_expert_inputs=cache_expert_inputs,
-            shape=shape,
+            (seq, tp, sp, etp, is_moe, flash_attention, dropout, precision, discard),
+            cache_expert_inputs,
         )
         working = working + share * (act + scores)
         kept = kept + share * (
