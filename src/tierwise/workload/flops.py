@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from tierwise.memo import by_identity
+from tierwise.memo import Filled, by_identity
 from tierwise.records import record
 from tierwise.workload.params import (
     MTP_NORMS,
@@ -281,18 +281,14 @@ def _layers(
         and type(tp) is int
         and type(cp) is int
     ):
-        key = (seq, mbs, tp, cp, sp, causal)
-        known = _layers_by_sizes(m)
-        if key not in known:
-            known[key] = _both_layers(m, seq, mbs, tp, cp, sp, causal)
-        return known[key]
+        return _layers_by_sizes(m)[seq, mbs, tp, cp, sp, causal]
     return _both_layers(m, seq, mbs, tp, cp, sp, causal)
 
 
 @by_identity()
-def _layers_by_sizes(m: ModelSpec) -> dict[tuple, tuple[LayerFlops, LayerFlops]]:
+def _layers_by_sizes(m: ModelSpec) -> Filled[tuple, tuple[LayerFlops, LayerFlops]]:
     """`_layers` of one layout by (seq, mbs, tp, cp, sp, causal), filled in as asked for."""
-    return {}
+    return Filled(lambda key: _both_layers(m, *key))
 
 
 def _both_layers(

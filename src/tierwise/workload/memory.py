@@ -27,9 +27,10 @@ All formulas are branchless arithmetic, so python scalars (fast) and numpy array
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
-from tierwise.memo import by_identity
+from tierwise.memo import Filled, by_identity
 from tierwise.records import record
 from tierwise.workload.flops import (
     ACT_BYTES,
@@ -148,7 +149,7 @@ class MemoryBreakdown(NamedTuple):
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
         gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
-        out = dict(zip(GIB_KEYS, gib))  # (no enumerate and indexing: the estimate's hot path)
+        out = dict(zip(GIB_KEYS, gib, strict=True))  # (no enumerate and indexing: a hot path)
         out["total_gib"] = sum(gib)  # in the terms' order
         out["stage"] = int(self.stage)
         out["host_offload_gib"] = float(self.host_offload) / GiB
@@ -421,13 +422,10 @@ def _layer_activation(
         and type(discard) is int
     ):
         return _activation(m, key, cache_expert_inputs)
-    known = _activations_by_key(m)[cache_expert_inputs]
-    if key not in known:
-        known[key] = _activation(m, key, cache_expert_inputs)
-    return known[key]
+    return _activations_by_key(m)[cache_expert_inputs][key]
 
 
-def _activation(m: ModelSpec, key: tuple, cache_expert_inputs: bool) -> tuple[Array, Array, Array]:
+def _activation(m: ModelSpec, key: tuple, cache: bool) -> tuple[Array, Array, Array]:
     """`activation_bytes_per_token` of `_layer_activation`'s key, computed."""
     seq, tp, sp, etp, moe_layer, flash, dropout, precision, discard = key
     return activation_bytes_per_token(
@@ -441,15 +439,15 @@ def _activation(m: ModelSpec, key: tuple, cache_expert_inputs: bool) -> tuple[Ar
         dropout=dropout,
         linear_bytes=ELEMENT_BYTES[precision],
         discard=discard,
-        cache_expert_inputs=cache_expert_inputs,
+        cache_expert_inputs=cache,
         shape=_shape(m),
     )
 
 
 @by_identity()
-def _activations_by_key(m: ModelSpec) -> tuple[dict[tuple, Any], dict[tuple, Any]]:
+def _activations_by_key(m: ModelSpec) -> tuple[Filled[tuple, Any], Filled[tuple, Any]]:
     """`_layer_activation`'s memo of one spec, without and with `cache_expert_inputs`."""
-    return {}, {}
+    return Filled(partial(_activation, m, cache=False)), Filled(partial(_activation, m, cache=True))
 
 
 def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: Array) -> Array:
