@@ -14,7 +14,7 @@ TP each rank of the vocab-parallel table writes every token's row (masked).
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 from tierwise.hardware.catalog import GPU
 from tierwise.memo import Filled, by_identity
@@ -122,14 +122,20 @@ def layer_gemms(
     ]
 
 
-def priced_layer_gemms(m: ModelSpec, gpu: GPU, args: tuple) -> tuple[tuple[Gemm, ...], Array]:
-    """`layer_gemms(m, *args)` and their seconds per FLOP on `gpu`; one layout's (python
-    numbers) memoised per spec by the GPU's identity and `args`: (layer, tokens, tp, ep, etp,
-    precision, expert_load)."""
-    _, tokens, tp, ep, etp, precision, expert_load = args
+PricedGemms: TypeAlias = "tuple[tuple[Gemm, ...], Array, Array]"
+"""One layer's weight GEMMs (`layer_gemms`), their seconds per FLOP, the logits GEMM's
+seconds."""
+
+
+def priced_gemms(m: ModelSpec, gpu: GPU, args: tuple) -> PricedGemms:
+    """`layer_gemms(m, *args[:7])` and their seconds per FLOP on `gpu`, and the seconds of
+    `args[7]` logits FLOPs; one layout's (python numbers) memoised per spec by the GPU's
+    identity and `args`: (layer, tokens, tp, ep, etp, precision, expert_load, logits_flops)."""
+    _, tokens, tp, ep, etp, precision, expert_load, logits_flops = args
     if not (  # arrays (or numpy scalars): no memo (a generator costs more than these tests)
         type(tokens) is float
         and type(expert_load) is float
+        and type(logits_flops) is float
         and type(tp) is int
         and type(ep) is int
         and type(etp) is int
@@ -149,17 +155,19 @@ _GPUS_KEPT = 16
 
 
 @by_identity()
-def _priced_by_gpu(m: ModelSpec) -> dict[int, Filled[tuple, tuple[tuple[Gemm, ...], Array]]]:
-    """`priced_layer_gemms`' memo of one spec, by the GPU's identity."""
+def _priced_by_gpu(m: ModelSpec) -> dict[int, Filled[tuple, PricedGemms]]:
+    """`priced_gemms`' memo of one spec, by the GPU's identity."""
     return {}
 
 
-def _priced(m: ModelSpec, gpu: GPU, args: tuple) -> tuple[tuple[Gemm, ...], Array]:
-    """`priced_layer_gemms`, computed (the GEMMs a tuple: a memoised value is shared)."""
-    layer, _, _, _, _, precision, _ = args
-    gemms = tuple(layer_gemms(m, *args))
+def _priced(m: ModelSpec, gpu: GPU, args: tuple) -> PricedGemms:
+    """`priced_gemms`, computed (the GEMMs a tuple: a memoised value is shared)."""
+    layer, tokens, tp, _, _, precision, _, logits_flops = args
+    gemms = tuple(layer_gemms(m, *args[:7]))
     flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
-    return gemms, gemm_seconds(gpu, gemms, precision) / flops
+    # The output layer is a plain (BF16) linear in Megatron.
+    logits = record(Gemm, (logits_flops, tokens, m.vocab / tp, m.hidden, 0.0, None))
+    return gemms, gemm_seconds(gpu, gemms, precision) / flops, gemm_seconds(gpu, [logits])
 
 
 def permute_bytes(s: Stage) -> Array:
@@ -199,13 +207,11 @@ def compute(
     _, hardware, attention_flops, logits_flops, elementwise_bytes, _, _, layer = s.flops
     # One layer's GEMMs scaled to the stage's FLOPs (the busiest expert rank's time); the
     # casts of every layer's operands.
-    args = (layer, tokens, tp, f["ep"], f["etp"], precision, expert_load)
-    gemms, per_flop = priced_layer_gemms(m, gpu, args)
+    args = (layer, tokens, tp, f["ep"], f["etp"], precision, expert_load, logits_flops)
+    gemms, per_flop, logits = priced_gemms(m, gpu, args)
     gemm = (hardware - attention_flops - logits_flops) * per_flop
     casts = passes - 1  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
-    # The output layer is a plain (BF16) linear in Megatron.
-    logits = gemm_seconds(gpu, [record(Gemm, (logits_flops, tokens, vocab / tp, h, 0.0, None))])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = (
         attention_flops * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
