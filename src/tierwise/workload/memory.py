@@ -148,9 +148,8 @@ class MemoryBreakdown(NamedTuple):
     def to_gib_dict(self) -> dict[str, float]:
         """Scalar breakdown for JSON: ``<term>_gib`` keys plus ``total_gib``, ``stage`` and
         ``host_offload_gib`` (one micro-batch's activations in host memory)."""
-        gib = [float(v) / GiB for v in self[:_GPU_TERMS]]
-        out = dict(zip(GIB_KEYS, gib, strict=True))  # (no enumerate and indexing: a hot path)
-        out["total_gib"] = sum(gib)  # in the terms' order
+        out = {key: float(self[i]) / GiB for i, key in enumerate(GIB_KEYS)}
+        out["total_gib"] = sum(out.values())  # in the terms' order
         out["stage"] = int(self.stage)
         out["host_offload_gib"] = float(self.host_offload) / GiB
         return out
