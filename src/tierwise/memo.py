@@ -41,3 +41,22 @@ def by_identity(kept: int = 256) -> Callable[[Callable[[S], R]], Callable[[S], R
         return cached
 
     return decorate
+
+
+K = TypeVar("K")
+
+
+class Filled(dict[K, R]):
+    """A dict that computes a missing key's value as `fill(key)` and keeps it: a memo of one
+    layout's values by a few of its sizes (the hit is a plain dict read). At most `kept` keys
+    at once (all forgotten when full)."""
+
+    def __init__(self, fill: Callable[[K], R], kept: int = 4096) -> None:
+        super().__init__()
+        self.fill, self.kept = fill, kept
+
+    def __missing__(self, key: K) -> R:
+        if len(self) >= self.kept:
+            self.clear()
+        value = self[key] = self.fill(key)
+        return value

@@ -77,15 +77,14 @@ def estimate(
         flags,
         max(stages[1:-1]) if len(stages) > 2 else 0,  # (a default= costs a keyword parse)
     )
-    top, nbytes = groups.top_tiers, terms["comm_bytes_per_gpu"]  # (the same kinds, in order)
-    tiers: dict[str, str] = {}
+    nbytes = terms["comm_bytes_per_gpu"]  # (the same kinds as comm_groups, in order)
+    tiers, crossing = groups.tiers_of(terms["comm_groups"])
+    tiers = dict(tiers)  # (a copy: the caller may change it)
     per_tier: dict[str, float] = {}
-    for kind, group in terms["comm_groups"].items():
-        tier = tiers[kind] = top[group]
-        if tier != "none":
-            per_tier[tier] = per_tier.get(tier, 0.0) + nbytes[kind]
+    for kind, tier in crossing:
+        per_tier[tier] = per_tier.get(tier, 0.0) + nbytes[kind]
     if moe is not None:  # routed experts' grads and weights: the expert-DP group
-        tiers["edp"] = top["edp"]
+        tiers["edp"] = groups.top_tiers["edp"]
     window = terms["dp_overlap_window_s"]
     needed = terms["dp_bytes_per_gpu"] / window / 1e9 if window > 0 else None
     mem = terms["memory"]

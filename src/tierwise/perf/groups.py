@@ -11,7 +11,7 @@ prices each collective from a memoised (latency, rate) list without touching num
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from tierwise.collectives.model import ScalarCandidates, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
@@ -281,6 +281,10 @@ def group_shape_of(
     return cache.shapes[key, scatter]
 
 
+KindTiers: TypeAlias = "tuple[dict[str, str], tuple[tuple[str, str], ...]]"
+"""`LayoutGroups.tiers_of`: the tier of each name, and the (name, tier) pairs that cross one."""
+
+
 class LayoutGroups:
     """One layout's groups on a cluster: the shape of each kind with >= 2 ranks, and the
     candidate costs of the collectives run on them (memoised per (kind, op))."""
@@ -293,6 +297,18 @@ class LayoutGroups:
         self.top_tiers = {
             kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
         }
+        self._tiers: dict[tuple[tuple[str, str], ...], KindTiers] = {}
+
+    def tiers_of(self, kinds: dict[str, str]) -> KindTiers:
+        """The top tier of each of `kinds` (name -> group kind) and, in order, the (name,
+        tier) of those whose group crosses one (not "none"); memoised by `kinds`."""
+        key = tuple(kinds.items())
+        found = self._tiers.get(key)
+        if found is None:
+            tiers = {name: self.top_tiers[group] for name, group in kinds.items()}
+            crossing = tuple((name, tier) for name, tier in tiers.items() if tier != "none")
+            found = self._tiers[key] = (tiers, crossing)
+        return found
 
     def time_s(self, kind: str, op: str, size_bytes: float | np.ndarray) -> float | np.ndarray:
         """Seconds of the fastest candidate of `op` for `size_bytes` on the `kind` group (0

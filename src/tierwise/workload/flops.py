@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from tierwise.memo import by_identity
+from tierwise.memo import Filled, by_identity
 from tierwise.records import record
 from tierwise.workload.params import (
     MTP_NORMS,
@@ -271,12 +271,35 @@ def head_flops(
 
 def _layers(
     m: ModelSpec, seq: Array, mbs: Array, tp: Array, cp: Array, sp: Array, causal: bool
-) -> tuple[LayerFlops, LayerFlops]:
-    """The dense and the MoE layer (the same object for a dense model)."""
-    dense = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, causal=causal)
-    if m.moe is None:
-        return dense, dense
-    return dense, layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, moe_layer=True, causal=causal)
+) -> tuple[LayerFlops, LayerFlops, Array]:
+    """The dense and the MoE layer (the same object for a dense model) and the `head_flops`
+    after them; one layout's (python ints) are memoised per spec by these few sizes, which a
+    search's layouts share."""
+    if (
+        type(sp) is bool
+        and type(seq) is int
+        and type(mbs) is int
+        and type(tp) is int
+        and type(cp) is int
+    ):
+        return _layers_by_sizes(m)[seq, mbs, tp, cp, sp, causal]
+    return _both_layers(m, seq, mbs, tp, cp, sp, causal)
+
+
+@by_identity()
+def _layers_by_sizes(m: ModelSpec) -> Filled[tuple, tuple[LayerFlops, LayerFlops, Array]]:
+    """`_layers` of one layout by (seq, mbs, tp, cp, sp, causal), filled in as asked for."""
+    return Filled(lambda key: _both_layers(m, *key))
+
+
+def _both_layers(
+    m: ModelSpec, seq: Array, mbs: Array, tp: Array, cp: Array, sp: Array, causal: bool
+) -> tuple[LayerFlops, LayerFlops, Array]:
+    """`_layers`, computed."""
+    dense = moe = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, causal=causal)
+    if m.moe is not None:
+        moe = layer_flops(m, seq, mbs, tp=tp, cp=cp, sp=sp, moe_layer=True, causal=causal)
+    return dense, moe, head_flops(m, seq, mbs, dense, moe, tp, cp)
 
 
 def forward_flops(
@@ -289,9 +312,8 @@ def forward_flops(
     causal: bool = False,
 ) -> Array:
     """Forward FLOPs of the whole model (all layers + logits) for one micro-batch, per GPU."""
-    dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
-    layers = m.dense_layers * dense.total + m.moe_layers * moe.total
-    return layers + head_flops(m, seq, mbs, dense, moe, tp, cp)
+    dense, moe, head = _layers(m, seq, mbs, tp, cp, True, causal)
+    return m.dense_layers * dense.total + m.moe_layers * moe.total + head
 
 
 class Recomputed(NamedTuple):
@@ -350,12 +372,12 @@ def training_flops(
 ) -> Array:
     """Hardware FLOPs of forward + backward (+ recompute) for one micro-batch, per GPU;
     selective recompute re-runs the ``recompute_modules`` mask."""
-    dense, moe = _layers(m, seq, mbs, tp, cp, True, causal)
+    dense, moe, head = _layers(m, seq, mbs, tp, cp, True, causal)
     layers = m.dense_layers * dense.total + m.moe_layers * moe.total
     again = selective_recompute(dense, moe, m.moe_layers / m.layers, recompute_modules)
     selective = m.layers * (again.attention + again.gemm)
     extra = (recompute == RECOMPUTE_FULL) * layers + (recompute == RECOMPUTE_SELECTIVE) * selective
-    return TRAINING_PASSES * (layers + head_flops(m, seq, mbs, dense, moe, tp, cp)) + extra
+    return TRAINING_PASSES * (layers + head) + extra
 
 
 def model_flops_per_step(m: ModelSpec, seq: Array, gbs: Array) -> Array:
@@ -428,7 +450,7 @@ def flops_batch(
     """Per-stage training FLOPs and bytes for arrays of layout fields (one entry per layout);
     selective recompute re-runs the ``recompute_modules`` mask; full recompute the forward of
     `recompute_share` of the layers (None: all; `layout.partial_recompute_fields`)."""
-    dense, moe = _layers(m, seq, mbs, tp, cp, sp, causal)
+    dense, moe, head = _layers(m, seq, mbs, tp, cp, sp, causal)
     n = stage_layers
     if n is None:
         import numpy as np
@@ -442,7 +464,7 @@ def flops_batch(
     ew = (1 - moe_share) * dense.elementwise_bytes + moe_share * moe.elementwise_bytes
     full = recompute == RECOMPUTE_FULL if recompute_share is None else recompute_share
     selective = recompute == RECOMPUTE_SELECTIVE
-    logits = TRAINING_PASSES * head_flops(m, seq, mbs, dense, moe, tp, cp)
+    logits = TRAINING_PASSES * head
     model = n * TRAINING_PASSES * per_layer + logits
     if selective is False:  # a python scalar without selective recompute: nothing re-runs
         again = NOTHING_RECOMPUTED

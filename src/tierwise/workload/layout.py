@@ -247,22 +247,22 @@ class Layout(BaseModel):
             return f"seq {seq} must be divisible by 2*cp = {2 * cp} (load-balanced causal CP)"
         if self.sp_enabled and (seq // cp) % tp != 0:
             return f"seq/cp = {seq // cp} must be divisible by tp ({tp}) with sequence parallelism"
-        partial = self.recompute_method is not None or self.recompute_num_layers is not None
-        if partial and self.recompute != "full":
-            return (
-                f"recompute_method / recompute_num_layers need recompute full, not {self.recompute}"
-            )
-        if partial and self.recompute_method != "block":
+        method, recompute = v["recompute_method"], v["recompute"]
+        partial = method is not None or v["recompute_num_layers"] is not None
+        if partial and recompute != "full":
+            return f"recompute_method / recompute_num_layers need recompute full, not {recompute}"
+        if partial and method != "block":
             problem = self._uniform_problem(m)
             if problem is not None:
                 return problem
-        if self.recompute_modules is not None or self.activation_offload_layers:
+        if v["recompute_modules"] is not None or v["activation_offload_layers"]:
             problem = self._recompute_problem(m)
             if problem is not None:
                 return problem
-        if self.fp8_recipe is not None and self.dtype != "fp8":
-            return f"fp8_recipe {self.fp8_recipe} needs dtype fp8 (dtype is {self.dtype})"
-        shard = self.dp_shard_degree
+        recipe, dtype = v["fp8_recipe"], v["dtype"]
+        if recipe is not None and dtype != "fp8":
+            return f"fp8_recipe {recipe} needs dtype fp8 (dtype is {dtype})"
+        shard = v["dp_shard_degree"]
         if shard is not None and shard < dp:
             if dp % shard:
                 return f"dp_shard_degree {shard} must divide dp ({dp})"
@@ -324,8 +324,8 @@ class Layout(BaseModel):
         return None
 
     def _stage_problem(self, m: ModelSpec) -> str | None:
-        pp, vpp = self.pp, self.vpp
-        split = self.pp_layers
+        v = self.__dict__  # (the field values: see `_problem`)
+        pp, vpp, split = v["pp"], v["vpp"], v["pp_layers"]
         if split is None:
             if m.layers % (pp * vpp) != 0:
                 return (

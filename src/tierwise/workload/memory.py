@@ -27,9 +27,10 @@ All formulas are branchless arithmetic, so python scalars (fast) and numpy array
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
-from tierwise.memo import by_identity
+from tierwise.memo import Filled, by_identity
 from tierwise.records import record
 from tierwise.workload.flops import (
     ACT_BYTES,
@@ -405,6 +406,49 @@ def activation_bytes_per_token(
     return kept - freed, scores, RECOMPUTE_INPUT_BYTES * h * rep
 
 
+def _layer_activation(
+    m: ModelSpec, key: tuple, cache_expert_inputs: bool
+) -> tuple[Array, Array, Array]:
+    """`activation_bytes_per_token` of `key`: (seq, tp, sp, etp, moe_layer, flash_attention,
+    dropout, precision, discard); one layout's (python ints) memoised per spec by the key."""
+    seq, tp, sp, etp, _, _, _, precision, discard = key
+    if not (  # arrays (or numpy scalars): no memo (a generator costs more than these tests)
+        type(sp) is bool
+        and type(seq) is int
+        and type(tp) is int
+        and type(etp) is int
+        and type(precision) is int
+        and type(discard) is int
+    ):
+        return _activation(m, key, cache_expert_inputs)
+    return _activations_by_key(m)[cache_expert_inputs][key]
+
+
+def _activation(m: ModelSpec, key: tuple, cache: bool) -> tuple[Array, Array, Array]:
+    """`activation_bytes_per_token` of `_layer_activation`'s key, computed."""
+    seq, tp, sp, etp, moe_layer, flash, dropout, precision, discard = key
+    return activation_bytes_per_token(
+        m,
+        seq,
+        tp=tp,
+        sp=sp,
+        etp=etp,
+        moe_layer=moe_layer,
+        flash_attention=flash,
+        dropout=dropout,
+        linear_bytes=ELEMENT_BYTES[precision],
+        discard=discard,
+        cache_expert_inputs=cache,
+        shape=_shape(m),
+    )
+
+
+@by_identity()
+def _activations_by_key(m: ModelSpec) -> tuple[Filled[tuple, Any], Filled[tuple, Any]]:
+    """`_layer_activation`'s memo of one spec, without and with `cache_expert_inputs`."""
+    return Filled(partial(_activation, m, cache=False)), Filled(partial(_activation, m, cache=True))
+
+
 def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: Array) -> Array:
     """Micro-batches' worth of its stage's activations pipeline rank `rank` holds at its peak:
     the chunks (micro-batch x virtual stage) its schedule runs forward before the first
@@ -492,19 +536,10 @@ def memory_batch(
     keep_scores = (1 - full) * (1 - recomputes(discard, "core_attn"))
     working = kept = 0.0
     for is_moe, share in shape.layer_kinds:
-        act, scores, inp = activation_bytes_per_token(
+        act, scores, inp = _layer_activation(
             m,
-            seq,
-            tp=tp,
-            sp=sp,
-            etp=etp,
-            moe_layer=is_moe,
-            flash_attention=flash_attention,
-            dropout=dropout,
-            linear_bytes=ELEMENT_BYTES[precision],
-            discard=discard,
-            cache_expert_inputs=cache_expert_inputs,
-            shape=shape,
+            (seq, tp, sp, etp, is_moe, flash_attention, dropout, precision, discard),
+            cache_expert_inputs,
         )
         working = working + share * (act + scores)
         kept = kept + share * (

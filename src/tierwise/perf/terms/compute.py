@@ -13,8 +13,11 @@ TP each rank of the vocab-parallel table writes every token's row (masked).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any, NamedTuple, TypeAlias
 
+from tierwise.hardware.catalog import GPU
+from tierwise.memo import Filled, by_identity
 from tierwise.perf.efficiency import (
     CAUSAL_WORK_FRACTION,
     Gemm,
@@ -119,6 +122,54 @@ def layer_gemms(
     ]
 
 
+PricedGemms: TypeAlias = "tuple[tuple[Gemm, ...], Array, Array]"
+"""One layer's weight GEMMs (`layer_gemms`), their seconds per FLOP, the logits GEMM's
+seconds."""
+
+
+def priced_gemms(m: ModelSpec, gpu: GPU, args: tuple) -> PricedGemms:
+    """`layer_gemms(m, *args[:7])` and their seconds per FLOP on `gpu`, and the seconds of
+    `args[7]` logits FLOPs; one layout's (python numbers) memoised per spec by the GPU's
+    identity and `args`: (layer, tokens, tp, ep, etp, precision, expert_load, logits_flops)."""
+    _, tokens, tp, ep, etp, precision, expert_load, logits_flops = args
+    if not (  # arrays (or numpy scalars): no memo (a generator costs more than these tests)
+        type(tokens) is float
+        and type(expert_load) is float
+        and type(logits_flops) is float
+        and type(tp) is int
+        and type(ep) is int
+        and type(etp) is int
+        and type(precision) is int
+    ):
+        return _priced(m, gpu, args)
+    by_gpu = _priced_by_gpu(m)
+    known = by_gpu.get(id(gpu))
+    if known is None:  # (its fill holds the GPU: no other object can have its id)
+        if len(by_gpu) >= _GPUS_KEPT:
+            by_gpu.clear()
+        known = by_gpu[id(gpu)] = Filled(partial(_priced, m, gpu))
+    return known[args]
+
+
+_GPUS_KEPT = 16
+
+
+@by_identity()
+def _priced_by_gpu(m: ModelSpec) -> dict[int, Filled[tuple, PricedGemms]]:
+    """`priced_gemms`' memo of one spec, by the GPU's identity."""
+    return {}
+
+
+def _priced(m: ModelSpec, gpu: GPU, args: tuple) -> PricedGemms:
+    """`priced_gemms`, computed (the GEMMs a tuple: a memoised value is shared)."""
+    layer, tokens, tp, _, _, precision, _, logits_flops = args
+    gemms = tuple(layer_gemms(m, *args[:7]))
+    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
+    # The output layer is a plain (BF16) linear in Megatron.
+    logits = record(Gemm, (logits_flops, tokens, m.vocab / tp, m.hidden, 0.0, None))
+    return gemms, gemm_seconds(gpu, gemms, precision) / flops, gemm_seconds(gpu, [logits])
+
+
 def permute_bytes(s: Stage) -> Array:
     """HBM bytes the workload counts for copying routed tokens into expert order and back
     (Megatron's permute / unpermute) on the stage, all passes: what a dispatcher changes."""
@@ -154,16 +205,13 @@ def compute(
     h, vocab, precision = m.hidden, m.vocab, f["precision"]
     # (locals: a named tuple's attribute is a slow lookup)
     _, hardware, attention_flops, logits_flops, elementwise_bytes, _, _, layer = s.flops
-    gemms = layer_gemms(m, layer, tokens, tp, f["ep"], f["etp"], precision, expert_load)
     # One layer's GEMMs scaled to the stage's FLOPs (the busiest expert rank's time); the
     # casts of every layer's operands.
-    flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
-    per_flop = gemm_seconds(gpu, gemms, precision) / flops
+    args = (layer, tokens, tp, f["ep"], f["etp"], precision, expert_load, logits_flops)
+    gemms, per_flop, logits = priced_gemms(m, gpu, args)
     gemm = (hardware - attention_flops - logits_flops) * per_flop
     casts = passes - 1  # forward passes
     quantize = n * quantize_seconds(gpu, gemms, precision, casts)
-    # The output layer is a plain (BF16) linear in Megatron.
-    logits = gemm_seconds(gpu, [record(Gemm, (logits_flops, tokens, vocab / tp, h, 0.0, None))])
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = (
         attention_flops * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
