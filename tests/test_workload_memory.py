@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tierwise.perf.flags import Flags
+from tierwise.perf.step import memory_terms
 from tierwise.workload import Layout, ModelSpec, layouts_to_arrays, load_model, memory, memory_batch
 from tierwise.workload.flops import RECOMPUTE_FULL
 from tierwise.workload.layout import layout_fields
@@ -91,6 +93,21 @@ def test_inflight_microbatches_follow_megatron_warmup(
     pp: int, vpp: int, micro: int, group: int, rank: int, held: float
 ) -> None:
     assert inflight_microbatches(pp, vpp, micro, group, rank) == pytest.approx(held)
+
+
+def test_expert_all_to_all_overlap_runs_one_more_interleaved_warmup_forward() -> None:
+    # Megatron's get_pp_rank_microbatches: --overlap-moe-expert-parallel-comm adds one warmup
+    # forward to the interleaved schedule (none to 1F1B). Mixtral pp 4 x vpp 2, 8 micro-batches,
+    # rank 0: 2 x 3 + 1 x 4 + 1 + 1 = 12 chunks of 2 = 6 micro-batches (5.5 without).
+    assert inflight_microbatches(4, 2, 8, 4, 0, ahead=1) == pytest.approx(12 / 2)
+    assert inflight_microbatches(4, 1, 8, 4, 0, ahead=1) == inflight_microbatches(4, 1, 8, 4, 0)
+    m = load_model("mixtral-8x7b")
+    lay = Layout(tp=2, ep=4, pp=4, vpp=2, dp=4, mbs=1, gbs=32, seq=4096)
+    fields = layout_fields(lay, m)
+    plain, ahead = memory_batch(m, **fields), memory_batch(m, **fields, warmup_ahead=1)
+    assert ahead.activations / plain.activations == pytest.approx(12 / 11)
+    flags = Flags(overlap_moe_expert_parallel_comm=True)
+    assert memory_terms(m, fields, flags).activations == pytest.approx(ahead.activations)
 
 
 def test_interleaved_last_rank_holds_its_warmup_chunks() -> None:

@@ -81,6 +81,9 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
         else None,
         cache_expert_inputs=flags.cache_expert_inputs,
         microbatch_group=flags.microbatch_group_size_per_vp_stage,
+        # Megatron's interleaved schedule runs one more warmup forward to overlap the expert
+        # all-to-all (schedules.py get_pp_rank_microbatches)
+        warmup_ahead=int(flags.overlap_moe_expert_parallel_comm and m.moe is not None),
     )
 
 

@@ -449,7 +449,9 @@ def _activations_by_key(m: ModelSpec) -> tuple[Filled[tuple, Any], Filled[tuple,
     return Filled(partial(_activation, m, cache=False)), Filled(partial(_activation, m, cache=True))
 
 
-def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, rank: Array) -> Array:
+def inflight_microbatches(
+    pp: Array, vpp: Array, micro: Array, group: Array, rank: Array, ahead: int = 0
+) -> Array:
     """Micro-batches' worth of its stage's activations pipeline rank `rank` holds at its peak:
     the chunks (micro-batch x virtual stage) its schedule runs forward before the first
     backward, plus the one the steady state adds, never more than all ``micro * vpp`` of them,
@@ -457,9 +459,10 @@ def inflight_microbatches(pp: Array, vpp: Array, micro: Array, group: Array, ran
     (megatron/core/pipeline_parallel/schedules.py): ``pp - rank - 1`` warmup forwards, or
     interleaved ``2 (pp - rank - 1) + (vpp - 1) group`` (`group`: micro-batches per group,
     --microbatch-group-size-per-virtual-pipeline-stage), all of them when that reaches the
-    total. Rank 0 with group = pp: ``pp + (pp - 1)/vpp`` (Narayanan et al. 2021), ``min(pp,
-    micro)`` without interleaving."""
-    warmup = (pp - rank - 1) * (1 + (vpp > 1)) + (vpp - 1) * group
+    total; `ahead` more interleaved (1 with --overlap-moe-expert-parallel-comm, which runs one
+    more forward before the steady state). Rank 0 with group = pp: ``pp + (pp - 1)/vpp``
+    (Narayanan et al. 2021), ``min(pp, micro)`` without interleaving."""
+    warmup = (pp - rank - 1) * (1 + (vpp > 1)) + (vpp - 1) * group + ahead * (vpp > 1)
     return minimum(micro * vpp, warmup + 1) / vpp
 
 
@@ -494,6 +497,7 @@ def memory_batch(
     zero3_buffer_bytes: Array | None = None,
     cache_expert_inputs: bool = False,
     microbatch_group: Array | None = None,
+    warmup_ahead: int = 0,
     recompute_share: Array | None = None,
     recompute_group: Array = 1,
 ) -> MemoryBreakdown:
@@ -509,7 +513,8 @@ def memory_batch(
     instead of two gathered layers and one layer's gradients. ``cache_expert_inputs``:
     DeepSeek-V3's expert activation caching (``activation_bytes_per_token``).
     ``microbatch_group``: Megatron's --microbatch-group-size-per-virtual-pipeline-stage (None:
-    pp), which sets how far the interleaved warmup runs ahead (`inflight_microbatches`).
+    pp), which sets how far the interleaved warmup runs ahead (`inflight_microbatches`), and
+    ``warmup_ahead`` chunks more (its `ahead`).
     ``recompute_share`` / ``recompute_group``: full recompute other than layer by layer
     (`layout.partial_recompute_fields`): the share of layers that keep only their input, one
     input kept per group of `recompute_group` layers, a group rematerialised at a time.
@@ -605,8 +610,13 @@ def memory_batch(
 
     micro = gbs / (mbs * dp)
     group = pp if microbatch_group is None else microbatch_group
-    inflight_first = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, 0)
-    first = terms(n_first, 1, single, inflight_first, 0)
+
+    def inflight(rank: Array) -> Array:  # micro-batches' worth held (DualPipe: pp + 1 on all)
+        if dual_pipe:
+            return pp + 1
+        return inflight_microbatches(pp, vpp, micro, group, rank, warmup_ahead)
+
+    first = terms(n_first, 1, single, inflight(0), 0)
     # CPU offloading runs with one pipeline stage only (Layout checks it).
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
@@ -619,11 +629,9 @@ def memory_batch(
     chosen, stage = first, 0 * pp
     n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
     # interleaved, the last rank's warmup runs (vpp-1) x group chunks ahead too (schedules.py)
-    last_inflight = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, pp - 1)
-    others = [(terms(n_last, single, 1, last_inflight, m.layers - n_last), pp - 1, pp > 1)]
+    others = [(terms(n_last, single, 1, inflight(pp - 1), m.layers - n_last), pp - 1, pp > 1)]
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or shape.mixed)):
-        mid_inflight = pp + 1 if dual_pipe else inflight_microbatches(pp, vpp, micro, group, 1)
-        mid = terms(n_mid, 0, 0, mid_inflight, n_first)
+        mid = terms(n_mid, 0, 0, inflight(1), n_first)
         others.append((mid, 1, pp > 2))
     for other, index, exists in others:
         take = exists & (sum(other) > sum(chosen))
