@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import cli_json
 from tests.emit_views import torchtitan_view
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import load_cluster
@@ -231,12 +232,12 @@ def test_megatron_fp8_keeps_the_model_in_bf16() -> None:
 
 def write_fakes(bin_dir: Path, log: Path) -> None:
     """srun (one task per node, SLURM_PROCID/SLURM_NODEID set per task), scontrol and a
-    torchrun that logs the node rank and master it was started with."""
+    torchrun that logs its arguments and the NCCL environment it was started with."""
     fakes = {
         "srun": "n=${1#--ntasks=}; shift 2\n"
         'for i in $(seq 0 $((n - 1))); do SLURM_PROCID=$i SLURM_NODEID=$i "$@"; done',
         "scontrol": "printf 'node-a\\nnode-b\\n'",
-        "torchrun": f'echo "$*" >> {log}',
+        "torchrun": f'echo "$* $(env | grep ^NCCL_ | sort | tr "\\n" " ")" >> {log}',
     }
     for name, body in fakes.items():
         path = bin_dir / name
@@ -278,6 +279,37 @@ def test_slurm_hostfile_order_is_node_rank_order(tmp_path: Path) -> None:
     assert all("--master-addr=n9" in run for run in runs)  # node rank 0 = first host
     with pytest.raises(SpecError, match="hostnames: 1 given"):
         slurm_script(cluster, lay, launch, ["n9"])
+
+
+def test_slurm_exports_the_nccl_settings_the_plan_priced(tmp_path: Path) -> None:
+    model, lay = load_model("llama3-8b"), Layout(tp=8, dp=2, gbs=64, seq=4096)
+    roce = load_cluster("dgx-h100", nodes=2, nic="roce400", qps_per_connection=16)
+    runs = run_sbatch(emit("slurm", model, roce, lay), tmp_path)
+    assert all("NCCL_IB_QPS_PER_CONNECTION=16" in run for run in runs)  # 16 flows priced
+    assert not any("NCCL_IB_ADAPTIVE_ROUTING" in run for run in runs)  # ECMP: RoCE's default
+    ib_ecmp = load_cluster("dgx-h100", nodes=2, routing="ecmp")
+    assert "export NCCL_IB_ADAPTIVE_ROUTING=0" in emit("slurm", model, ib_ecmp, lay)
+    plain = emit("slurm", model, load_cluster("dgx-h100", nodes=2), lay)
+    assert "NCCL_" not in plain  # NCCL's defaults are what the preset prices
+    no_nvls = load_cluster("dgx-h100", nodes=2).model_copy(update={"in_network_reduction": "none"})
+    assert "export NCCL_NVLS_ENABLE=0" in emit("slurm", model, no_nvls, lay)
+    eth = load_cluster("dgx-h100", nodes=2, nic="eth100", qps_per_connection=65)
+    with pytest.raises(SpecError, match="qps_per_connection: 65 sockets"):
+        emit("slurm", model, eth, lay)
+
+
+def test_show_cluster_states_the_routing_and_nccl_settings_it_prices() -> None:
+    roce = cli_json(
+        "show", "cluster", "-c", "dgx-h100", "--nic", "roce400", "--qps-per-connection", "8"
+    )
+    assert (roce["routing"], roce["routing_is_default"], roce["qps_per_connection"]) == (
+        "ecmp",
+        True,
+        8,
+    )
+    assert roce["nccl_env"] == {"NCCL_IB_QPS_PER_CONNECTION": "8"}
+    ib = cli_json("show", "cluster", "-c", "dgx-h100")
+    assert (ib["routing"], ib["nccl_env"]) == ("adaptive", {})
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ def cluster_summary(cluster: ClusterSpec) -> dict[str, Any]:
         "nics_per_node": cluster.inter.nics_per_node,
         "nics_per_nvlink_domain": cluster.nics_per_domain,
         "nic": nic.label,
+        "nic_kind": nic.kind,
         "intra_link_kind": cluster.intra.kind,
         "nic_Gbps": nic.rate_Gbps,
         "nic_GBps": nic.line_GBps,
@@ -37,6 +38,10 @@ def cluster_summary(cluster: ClusterSpec) -> dict[str, Any]:
         "smallest_leaf_nodes": min(cluster.leaf_sizes),
         "pods": cluster.pods,
         "oversubscription": cluster.topology.oversubscription,
+        "pod_oversubscription": cluster.topology.pod_oversubscription,
+        "routing": cluster.routing,
+        "routing_is_default": cluster.topology.routing is None,
+        "qps_per_connection": cluster.topology.qps_per_connection,
         "in_network_reduction": cluster.in_network_reduction,
         "tiers": [
             {

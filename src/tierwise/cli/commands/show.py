@@ -9,6 +9,7 @@ import typer
 from tierwise.cli.model_view import DEFAULT_SEQ, show_model
 from tierwise.cli.options import JsonOpt, cluster_argument
 from tierwise.cli.output import console, line, plural, print_json, styled, table
+from tierwise.collectives.nccl_env import nccl_environment
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.hardware.summary import cluster_summary
 
@@ -22,7 +23,7 @@ show_app = typer.Typer(help="Show a cluster's tiers or a model's shape.", no_arg
 @cluster_argument
 def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
     """Tiers of a cluster: per-GPU bandwidth, latency and ratio to the fastest tier."""
-    s = cluster_summary(cluster_spec)
+    s = cluster_summary(cluster_spec) | {"nccl_env": nccl_environment(cluster_spec)}
     if as_json:
         print_json({**s, "spec": dump_cluster(cluster_spec)})  # loads back as --cluster FILE
         return
@@ -41,6 +42,12 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
         f"{s['topology']}: leaves {s['leaves']} x {'-'.join(map(str, leaf_nodes))} "
         f"node{'s' * (leaf_nodes[-1] != 1)}, pods {s['pods']}; {domain}s "
         f"{s['nvlink_domains']} x {plural(s['nics_per_nvlink_domain'], 'NIC')}"
+    )
+    default = f" (default for {s['nic_kind']} NICs)" if s["routing_is_default"] else ""
+    nccl = " ".join(f"{k}={v}" for k, v in s["nccl_env"].items()) or "NCCL's defaults"
+    console.print(
+        f"routing {s['routing']}{default}, {plural(s['qps_per_connection'], 'queue pair')} "
+        f"per connection; priced for {nccl}"
     )
     rows = [
         (

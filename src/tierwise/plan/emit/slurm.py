@@ -1,6 +1,7 @@
 """An sbatch script that launches a plan with ranks where the placement put them: nodes in
 the allocation's block order (or the given host order), consecutive ranks on one node and
-consecutive nodes under one leaf switch; the environment the framework requires exported.
+consecutive nodes under one leaf switch; the environment the framework requires exported,
+and the NCCL settings the plan's collective prices assumed (`collectives.nccl_env`).
 
 torchrun-launched frameworks (Megatron-LM, torchtitan) get one torchrun per node from srun,
 its static rendezvous node rank being the task's ``SLURM_PROCID``; DeepSpeed's launcher runs
@@ -14,6 +15,7 @@ import shlex
 from bisect import bisect_right
 
 from tierwise import frameworks
+from tierwise.collectives.nccl_env import nccl_environment
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.plan.emit.common import Launch, refuse
@@ -120,5 +122,9 @@ def slurm_script(
     lines = [*_header(cluster, layout, nodes, per_node), *hosts]
     lines.append(f"export MASTER_PORT={MASTER_PORT}")
     lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(launch.env.items())]
+    nccl = nccl_environment(cluster)
+    if nccl:
+        lines.append("# NCCL as the plan's collectives were priced (the cluster spec's fabric)")
+        lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(nccl.items())]
     start = _deepspeed if runner else _torchrun
     return "\n".join([*lines, *start(launch, nodes, per_node, distribution), ""])
