@@ -203,3 +203,39 @@ def test_collective_explain_json_keeps_the_candidates() -> None:
 def test_schedule_commands_have_json(tmp_path: Path, args: list[str], keys: set[str]) -> None:
     out = cli_json(*(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert keys <= set(out)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--qps-per-connection", "4"], "--qps-per-connection 4 changes nothing: no traffic"),
+        (
+            ["--nodes", "64", "--nodes-per-leaf", "8", "--qps-per-connection", "4"],
+            "routes adaptively",
+        ),
+        (["--routing", "ecmp"], "--routing ecmp changes nothing"),
+        (["--pod-oversubscription", "7"], "--pod-oversubscription 7 changes nothing"),
+    ],
+)
+def test_fabric_options_that_change_nothing_are_said(options: list[str], said: str) -> None:
+    proc = run_cli("collective", "-c", "dgx-h100", "-b", "1G", "-e", "1G", *options)
+    assert said in proc.stderr
+
+
+def test_pod_options_reach_the_collective() -> None:
+    base = [
+        "collective",
+        "-c",
+        "dgx-h100",
+        "--nodes",
+        "64",
+        "--nodes-per-leaf",
+        "8",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]
+    flat = cli_json(*base)["rows"][-1]["busbw_GBps"]
+    pods = cli_json(*base, "--leaves-per-pod", "4", "--pod-oversubscription", "7")
+    assert pods["rows"][-1]["busbw_GBps"] < 0.8 * flat  # the job spans two pods at 1:7

@@ -103,6 +103,22 @@ _CLUSTER_OPTIONS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "leaves_per_pod": (
+        Annotated[
+            int | None,
+            typer.Option("--leaves-per-pod", help="Leaf switches under each pod switch."),
+        ],
+        None,
+    ),
+    "pod_oversubscription": (
+        Annotated[
+            float | None,
+            typer.Option(
+                "--pod-oversubscription", help="Pod uplink ratio, e.g. 7 (Meta's 1:7 above pods)."
+            ),
+        ],
+        None,
+    ),
 }
 
 

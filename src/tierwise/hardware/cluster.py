@@ -502,4 +502,22 @@ def idle_overrides(cluster: ClusterSpec, overrides: dict[str, Any]) -> list[str]
                 f"--{name.replace('_', '-')} {overrides[name]} changes nothing: all "
                 f"{cluster.world} GPUs share one NVLink domain, so no traffic uses a NIC"
             )
+    uplinks = cluster.leaves > 1 and cluster.world > cluster.domain_gpus
+    for name in ("routing", "qps_per_connection"):
+        if name in given and not uplinks:
+            notes.append(
+                f"--{name.replace('_', '-')} {overrides[name]} changes nothing: no traffic of "
+                f"{cluster.name} crosses a switch uplink, where routing spreads flows"
+            )
+    if "qps_per_connection" in given and uplinks and cluster.routing == "adaptive":
+        notes.append(
+            f"--qps-per-connection {overrides['qps_per_connection']} changes nothing: "
+            f"{cluster.name} routes adaptively, spreading every flow's packets over the "
+            "uplinks, so the number of flows does not matter"
+        )
+    if "pod_oversubscription" in given and cluster.pods == 1:
+        notes.append(
+            f"--pod-oversubscription {overrides['pod_oversubscription']:g} changes nothing: "
+            f"{cluster.name} has one pod"
+        )
     return notes
