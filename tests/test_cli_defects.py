@@ -239,3 +239,28 @@ def test_pod_options_reach_the_collective() -> None:
     flat = cli_json(*base)["rows"][-1]["busbw_GBps"]
     pods = cli_json(*base, "--leaves-per-pod", "4", "--pod-oversubscription", "7")
     assert pods["rows"][-1]["busbw_GBps"] < 0.8 * flat  # the job spans two pods at 1:7
+
+
+@pytest.mark.parametrize(
+    ("topology", "said"),
+    [
+        (
+            "{kind: spine-leaf, nodes_per_leaf: 8, pod_sizes: [3, 5], leaves_per_pod: 4}",
+            "disagrees",
+        ),
+        (
+            "{kind: spine-leaf, nodes_per_leaf: 8, gpus_per_leaf: 64}",
+            "not both",
+        ),
+        ("{kind: single-switch, pod_oversubscription: 7}", "single-switch has no uplinks"),
+    ],
+)
+def test_topology_fields_that_would_be_ignored_are_refused(
+    tmp_path: Path, topology: str, said: str
+) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text(
+        "gpu: h100-sxm\ngpus_per_node: 8\nnodes: 64\nintra: nvlink4\n"
+        f"inter: {{nic: roce400, nics_per_node: 8}}\ntopology: {topology}\n"
+    )
+    assert_user_error(run_cli("show", "cluster", "-c", str(spec), check=False), "topology", said)

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import assert_user_error, run_cli
 from tests.fuzz_targets import DATA, TARGETS
+from tierwise.collectives.nccl_env import nccl_environment
 from tierwise.errors import TierwiseError
 from tierwise.hardware.cluster import dump_cluster, load_cluster
 from tierwise.hardware.ingest import parse_nccl_topo, parse_topo_matrix, parse_topology_conf
@@ -176,9 +177,9 @@ def test_show_cluster_json_loads_back_as_the_same_cluster(tmp_path: Path) -> Non
     shown = run_cli("show", "cluster", "-c", "dgx-h100", "--json").stdout
     path = tmp_path / "shown.yaml"
     path.write_text(shown)
-    assert {"spec": dump_cluster(load_cluster(str(path)))} | cluster_summary(
-        load_cluster(str(path))
-    ) == json.loads(shown)
+    loaded = load_cluster(str(path))
+    nccl = {"nccl_env": nccl_environment(loaded)}
+    assert {"spec": dump_cluster(loaded)} | cluster_summary(loaded) | nccl == json.loads(shown)
 
 
 def test_model_type_list_and_wrong_field_types(tmp_path: Path) -> None:

@@ -124,6 +124,38 @@ class TopologySpec(_Spec):
         ),
     )
 
+    @model_validator(mode="after")
+    def _one_way_to_say_each_level(self) -> TopologySpec:
+        """Refuse fields that would be silently ignored: two ways to size the leaves or the
+        pods, or leaves and pods under a single switch."""
+        for listed, scalar in (("pod_sizes", "leaves_per_pod"), ("leaf_sizes", "nodes_per_leaf")):
+            sizes, size = getattr(self, listed), getattr(self, scalar)
+            if sizes and size is not None and size != max(sizes):
+                raise ValueError(
+                    f"{scalar}={size} disagrees with {listed} (largest {max(sizes)}); the "
+                    f"listed sizes are used: give {scalar}={max(sizes)} or leave it out"
+                )
+        if self.gpus_per_leaf is not None and (self.nodes_per_leaf or self.leaf_sizes):
+            raise ValueError("give gpus_per_leaf or nodes_per_leaf/leaf_sizes, not both")
+        if self.kind == "single-switch":
+            above = [
+                name
+                for name, value in (
+                    ("leaves_per_pod", self.leaves_per_pod),
+                    ("pod_sizes", self.pod_sizes),
+                    ("oversubscription", self.oversubscription > 1),
+                    ("pod_oversubscription", self.pod_oversubscription > 1),
+                )
+                if value
+            ]
+            if above:
+                raise ValueError(
+                    f"kind single-switch has no uplinks; {above[0]} is "
+                    "allowed only with a switch tree (fat-tree, spine-leaf, rail-optimized, "
+                    "rail-only)"
+                )
+        return self
+
 
 class TierCalibration(_Spec):
     """Fitted per-tier constants (`tierwise calibrate`).
@@ -459,6 +491,8 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
             fleet = {**FleetSpec.model_validate(fleet or "well-run").model_dump(), key: value}
             out["fleet"] = fleet = {**fleet, "name": "custom"}
         elif key in TOPOLOGY_OVERRIDES:
+            if key == "leaves_per_pod":  # replaces the listed pods
+                topo.pop("pod_sizes", None)
             topo[key] = value
         elif key == "nics_per_node":
             inter["nics_per_node"] = value
