@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierwise.collectives import tables as T
 from tierwise.collectives.model import (
@@ -256,6 +258,51 @@ def test_nvls_tree_chunk_is_64k_from_four_nodes() -> None:
     # 2 nodes at 1 GiB: 128 KiB chunks (16 MiB loop); below 4 x 16 MiB: 64 KiB
     assert two.fill_bytes(GIB) == T.NVLS_FILL_LOOPS * 128 * 128 * 1024
     assert two.fill_bytes(32 << 20) == T.NVLS_FILL_LOOPS * 128 * 64 * 1024
+
+
+def test_nvls_tree_fill_is_two_loops_per_tree_level() -> None:
+    # log2i(domains) levels (NCCL's tuner's tree depth): 1 at 2 and 3 nodes, 2 at 4-7, 3 at 8;
+    # NCCL's 64 KiB chunk from 4 nodes halves the loop where the levels double
+    pipes = {
+        n: _cand("all_reduce", _shape("dgx-h100", n), "nvls_tree", "Simple").pipeline
+        for n in (2, 3, 4, 7, 8)
+    }
+    loops = {n: p.loops for n, p in pipes.items() if p is not None}
+    assert loops == {2: 2.0, 3: 2.0, 4: 4.0, 7: 4.0, 8: 6.0}
+    assert pipes[4].fill_bytes(GIB) == pipes[2].fill_bytes(GIB) == 2 * 128 * 128 * 1024
+    assert pipes[8].fill_bytes(GIB) == 6 * 128 * 64 * 1024
+    # NVLS in one domain keeps the fitted 2 loops
+    nvls = _cand("all_reduce", _shape("dgx-h100", 1), "nvls", "Simple").pipeline
+    assert nvls is not None and nvls.loops == T.NVLS_FILL_LOOPS
+
+
+def test_nvl72_busbw_falls_from_two_racks_to_four() -> None:
+    # what `collective -c gb200-nvl72 --nodes 36 / 72` printed: 555 and 647 GB/s at 512 MiB,
+    # 676 and 741 at 1 GiB, four racks faster than two
+    two = predict("all_reduce", _shape("gb200-nvl72", 36), [512 << 20, GIB]).busbw_GBps
+    four = predict("all_reduce", _shape("gb200-nvl72", 72), [512 << 20, GIB]).busbw_GBps
+    assert np.all(np.asarray(four) < np.asarray(two))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    racks=st.integers(1, 23),
+    more=st.integers(1, 8),
+    size_log2=st.integers(27, 34),
+    inr=st.sampled_from(["nvls", "none"]),
+)
+def test_busbw_does_not_grow_as_nvl72_racks_are_added(
+    racks: int, more: int, size_log2: int, inr: str
+) -> None:
+    """At a fixed size (128 MiB-16 GiB) adding GB200 NVL72 racks never shortens an all_reduce,
+    NVLS on or off; busbw falls but for nccl-tests' factor 2(n-1)/n, which alone grows with
+    the ranks n (a time that stays put reads as a slightly higher busbw)."""
+    size = [float(1 << size_log2)]
+    few = predict("all_reduce", _shape("gb200-nvl72", 18 * racks, inr=inr), size)
+    many = predict("all_reduce", _shape("gb200-nvl72", 18 * (racks + more), inr=inr), size)
+    assert float(many.time_us[0]) >= float(few.time_us[0]) * (1 - 1e-12)
+    factor = bus_factor("all_reduce", 72 * (racks + more)) / bus_factor("all_reduce", 72 * racks)
+    assert float(many.busbw_GBps[0]) <= float(few.busbw_GBps[0]) * factor * (1 + 1e-12)
 
 
 def test_pipeline_fill_scalar_and_array_agree_and_grow_with_size() -> None:

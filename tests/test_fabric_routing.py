@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import cli_json
+from tests.conftest import assert_user_error, cli_json, run_cli
 from tierwise.collectives.links import busiest_load, expected_max_load
 from tierwise.collectives.model import channels, ring_busbw, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
@@ -232,7 +232,59 @@ def test_sweep_varies_the_fleet_and_routing() -> None:
         "--vary", "slow_node_slowdown=0.2",
     )  # fmt: skip
     rows = out["rows"]
+    assert out["notes"] == []  # each of the two changes the step with the other above 0
     assert [r["slow_node_share"] for r in rows] == [0.0, 0.05]
     expected = 1 + 0.2 * (1 - 0.95**4)
     assert rows[1]["step_time_s"] > rows[0]["step_time_s"]
     assert rows[1]["step_time_s"] <= rows[0]["step_time_s"] * expected * (1 + 1e-6)
+
+
+_SWEEP = ("sweep", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "4", "--gbs", "64")
+
+
+@pytest.mark.parametrize(
+    ("varies", "idle", "other", "where"),
+    [
+        (["slow_node_slowdown=0.1,0.3"], "slow_node_slowdown", "slow_node_share", "on dgx-h100"),
+        (
+            ["slow_node_share=0.01,0.2", "slow_node_slowdown=0"],
+            "slow_node_share",
+            "slow_node_slowdown",
+            "in every row",
+        ),
+    ],
+)
+def test_sweep_says_a_fleet_value_that_changes_nothing(
+    varies: list[str], idle: str, other: str, where: str
+) -> None:
+    """A slow node needs a share and a slowdown: varying one while the other is 0 gave
+    identical rows and said nothing."""
+    out = cli_json(*_SWEEP, *(a for v in varies for a in ("--vary", v)))
+    (note,) = out["notes"]
+    assert note.startswith(f"--vary {idle} changes nothing: {other} is 0 {where}")
+    assert len({r["step_time_s"] for r in out["rows"]}) == 1
+    text = run_cli(*_SWEEP, *(a for v in varies for a in ("--vary", v))).stdout
+    assert f"--vary {idle} changes nothing" in " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("varies", "needles"),
+    [
+        (["qps_per_connection=0"], ["--vary qps_per_connection: 0", "allowed: 1 to 128"]),
+        (["slow_node_share=1,2", "nodes=2,4"], ["--vary slow_node_share: 1.0", "< 1.0"]),
+        (["routing=fast"], ["--vary routing: 'fast'", "'ecmp', 'adaptive' or 'static'"]),
+    ],
+)
+def test_sweep_of_only_invalid_values_is_a_user_error(
+    varies: list[str], needles: list[str]
+) -> None:
+    """It exited 0 with nothing but error rows; now one line naming the input, the value and
+    what is allowed, exit 2."""
+    args = (a for v in varies for a in ("--vary", v))
+    assert_user_error(run_cli(*_SWEEP, *args, check=False), *needles)
+
+
+def test_sweep_with_some_valid_values_keeps_the_invalid_ones_as_rows() -> None:
+    rows = cli_json(*_SWEEP, "--vary", "qps_per_connection=0,2")["rows"]
+    assert rows[0]["error"].startswith("--vary qps_per_connection: 0; allowed: 1 to 128")
+    assert rows[1]["tokens_per_s"] > 0

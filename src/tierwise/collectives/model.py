@@ -59,11 +59,13 @@ P2P_PER_PEER_US = 0.5
 class Pipeline:
     """NCCL's NVLS pipeline for one group: `ops` chunks in flight (channels x heads), a chunk
     of `chunk` bytes that `rules` shrink for small messages ((multiple, size): below multiple x
-    ops x chunk bytes the chunk drops to `size`, in order, as enqueue.cc does)."""
+    ops x chunk bytes the chunk drops to `size`, in order, as enqueue.cc does), filled `loops`
+    times before it streams (`nvls_pipeline`)."""
 
     ops: int
     chunk: int
     rules: tuple[tuple[int, int], ...]
+    loops: float = T.NVLS_FILL_LOOPS
 
     def fill_bytes(self, size_bytes: float) -> float:
         """Bytes' worth of time the pipeline takes to fill for one message."""
@@ -71,7 +73,7 @@ class Pipeline:
         for mult, size in self.rules:
             if size_bytes < mult * self.ops * c and c > size:
                 c = size
-        return T.NVLS_FILL_LOOPS * min(self.ops * c, size_bytes)
+        return self.loops * min(self.ops * c, size_bytes)
 
     def fill_bytes_array(self, n: np.ndarray) -> np.ndarray:
         """`fill_bytes` of every size in `n`."""
@@ -80,7 +82,7 @@ class Pipeline:
         c = np.full(n.shape, float(self.chunk))
         for mult, size in self.rules:
             c = np.where((n < mult * self.ops * c) & (c > size), float(size), c)
-        return T.NVLS_FILL_LOOPS * np.minimum(self.ops * c, n)
+        return self.loops * np.minimum(self.ops * c, n)
 
 
 @dataclass(frozen=True)
@@ -600,13 +602,20 @@ def _tree(s: Shape) -> list[Candidate]:
 
 def nvls_pipeline(s: Shape, tree: bool, algbw: float = math.inf) -> Pipeline:
     """The NVLS pipeline NCCL runs on `s` (NVLS-tree with `tree`): its channels x heads chunks
-    and the chunk rules of enqueue.cc (tables)."""
+    and the chunk rules of enqueue.cc (tables).
+
+    NVLS-tree's fill grows with its tree: a chunk is reduced and broadcast once per level of
+    the tree between domains, log2i(domains) levels as NCCL's tuner counts them (tuning.cc,
+    the tree latency's `log2i(nNodes)`), and each level is `T.NVLS_FILL_LOOPS` loops (fitted
+    on one level: 2 nodes). NCCL's 64 KiB chunk from 4 nodes (enqueue.cc) halves the loop
+    where the levels double, so adding domains never shortens the fill."""
     nch = T.NVLS_CHANNELS.get(s.arch, T.NVLS_CHANNELS["hopper"])[int(s.crosses_domains)]
     ops = nch * max(1, min(s.k, T.NVLS_MAX_HEADS))
     if tree:
         many = s.n_dom >= 4
         chunk = T.NVLS_TREE_MANY_NODES_CHUNK_BYTES if many else T.NVLS_CHUNK_BYTES
-        return Pipeline(ops, chunk, T.NVLS_TREE_CHUNK_RULES)
+        loops = T.NVLS_FILL_LOOPS * max(1, _log2i(s.n_dom))
+        return Pipeline(ops, chunk, T.NVLS_TREE_CHUNK_RULES, loops)
     slow = s.crosses_domains and algbw < T.NVLS_NET_SLOW_GBPS
     chunk = T.NVLS_NET_SLOW_CHUNK_BYTES if slow else T.NVLS_CHUNK_BYTES
     return Pipeline(ops, chunk, T.NVLS_CHUNK_RULES)

@@ -222,7 +222,8 @@ NVLS_TREE_INTRA_SHARE = 0.91
 # NVLS tables (DGX H100 1x8, H100 2x8, B200 2x8) from 1 MiB up: 2 (one loop in the switch's
 # reduction, one in its broadcast, with the network hop between them overlapped) leaves
 # every row from 128 MiB within 6% (docs/validation-fabric.md); NCCL's tuner instead applies
-# its tree correction by size, which left B200 2x8 at 128 MiB 29% high.
+# its tree correction by size, which left B200 2x8 at 128 MiB 29% high. NVLS-tree fills this
+# many loops per level of its tree between domains (`model.nvls_pipeline`).
 NVLS_FILL_LOOPS = 2.0
 # SHARP sends each byte once up and once down per rail: algbw = NIC effective bandwidth.
 SHARP_ALGBW_EFFICIENCY = 1.0

@@ -12,7 +12,7 @@ from tierwise.bounds import MAX_NICS_PER_NODE
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
-from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster
+from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster, override_path
 from tierwise.perf.step import Flags
 from tierwise.perf.train_time import RUN_KEYS, estimate_train_time
 from tierwise.plan.search import search
@@ -62,10 +62,59 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
 
 
 def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
-    """The cluster with shape overrides applied (validated)."""
+    """The cluster with shape overrides applied (validated); a value out of its field's bounds
+    is named by its `--vary KEY`, with what the field allows."""
     data = apply_overrides(dump_cluster(cluster), **params)
     label = ",".join(f"{k}={v}" for k, v in params.items())
-    return build(ClusterSpec, {**data, "name": f"{cluster.name}[{label}]"}, f"sweep {label}")
+    flags = {override_path(k): f"--vary {k}" for k in params}
+    return build(ClusterSpec, {**data, "name": f"{cluster.name}[{label}]"}, f"sweep {label}", flags)
+
+
+def sweep_clusters(
+    cluster: ClusterSpec, varies: Sequence[tuple[str, list[Any]]]
+) -> list[tuple[dict[str, Any], ClusterSpec | SpecError]]:
+    """Each combination of the varied values with its cluster, or the error that says why it
+    is none; when no combination is a valid cluster, the first error is the user's (one line
+    naming the input, the value and what is allowed)."""
+    keys = [k for k, _ in varies]
+    out: list[tuple[dict[str, Any], ClusterSpec | SpecError]] = []
+    for values in itertools.product(*(v for _, v in varies)):
+        params = dict(zip(keys, values, strict=True))
+        try:
+            out.append((params, with_params(cluster, params)))
+        except SpecError as exc:
+            out.append((params, exc))
+    errors = [c for _, c in out if isinstance(c, SpecError)]
+    if out and len(errors) == len(out):
+        raise errors[0]
+    return out
+
+
+# A slow node needs both a share and a slowdown (`FleetSpec.step_slowdown`): each of the two
+# changes nothing while the other is 0.
+_FLEET_PAIRS = {"slow_node_share": "slow_node_slowdown", "slow_node_slowdown": "slow_node_share"}
+
+
+def idle_varies(cluster: ClusterSpec, varies: Sequence[tuple[str, list[Any]]]) -> list[str]:
+    """One line for each varied key that changes nothing in any row: the slow-node share
+    while the slowdown is 0 in every row, or the slowdown while the share is."""
+    given = dict(varies)
+    notes = []
+    for key, other in _FLEET_PAIRS.items():
+        if key not in given:
+            continue
+        others = given.get(other, [getattr(cluster.fleet, other)])
+        if all(v == 0 for v in others):
+            where, fix = (
+                ("in every row", f"give {other} a value above 0")
+                if other in given
+                else (f"on {cluster.name}", f"vary {other} too, or set it in the cluster's fleet")
+            )
+            notes.append(
+                f"--vary {key} changes nothing: {other} is 0 {where} (a slow node needs "
+                f"both: {fix})"
+            )
+    return notes
 
 
 def sweep(
@@ -83,17 +132,17 @@ def sweep(
 ) -> list[dict[str, Any]]:
     """Best plan per combination of the varied parameters, each row with the nodes, GPUs,
     gbs and seq it ran; a combination that is no valid cluster, or where nothing divides or
-    fits, is a row with ``error`` (and no numbers). With `train_tokens`, each row's plan is
+    fits, is a row with ``error`` (and no numbers); when no combination is a valid cluster,
+    the first one's error is raised (`sweep_clusters`). With `train_tokens`, each row's plan is
     the one of least expected time to train on all its GPUs, and the row carries its days,
     ETTR, GPU-hours, cost, energy and interruptions (`tierwise.perf.train_time`)."""
     objective = "step_time" if train_tokens is None else "time_to_train"
-    keys = [k for k, _ in varies]
     rows = []
-    for values in itertools.product(*(v for _, v in varies)):
-        params = dict(zip(keys, values, strict=True))
+    for params, c in sweep_clusters(cluster, varies):
         row: dict[str, Any] = {**params, "gbs": gbs, "seq": seq}
         try:
-            c = with_params(cluster, params)
+            if isinstance(c, SpecError):
+                raise c
             row |= {"nodes": c.nodes, "gpus": c.world}
             best = search(
                 model,

@@ -13,7 +13,6 @@ from tierwise.collectives.as_nccl_tests import prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.collectives.shape import Shape
-from tierwise.collectives.tables import NVLS_FILL_LOOPS
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
@@ -129,7 +128,7 @@ def _explained(op: str, shape: Shape) -> list[dict[str, Any]]:
             "nvls_pipeline": {
                 "chunks_in_flight": c.pipeline.ops,
                 "max_chunk_bytes": c.pipeline.chunk,
-                "fill_loops": NVLS_FILL_LOOPS,
+                "fill_loops": c.pipeline.loops,
             }
             if c.pipeline
             else None,

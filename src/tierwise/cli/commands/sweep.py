@@ -21,6 +21,7 @@ from tierwise.plan.space import FIX_HELP
 from tierwise.plan.sweep import (
     MIN_RATE_GBPS,
     fastest_run,
+    idle_varies,
     parse_vary,
     sweep,
     workload_needed_bandwidth,
@@ -58,7 +59,7 @@ def sweep_command(
 ) -> None:
     """Vary one or two cluster parameters; print the best layout's tokens/s and MFU for each
     (with --train-tokens: the days, ETTR and cost of the whole run, and where adding GPUs stops
-    shortening it)."""
+    shortening it), and a line for a varied value that changes nothing."""
     writable(plot, "--plot")
     train = T.train_request(train_tokens, node_failure_rate, checkpoint_interval, False, 1, 0)
     cluster_spec = train.on(cluster_spec)
@@ -79,14 +80,8 @@ def sweep_command(
             f"--vary: {rows_asked} combinations; allowed: at most {MAX_SWEEP_ROWS} (each is "
             "a plan search)"
         )
-    try:
-        need: dict[str, Any] = workload_needed_bandwidth(
-            spec, cluster_spec, gbs, seq, within / 100, **same
-        )
-    except SpecError as exc:  # nothing on the base cluster: the varied ones may still plan
-        if not varies:
-            raise
-        need = {"needed_Gbps_per_gpu": None, "within_pct": within, "error": str(exc)}
+    notes = idle_varies(cluster_spec, varies)
+    # (first: a sweep none of whose values is a valid cluster is the user's error)
     rows = (
         sweep(
             spec,
@@ -101,6 +96,14 @@ def sweep_command(
         if varies
         else []
     )
+    try:
+        need: dict[str, Any] = workload_needed_bandwidth(
+            spec, cluster_spec, gbs, seq, within / 100, **same
+        )
+    except SpecError as exc:  # nothing on the base cluster: the varied ones may still plan
+        if not varies:
+            raise
+        need = {"needed_Gbps_per_gpu": None, "within_pct": within, "error": str(exc)}
     fastest = fastest_run(rows) if train.tokens is not None else None
     if plot is not None and rows:
         from tierwise.report.figures import sweep_figure_file
@@ -112,6 +115,7 @@ def sweep_command(
                 "model": spec.name,
                 "cluster": cluster_spec.name,
                 "rows": rows,
+                "notes": notes,
                 **({} if train.tokens is None else {"train_tokens": train.tokens}),
                 **({} if fastest is None else {"fastest_run": fastest}),
                 **need,
@@ -120,6 +124,8 @@ def sweep_command(
         return
     if rows:
         _print_rows(rows, [k for k, _ in varies], train.tokens is not None)
+    for note in notes:
+        console.print(note)
     if fastest is not None:
         console.print(_fastest_line(fastest, train.tokens or 0.0))
     console.print(_need_line(spec.name, cluster_spec.name, within, need))

@@ -2,8 +2,17 @@
 
 The fleet's slow-node statistics (`hardware.fleet`) give the expected slowdown of a step over
 the job's nodes and GPUs; the slowest rank's compute stretches by it, and every rank waits at
-the next collective (the gradient reduce, the pipeline's sends). Pipeline-stage imbalance (the
-embedding and loss stages) is the pipeline model's (`perf.pipeline`), not this term's.
+the next collective (the gradient reduce, the pipeline's sends). Communication is not slowed.
+Pipeline-stage imbalance (the embedding and loss stages) is the pipeline model's
+(`perf.pipeline`), not this term's.
+
+With a pipeline the slow node sits on one stage: its every forward and backward stretches,
+but the warm-up and cool-down pass it once per micro-batch like any stage, so in 1F1B and
+interleaved 1F1B the step grows by at most the slowdown times that stage's compute (exactly
+that on the last stage, less on an early one; the pipeline model's own
+T = m t_max + (sum t - t_max) / v gives the same, its fill unchanged). The bubble does not
+grow with it: tests/test_straggler_pipeline.py checks both schedules by simulation. The term
+takes the busiest stage's compute, the bound.
 """
 
 from __future__ import annotations
