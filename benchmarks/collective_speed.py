@@ -8,7 +8,9 @@
 - the same on 16,384 GPUs (2,048 DGX H100 nodes, leaves of 32, pods of 8 leaves at 1:7, ECMP
   with 4 queue pairs; issue 27 target: < 50 ms per call), the ECMP tables cleared too; in
   CPU time as well (a shared machine's wall clock is mostly waiting), and the whole in-process
-  command (`tierwise collective --nodes 2048 --routing ecmp`, with and without --explain).
+  command (`tierwise collective --nodes 2048 --routing ecmp`, with and without --explain);
+- the same on 16,384 GPUs in two leaves of 1,024 nodes with 64 queue pairs per connection
+  (many uplinks per switch: the busiest-link tables' cost must not grow with them).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tierwise.collectives import links
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.links import expected_max_load
 from tierwise.collectives.model import OPS, auto_candidates, candidates
 from tierwise.collectives.predict import group_shape, predict, time_us
 from tierwise.formats.nccl_writer import format_test
@@ -38,7 +40,8 @@ def collective_call(cluster: ClusterSpec, op: str) -> str:
     """What `tierwise collective --op OP` computes after loading the cluster."""
     candidates.cache_clear()
     auto_candidates.cache_clear()
-    expected_max_load.cache_clear()
+    for table in (links.expected_max_load, links.max_load_cdf, links._poisson_max):
+        table.cache_clear()
     placement = Placement.contiguous(cluster)
     shape = group_shape(cluster, placement=placement)
     pred = predict(op, shape, SIZES_64)
@@ -77,6 +80,13 @@ def large_fabric() -> ClusterSpec:
     return base.model_copy(update={"topology": topology})
 
 
+def wide_leaves() -> ClusterSpec:
+    """16,384 GPUs in two leaves of 1,024 nodes, ECMP with 64 queue pairs per connection."""
+    base = load_cluster("dgx-h100", nodes=2048, routing="ecmp", qps_per_connection=64)
+    topology = base.topology.model_copy(update={"nodes_per_leaf": 1024})
+    return base.model_copy(update={"topology": topology})
+
+
 def main() -> None:
     cluster = load_cluster("dgx-h100", nodes=16)
     shape = group_shape(cluster)
@@ -98,6 +108,7 @@ def main() -> None:
     worst = max(ms for per_op in calls.values() for ms in per_op.values())
     large = per_call_ms(large_fabric())
     large_cpu = per_call_ms(large_fabric(), time.process_time)
+    wide_cpu = per_call_ms(wide_leaves(), time.process_time)
     cli = ["collective", "--cluster", "dgx-h100", "--nodes", "2048", "--routing", "ecmp"]
     cli_ms = {"table": cli_cpu_ms(cli), "explain": cli_cpu_ms([*cli, "--explain"])}
     print(
@@ -118,7 +129,9 @@ def main() -> None:
                 "collective_call_16384_gpus_ms": large,
                 "collective_call_16384_gpus_cpu_ms": large_cpu,
                 "cli_collective_16384_gpus_cpu_ms": cli_ms,
-                "meets_16384_gpu_target": max(large_cpu.values()) < LARGE_CALL_TARGET_MS
+                "collective_call_16384_gpus_1024_node_leaves_64_qps_cpu_ms": wide_cpu,
+                "meets_16384_gpu_target": max(*large_cpu.values(), *wide_cpu.values())
+                < LARGE_CALL_TARGET_MS
                 and max(cli_ms.values()) < LARGE_CALL_TARGET_MS,
             },
             indent=2,

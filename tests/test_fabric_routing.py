@@ -45,6 +45,112 @@ def test_ecmp_expected_busiest_link_matches_monte_carlo(flows: int, links: int) 
     assert expected_max_load(flows, links) == pytest.approx(simulated, rel=0.02)
 
 
+def _fabric_monte_carlo(
+    flows: int, leaves: int, spines: int, parallel: int, trials: int, seed: int
+) -> tuple[float, float]:
+    """Mean busiest load (uplinks only; uplinks and downlinks) of a two-level fabric: every
+    leaf sends `flows` flows to the next leaf (a ring's crossings), hashing each onto one of
+    its spines x parallel uplinks; the spine hashes it again onto one of its `parallel` links
+    down to the destination leaf. Every switch hashes independently."""
+    rng = np.random.default_rng(seed)
+    links = spines * parallel
+    up = rng.integers(0, links, size=(trials, leaves, flows), dtype=np.int32)
+    down = (up // parallel) * parallel + rng.integers(0, parallel, size=up.shape, dtype=np.int32)
+    dest = np.roll(np.arange(leaves), -1)[None, :, None]  # leaf i sends to leaf i + 1
+    trial = np.arange(trials)[:, None, None]
+
+    def loads(leaf: np.ndarray, link: np.ndarray) -> np.ndarray:
+        flat = ((trial * leaves + leaf) * links + link).ravel()
+        counts = np.bincount(flat, minlength=trials * leaves * links)
+        return counts.reshape(trials, leaves * links).max(axis=1)
+
+    ups = loads(np.arange(leaves)[None, :, None], up)
+    both = np.maximum(ups, loads(np.broadcast_to(dest, up.shape), down))
+    return float(ups.mean()), float(both.mean())
+
+
+@pytest.mark.parametrize(
+    ("flows", "links", "switches"), [(256, 128, 4), (32, 16, 128), (8, 8, 16), (2000, 64, 8)]
+)
+def test_ecmp_busiest_link_over_independent_switches_matches_monte_carlo(
+    flows: int, links: int, switches: int
+) -> None:
+    """The busiest link over several switches, each hashing its own flows onto its own
+    uplinks, F(t)^switches: against a simulation of the switches together (2%)."""
+    rng = np.random.default_rng(flows + links + switches)
+    trials = 2000
+    picks = rng.integers(0, links, size=(trials, switches, flows), dtype=np.int32)
+    flat = ((np.arange(trials * switches)[:, None] * links) + picks.reshape(-1, flows)).ravel()
+    counts = np.bincount(flat, minlength=trials * switches * links)
+    simulated = counts.reshape(trials, switches * links).max(axis=1).mean()
+    fabric = expected_max_load(flows, links, switches)
+    assert fabric == pytest.approx(simulated, rel=0.02)
+    if switches >= 4 and flows <= 256:  # one switch alone is well below: the audit's error
+        assert expected_max_load(flows, links) < 0.92 * simulated
+
+
+@pytest.mark.parametrize(
+    ("flows", "leaves", "spines", "parallel"), [(256, 4, 32, 4), (32, 64, 8, 2), (64, 8, 4, 32)]
+)
+def test_ecmp_busiest_link_with_downlinks_matches_monte_carlo(
+    flows: int, leaves: int, spines: int, parallel: int
+) -> None:
+    """A ring scattered over leaves: every leaf's uplinks and the spines' downlinks into every
+    leaf, hashed as a switch does (2%), priced as 2 x leaves independent switches; the audit's
+    256 flows on 128 uplinks at 4 leaves: 6.49 at one switch, 7.44 over the 4 leaves' uplinks,
+    7.90 with the downlinks."""
+    links = spines * parallel
+    ups, both = _fabric_monte_carlo(flows, leaves, spines, parallel, trials=2000, seed=flows)
+    assert expected_max_load(flows, links, leaves) == pytest.approx(ups, rel=0.02)
+    assert expected_max_load(flows, links, 2 * leaves) == pytest.approx(both, rel=0.02)
+    assert expected_max_load(flows, links) < 0.92 * both
+
+
+def test_fabric_busiest_link_in_the_ring_model() -> None:
+    """A ring scattered over 4 leaves prices its flows at the busiest of the 4 leaves'
+    uplinks and their downlinks (8 switches' worth), adaptive and static routing as before."""
+    s = _dp_shape(_roce(routing="ecmp"), True)
+    crossings = s.leaf_crossings
+    assert s.switches("leaf", crossings) == s.n_leaf == 4
+    flows, links = s.flows_up("leaf", crossings, channels(s)), s.uplinks("leaf")
+    assert (flows, links) == (256, 128)
+    assert s.busiest_flows("leaf", crossings, channels(s)) == pytest.approx(
+        expected_max_load(256, 128, 8)
+    )
+    assert expected_max_load(256, 128, 8) == pytest.approx(7.90, abs=0.01)
+    static = dataclasses.replace(s, routing="static")
+    assert static.busiest_flows("leaf", crossings, channels(s)) == 2.0  # ceil(256 / 128)
+    rail = _dp_shape(load_cluster("dgx-h100", nodes=64, routing="ecmp"), True)
+    # rail-optimized: each leaf block's 8 rail switches hash on their own
+    assert rail.switches("leaf", rail.leaf_crossings) == rail.n_leaf * 8
+
+
+def test_large_flow_counts_are_bounded_and_right() -> None:
+    """Many uplinks (1,000 flows on 100,000) and many flows cost milliseconds, not seconds
+    (the truncated power series; the Poisson window; the normal limit), and stay right."""
+    import time
+
+    from tierwise.collectives.links import _poisson_max, max_load_cdf
+
+    start = time.perf_counter()
+    sparse = expected_max_load.__wrapped__(1000, 100000)
+    max_load_cdf.cache_clear()
+    expected_max_load.__wrapped__(1024, 8192, 2048)
+    expected_max_load.__wrapped__(5000, 3)
+    assert time.perf_counter() - start < 1.0  # 4.8 s and 448 MiB before
+    # 1,000 flows on 100,000 links: at least one collision is near certain (C(1000, 2) / 1e5
+    # = 5 pairs expected), a triple has probability ~ C(1000, 3) / 1e10 = 0.0166
+    assert sparse == pytest.approx(2.0 + 0.0166, abs=0.01)
+    assert expected_max_load(5000, 3) == pytest.approx(
+        _monte_carlo_max(5000, 3, trials=4000, seed=5), rel=0.02
+    )
+    # the normal limit joins the Poisson window at the threshold
+    lam = 1e6
+    window = _poisson_max.__wrapped__(lam, 64)
+    normal = _poisson_max.__wrapped__(lam * (1 + 1e-9), 64)
+    assert normal == pytest.approx(window, rel=1e-5)
+
+
 def test_ecmp_hand_values_and_meta_imbalance() -> None:
     # Two flows on two links collide with probability 1/2: E[max] = 1.5; three on two: 2.25.
     assert expected_max_load(2, 2) == pytest.approx(1.5, abs=1e-9)
@@ -113,8 +219,9 @@ def test_ecmp_collisions_slow_a_scattered_ring_and_queue_pairs_help() -> None:
     adaptive, ecmp, ecmp4 = busbw("adaptive"), busbw("ecmp"), busbw("ecmp", 4)
     s = _dp_shape(_roce(routing="ecmp"), True)
     flows = s.flows_up("leaf", s.leaf_crossings, channels(s))
-    busiest = expected_max_load(flows, s.uplinks("leaf"))
-    # the ring's channels, one flow each, at a port's rate over the busiest uplink's flows
+    switches = 2 * s.switches("leaf", s.leaf_crossings)  # every leaf's uplinks and downlinks
+    busiest = expected_max_load(flows, s.uplinks("leaf"), switches)
+    # the ring's channels, one flow each, at a port's rate over the busiest link's flows
     assert ring_busbw(s) == pytest.approx(channels(s) * s.port_GBps / busiest, rel=1e-9)
     assert ecmp < 0.6 * adaptive
     assert ecmp < ecmp4 < adaptive
@@ -218,11 +325,37 @@ def test_collective_explain_reports_the_busiest_uplink() -> None:
         "collective", "--cluster", "mi300x-8", "--nodes", "64", "-b", "1G", "-e", "1G",
         "--explain", "--qps-per-connection", "4",
     )  # fmt: skip
+    assert set(out["priced_algos"]) == {r["algo"] for r in out["rows"]}
     (leaf,) = out["busiest_links"]
+    assert leaf["algo"] == out["rows"][0]["algo"]
     assert leaf["level"] == "leaf" and leaf["routing"] == "ecmp"
-    assert leaf["flows"] == 16 * 4 and leaf["uplinks"] == 16 * 8
-    assert leaf["busiest_link_flows"] == pytest.approx(expected_max_load(64, 128))
+    assert leaf["flows"] == 16 * 4 and leaf["uplinks"] == 16 * 8 and leaf["switches"] == 4
+    assert leaf["busiest_link_flows"] == pytest.approx(expected_max_load(64, 128, 8))
+    assert leaf["one_switch_busiest_flows"] == pytest.approx(expected_max_load(64, 128))
     assert leaf["busiest_link_share"] == pytest.approx(leaf["busiest_link_flows"] / 64)
+
+
+def test_collective_explain_shows_what_the_priced_algorithm_loads() -> None:
+    """An alltoall loads every pair's connections, not a ring's channels; a collective inside
+    one node loads no uplink at all."""
+    out = cli_json(
+        "collective", "--cluster", "dgx-h100", "--nodes", "512", "--routing", "ecmp",
+        "--op", "alltoall", "-b", "1G", "-e", "1G", "--explain",
+    )  # fmt: skip
+    assert out["priced_algos"] == ["pairwise"]
+    (leaf,) = out["busiest_links"]
+    assert leaf["algo"] == "pairwise" and leaf["stage_ranks"] == 4096
+    # one leaf's 256 ranks each hold a connection to each of the 3,840 outside it, over the
+    # leaf's 8 rail switches
+    assert leaf["flows"] == 256 * 3840 // 8 and leaf["switches"] == 16 * 8
+    ring = cli_json(
+        "collective", "--cluster", "dgx-h100", "--nodes", "512", "--routing", "ecmp",
+        "-b", "1G", "-e", "1G", "--explain", "--algo", "ring",
+    )  # fmt: skip
+    assert ring["busiest_links"][0]["flows"] < leaf["flows"] / 100
+    one = cli_json("collective", "--cluster", "dgx-h100", "--nodes", "1", "-b", "1G", "-e", "1G",
+                   "--explain", "--routing", "ecmp")  # fmt: skip
+    assert one["priced_algos"] and one["busiest_links"] == []
 
 
 def test_sweep_varies_the_fleet_and_routing() -> None:

@@ -388,15 +388,24 @@ def node_net_GBps(s: Shape) -> float:
     across leaves (and pods), its share of the uplinks too, and its channels' flows at what
     one flow gets on the busiest uplink."""
     bw = s.rails * s.port_GBps
-    leaf = s.n_leaf > 1 or (s.relay == "spine" and s.rail_changes)
     nch = channels(s)
-    for level, count, per_domain in (
-        ("leaf", s.n_leaf if leaf else 0, s.uplink_GBps_per_domain),
-        ("pod", s.pod_crossings, s.pod_uplink_GBps_per_domain),
+    crossings = node_net_crossings(s)
+    for level, per_domain in (
+        ("leaf", s.uplink_GBps_per_domain),
+        ("pod", s.pod_uplink_GBps_per_domain),
     ):
+        count = crossings[level]
         if count:
             bw = min(bw, per_domain, nch * s.qps * s.flow_cap_GBps(level, count, nch) * s.nic_share)
     return bw / s.nic_share
+
+
+def node_net_crossings(s: Shape) -> dict[str, float]:
+    """Boundaries climbed above a leaf and above a pod by an algorithm that sends through a
+    domain's NICs once per domain (tree, NVLS and SHARP across domains): every leaf's (one
+    switch level up also when rails change through the spine) and every pod's."""
+    leaf = s.n_leaf > 1 or (s.relay == "spine" and s.rail_changes)
+    return {"leaf": s.n_leaf if leaf else 0, "pod": s.pod_crossings}
 
 
 def _relay_hop_us(s: Shape, proto: str, changes: float = 1.0) -> float:
@@ -707,15 +716,19 @@ def _stage(op: str, s: Shape, proto: str) -> Candidate:
     return next(c for c in _ring(op, s) if c.proto == proto)
 
 
+def _upper_groups(s: Shape) -> list[tuple[Shape, int]]:
+    """The stages of the hierarchical algorithm above the domain: (sub-shape, multiplicity):
+    per leaf, then across the spine, when the group crosses leaves; else across domains."""
+    if s.n_leaf > 1:
+        return [(s.leaf_group(), 1), (s.spine_group(), s.n_dom // s.n_leaf)]
+    return [(s.inter_group(), 1)]
+
+
 def _hierarchical(op: str, s: Shape) -> list[Candidate]:
     """Reduce-scatter in the domain, the op across domains per local rank (per leaf, then
     across the spine when the group crosses it), all-gather in the domain."""
     intra = s.intra_group()
-    upper = (
-        [(s.leaf_group(), 1), (s.spine_group(), s.n_dom // s.n_leaf)]
-        if s.n_leaf > 1
-        else [(s.inter_group(), 1)]
-    )
+    upper = _upper_groups(s)
     out = []
     for proto in _protocols(s):
         if op == "all_reduce":
@@ -766,19 +779,26 @@ def _alltoall_bytes_time_per_byte(s: Shape) -> float:
     t = intra / s.intra_GBps if intra else 0.0
     if s.crosses_domains:
         t = max(t, remote / per_gpu_net)
+    for level, share, per_domain, blocks, local in _alltoall_levels(s):
+        # every rank under the switch holds a connection to each outside it
+        cap = s.flow_cap_GBps(level, blocks, local * (s.p - local))
+        per_gpu = min(per_domain / (s.k * s.nic_share), (s.p - local) * s.qps * cap)
+        t = max(t, share / per_gpu)
+    return t / 1e3
+
+
+def _alltoall_levels(s: Shape) -> list[tuple[str, float, float, int, int]]:
+    """Levels a pairwise alltoall climbs above: (level, share of the bytes that leave it,
+    one domain's share of its uplinks GB/s, blocks (leaves; pods), ranks under one block)."""
     cross_leaf = (s.p - s.ranks_per_leaf) / s.p if s.n_leaf > 1 else 0.0
     if s.relay == "spine":
         cross_leaf += s.cross_rail_share * (s.ranks_per_leaf - s.k) / s.p
     per_pod = s.p // s.n_pod
-    for level, share, per_domain, blocks, local in (
+    levels = (
         ("leaf", cross_leaf, s.uplink_GBps_per_domain, s.n_leaf, s.ranks_per_leaf),
         ("pod", (s.p - per_pod) / s.p, s.pod_uplink_GBps_per_domain, s.n_pod, per_pod),
-    ):
-        if share > 0:  # every rank under the switch holds a connection to each outside it
-            cap = s.flow_cap_GBps(level, blocks, local * (s.p - local))
-            per_gpu = min(per_domain / (s.k * s.nic_share), (s.p - local) * s.qps * cap)
-            t = max(t, share / per_gpu)
-    return t / 1e3
+    )
+    return [x for x in levels if x[1] > 0]
 
 
 def _pairwise(s: Shape, group: Shape, proto: str, net: bool) -> Candidate:
@@ -808,6 +828,11 @@ def _alltoall(s: Shape) -> list[Candidate]:
     return out
 
 
+def sendrecv_crossings(s: Shape) -> dict[str, float]:
+    """Sends of a rank-order sendrecv that climb above a leaf and above a pod."""
+    return {"leaf": _leaf_crossings(s, s.pair_rail_changes), "pod": s.pod_crossings}
+
+
 def _sendrecv(s: Shape) -> list[Candidate]:
     """Each rank sends n bytes to the next in rank order at once (nccl-tests sendrecv); with
     PXN a GPU reaches a remote peer through the NIC on the peer's rail, so the sends leaving
@@ -819,7 +844,7 @@ def _sendrecv(s: Shape) -> list[Candidate]:
     if s.crosses_domains:
         per_node = -(-s.dom_crossings // s.n_dom)
         bw = min(bw, s.port_GBps / (-(-per_node // s.rails) * s.nic_share))
-    crossings = {"leaf": _leaf_crossings(s, s.pair_rail_changes), "pod": s.pod_crossings}
+    crossings = sendrecv_crossings(s)
     for level, per_domain in (
         ("leaf", s.uplink_GBps_per_domain),
         ("pod", s.pod_uplink_GBps_per_domain),
@@ -844,3 +869,34 @@ def _sendrecv(s: Shape) -> list[Candidate]:
         )
         for proto in ("LL", "Simple")
     ]
+
+
+# --- what an algorithm loads on the switches' links -----------------------------------------
+
+LinkPattern = tuple[Shape, str, float, int]
+"""(the (sub-)group, level, its crossings of the level, connections per crossing)."""
+
+
+def link_patterns(op: str, algo: str, s: Shape) -> list[LinkPattern]:
+    """What `algo` running `op` on `s` sends through the switches' uplinks, as it is priced:
+    one pattern per level it climbs above, and per stage of a staged algorithm; empty where
+    it climbs above no leaf (inside one leaf, NVLS in a domain). `Shape.link_load` of each
+    is its busiest link."""
+    if op == "alltoall":
+        groups = [s.intra_group(), s.inter_group()] if algo == "hierarchical" else [s]
+        return [
+            (g, level, blocks, local * (g.p - local))
+            for g in groups
+            for level, _, _, blocks, local in _alltoall_levels(g)
+        ]
+    if op == "sendrecv":
+        crossings = [(s, sendrecv_crossings(s), 1)]
+    elif algo in ("ring", "pat"):
+        crossings = [(s, ring_crossings(s), channels(s))]
+    elif algo == "hierarchical":
+        crossings = [(g, ring_crossings(g), channels(g)) for g, _ in _upper_groups(s) if g.p > 1]
+    elif s.crosses_domains and algo in ("tree", "nvls", "nvls_tree", *ALGO_ALIASES["sharp"]):
+        crossings = [(s, node_net_crossings(s), channels(s))]
+    else:
+        return []
+    return [(g, level, n, conns) for g, per, conns in crossings for level, n in per.items() if n]

@@ -210,39 +210,67 @@ class Shape:
         per_switch = -(-connections * self.siblings // self._switch_rails()[1])
         return per_switch * math.ceil(crossings / blocks) * self.qps
 
+    def switches(self, level: str, crossings: float) -> int:
+        """Switches of `level` (leaf switches; pods' layers above the leaves) whose uplinks the
+        group's `crossings` climb through: a boundary crossed at most once per block counted
+        once, times the rail switches of a block. Each is priced with the busiest one's
+        flows (`flows_up`, an upper bound where the crossings do not divide evenly)."""
+        blocks = self.n_leaf if level == "leaf" else self.n_pod
+        return max(1, min(blocks, math.ceil(crossings))) * self._switch_rails()[1]
+
+    def busiest_flows(self, level: str, crossings: float, connections: int) -> float:
+        """Flows on the busiest link of `level` in the whole fabric (expected, under ECMP):
+        the uplinks of every switch the crossings leave by and the downlinks into every
+        switch they arrive at, each switch hashing its flows independently (`links`).
+
+        Downlinks: the spine (core) a flow takes is the source switch's hash, and a spine
+        with several links to the destination hashes again among them, so the flows arriving
+        at a switch fall on its downlinks as balls into bins too, as many as leave it (the
+        patterns are symmetric). Taken as independent of the uplinks' loads: within 1% of
+        a simulation with 2 or more links from each spine to each leaf; where each spine has
+        one link to each leaf and a switch receives from one other only (a ring in block
+        order), the downlinks repeat that switch's uplinks and the busiest load is that of
+        half as many switches (6% lower at 256 flows on 128 uplinks of 4 leaves)."""
+        flows, links = self.flows_up(level, crossings, connections), self.uplinks(level)
+        return busiest_load(self.routing, flows, links, 2 * self.switches(level, crossings))
+
     def flow_cap_GBps(self, level: str, crossings: float, connections: int) -> float:
-        """What one flow gets on the busiest uplink of `level` (a port's rate over the flows
-        on it), GB/s; unbounded under adaptive routing, where the fluid share of the uplinks
-        (`uplink_GBps_per_domain`) is the bound. See `flows_up`."""
+        """What one flow gets on the busiest link of `level` (a port's rate over the flows
+        on it, `busiest_flows`), GB/s; unbounded under adaptive routing, where the fluid
+        share of the uplinks (`uplink_GBps_per_domain`) is the bound. See `flows_up`."""
         if not crossings or self.routing == "adaptive":
             return math.inf
-        flows = self.flows_up(level, crossings, connections)
-        return self.port_GBps / busiest_load(self.routing, flows, self.uplinks(level))
+        return self.port_GBps / self.busiest_flows(level, crossings, connections)
+
+    def link_load(self, level: str, crossings: float, connections: int) -> dict[str, Any]:
+        """The busiest link of `level` for a pattern that climbs through it `crossings` times
+        with `connections` connections per crossing: flows leaving one switch over its
+        uplinks, the switches crossed (each with as many downlinks, hashed too), the flows on
+        the busiest link in the fabric and at one switch alone, the fabric's as a share of
+        one switch's flows, and what one flow gets there (GB/s; None: adaptive routing, whose
+        fluid share of the uplinks bounds instead)."""
+        flows, links = self.flows_up(level, crossings, connections), self.uplinks(level)
+        busiest = self.busiest_flows(level, crossings, connections)
+        cap = self.flow_cap_GBps(level, crossings, connections)
+        return {
+            "level": level,
+            "routing": self.routing,
+            "flows": flows,
+            "uplinks": links,
+            "switches": self.switches(level, crossings),
+            "links_hashed": 2 * self.switches(level, crossings) * links,
+            "busiest_link_flows": busiest,
+            "one_switch_busiest_flows": busiest_load(self.routing, flows, links),
+            "busiest_link_share": busiest / flows,
+            "per_flow_GBps": None if math.isinf(cap) else cap,
+        }
 
     def busiest_link(self, connections: int, crossings: dict[str, float]) -> list[dict[str, Any]]:
-        """The busiest uplink of each level the group crosses (`crossings` per level): flows
-        leaving one switch over its uplinks, the flows on the busiest one, its share of the
-        flows leaving, and what one flow gets there (GB/s; None: adaptive routing, whose
-        fluid share of the uplinks bounds instead)."""
-        out = []
-        for level, count in crossings.items():
-            if not count:
-                continue
-            flows, links = self.flows_up(level, count, connections), self.uplinks(level)
-            busiest = busiest_load(self.routing, flows, links)
-            cap = self.flow_cap_GBps(level, count, connections)
-            out.append(
-                {
-                    "level": level,
-                    "routing": self.routing,
-                    "flows": flows,
-                    "uplinks": links,
-                    "busiest_link_flows": busiest,
-                    "busiest_link_share": busiest / flows,
-                    "per_flow_GBps": None if math.isinf(cap) else cap,
-                }
-            )
-        return out
+        """`link_load` of each level the group crosses (`crossings` per level), every
+        crossing carrying `connections` connections."""
+        return [
+            self.link_load(level, count, connections) for level, count in crossings.items() if count
+        ]
 
     @property
     def overhead_us(self) -> float:

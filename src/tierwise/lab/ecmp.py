@@ -118,11 +118,14 @@ def predict_ring(c: FabricConfig, ring: list[int], spine_of: SpineOf) -> dict[st
 
 
 def expected_ring_busbw(c: FabricConfig) -> float:
-    """The model's ECMP price of the same ring with unknown hashes: two flows leave each leaf
-    over `spines` uplinks, the busiest carrying their expected maximum (GB/s)."""
+    """The model's ECMP price of the same ring with unknown hashes: two flows leave each of
+    the two leaves over `spines` uplinks, each leaf hashing its own, and the ring runs at the
+    busiest link of the two (GB/s). The downlinks add nothing here: each spine has one link
+    to each leaf, and a leaf receives from the other only, so they carry what the other
+    leaf's uplinks carry."""
     nic = c.rate_bit / 8e9 * TCP_PAYLOAD_SHARE
     link = c.spine_link_rate_bit / 8e9 * TCP_PAYLOAD_SHARE
-    return min(nic, link / busiest_load("ecmp", 2, c.spines))
+    return min(nic, link / busiest_load("ecmp", 2, c.spines, switches=2))
 
 
 @dataclass(frozen=True)

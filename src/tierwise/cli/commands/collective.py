@@ -10,7 +10,7 @@ import typer
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
 from tierwise.collectives.as_nccl_tests import prediction_test
-from tierwise.collectives.model import auto_candidates, candidates, channels, ring_crossings
+from tierwise.collectives.model import auto_candidates, candidates, link_patterns
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.collectives.shape import Shape
 from tierwise.errors import SpecError
@@ -52,7 +52,8 @@ def collective(
         bool,
         typer.Option(
             "--explain",
-            help="Print every candidate's latency and bandwidth, and the ring's busiest uplink.",
+            help="Print every candidate's latency and bandwidth, and the busiest link each "
+            "chosen algorithm loads.",
         ),
     ] = False,
     plot: Annotated[
@@ -83,7 +84,8 @@ def collective(
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
     explained = _explained(op, shape) if explain else []
-    links = shape.busiest_link(channels(shape), ring_crossings(shape)) if explain else []
+    priced = list(dict.fromkeys(pred.algo))  # the algorithms chosen at some size
+    links = _busiest_links(op, priced, shape) if explain else []
     if as_json:
         print_json(
             {
@@ -93,7 +95,11 @@ def collective(
                 "ranks_per_node": k,
                 "cluster": cluster_spec.name,
                 "rows": pred.rows(),
-                **({"candidates": explained, "busiest_links": links} if explain else {}),
+                **(
+                    {"candidates": explained, "priced_algos": priced, "busiest_links": links}
+                    if explain
+                    else {}
+                ),
             }
         )
         return
@@ -106,7 +112,7 @@ def collective(
     if algo == "auto":
         typer.echo("# next: the runner-up candidate; margin: how much slower it is than the choice")
     if explain:
-        _print_explained(explained, links)
+        _print_explained(explained, priced, links)
 
 
 def register(app: typer.Typer) -> None:
@@ -138,6 +144,16 @@ def _explained(op: str, shape: Shape) -> list[dict[str, Any]]:
     ]
 
 
+def _busiest_links(op: str, algos: list[str], shape: Shape) -> list[dict[str, Any]]:
+    """The busiest link of each level (and stage) that each algorithm in `algos` loads, as
+    priced (`link_patterns`); an algorithm that climbs above no leaf has no row."""
+    return [
+        {"algo": algo, "stage_ranks": g.p, **g.link_load(level, crossings, connections)}
+        for algo in algos
+        for g, level, crossings, connections in link_patterns(op, algo, shape)
+    ]
+
+
 def _pipeline_cell(p: dict[str, Any] | None) -> str:
     """`loops x chunks x chunk` of an NVLS pipeline's fill, or `-`."""
     if p is None:
@@ -145,8 +161,10 @@ def _pipeline_cell(p: dict[str, Any] | None) -> str:
     return f"{p['fill_loops']:g} x {p['chunks_in_flight']} x <= {p['max_chunk_bytes'] >> 10} KiB"
 
 
-def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]]) -> None:
-    """The candidates' table and the ring's busiest uplink per level."""
+def _print_explained(
+    explained: list[dict[str, Any]], priced: list[str], links: list[dict[str, Any]]
+) -> None:
+    """The candidates' table and the busiest link per level of each chosen algorithm."""
     rows = [
         (
             c["algo"],
@@ -169,16 +187,22 @@ def _print_explained(explained: list[dict[str, Any]], links: list[dict[str, Any]
     if links:
         console.print(
             table(
-                "busiest uplink per level (the ring's channels x queue pairs as flows)",
-                ["level", "routing", "flows", "uplinks", "busiest link flows", "share",
-                 "per flow GB/s"],
+                "busiest link per level of the chosen algorithms (connections x queue pairs as "
+                "flows; every switch crossed hashes its own uplinks, and its downlinks too)",
+                ["algo", "stage ranks", "level", "routing", "flows/switch", "uplinks",
+                 "switches", "busiest link flows", "one switch's", "share", "per flow GB/s"],
                 [
                     (
-                        x["level"], x["routing"], x["flows"], x["uplinks"],
-                        x["busiest_link_flows"], f"{x['busiest_link_share']:.1%}",
+                        x["algo"], x["stage_ranks"], x["level"], x["routing"], x["flows"],
+                        x["uplinks"], x["switches"], x["busiest_link_flows"],
+                        x["one_switch_busiest_flows"], f"{x['busiest_link_share']:.1%}",
                         "fluid" if x["per_flow_GBps"] is None else x["per_flow_GBps"],
                     )
                     for x in links
                 ],
             )
         )  # fmt: skip
+    loaded = {x["algo"] for x in links}
+    for algo in priced:
+        if algo not in loaded:
+            console.print(f"{algo}: sends nothing through a leaf's uplinks (busiest link: none)")
