@@ -27,6 +27,7 @@ from tierwise.perf.terms.stage import Stage, stage_of
 from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.workload.layout import Layout, layout_fields
 from tierwise.workload.load import load_model
+from tierwise.workload.spec import ModelSpec
 
 H100 = load_cluster("dgx-h100", nodes=8).gpu
 LAT = 1e-3  # every fake collective: 1 ms latency + 1 ns per byte
@@ -128,6 +129,85 @@ def test_deepspeed_keeps_a_layers_last_modules_from_recompute_to_backward() -> N
     assert dp_term._kept_for_backward(selective, gathers).count == 0  # no second forward
 
 
+def test_deepspeed_zero3_prefetches_while_under_max_live_parameters() -> None:
+    """The coordinator prefetches after each fetch while fewer than 1e9 elements are
+    gathered: gpt3-175b at tp 1 (largest module 0.6e9) prefetches every gather; a 530B-class
+    layer (h 20480, MLP matrices of 1.68e9) cannot prefetch the module after an MLP matrix:
+    forward, the second MLP matrix and the next layer's q; backward (reverse order), the
+    first MLP matrix and o."""
+    gpt3 = load_model("gpt3-175b")
+    lay = Layout(tp=1, dp=8, seq=2048, gbs=16, zero=3, recompute="none")
+    s = stage_of(gpt3, H100, layout_fields(lay, gpt3))
+    modules = dp_term._module_gathers(s, fake_comm)
+    kept = dp_term._kept_for_backward(s, modules)
+    assert dp_term._unprefetched(s, modules, kept) == (0.0, 0.0, 0.0)
+    big = ModelSpec.parse(
+        {
+            "name": "big",
+            "layers": 8,
+            "hidden": 20480,
+            "heads": 160,
+            "ffn_hidden": 81920,
+            "vocab": 51200,
+            "activation": "gelu",
+        },
+        "big",
+    )
+    s = stage_of(big, H100, layout_fields(Layout(tp=1, dp=8, seq=2048, gbs=16, zero=3), big))
+    g_attn = fake_comm("", "", 20480 * 20480 * 2)  # q, k, v, o: 0.42e9 each
+    g_mlp = fake_comm("", "", 20480 * 81920 * 2)  # fc1, fc2: 1.68e9 each
+    modules = dp_term._module_gathers(s, fake_comm)
+    kept = dp_term._kept_for_backward(s, modules)
+    fwd, _, bwd = dp_term._unprefetched(s, modules, kept)
+    assert fwd == pytest.approx(g_mlp + g_attn) and bwd == pytest.approx(g_mlp + g_attn)
+    # Full recompute: the backward skips fc2 (still gathered from the recompute forward) and
+    # waits for fc1 and o, as before; the recompute forward's q follows the backward of the
+    # layer above, which ends with its (small) q: only fc2 waits.
+    lay = Layout(tp=1, dp=8, seq=2048, gbs=16, zero=3, recompute="full")
+    full = stage_of(big, H100, layout_fields(lay, big))
+    modules = dp_term._module_gathers(full, fake_comm)
+    kept = dp_term._kept_for_backward(full, modules)
+    assert kept.count == 1
+    fwd, again, bwd = dp_term._unprefetched(full, modules, kept)
+    assert (fwd, again, bwd) == pytest.approx((g_mlp + g_attn, g_mlp, g_mlp + g_attn))
+    # The step: 2 micro-batches of 8 layers, each pass's first layer exposed whole, the
+    # others' prefetched gathers hidden (ag - waits fits the 0.9 x compute / 3 / 8 window of
+    # 33.75 s), the waits not; the last 5e8-element bucket of the gradients' reduce-scatter.
+    c = 900.0
+    ag = 4 * g_attn + 2 * g_mlp
+    params = stage_params(s)
+    buckets = -(-params // 5e8)
+    rs = buckets * fake_comm("", "", params * 4 / buckets)
+    assert ag - fwd < c / 3 / 8 * DP_OVERLAP_EFFICIENCY
+    assert ag - bwd + rs / 8 < 2 * c / 3 / 8 * DP_OVERLAP_EFFICIENCY
+    per_micro = (ag + 7 * fwd) + (ag + 7 * bwd) + rs / buckets
+    r = deepspeed_zero3(s, fake_comm, c, params)
+    assert r.exposed_s == pytest.approx(2 * per_micro)
+
+
+def test_fsdp2_with_pp_gathers_m_plus_one_times_and_reduces_after_the_schedule() -> None:
+    """torch.distributed.pipelining keeps the weights gathered after every backward and
+    reduces after the last: with 1F1B at pp 2 and 4 micro-batches the first stage runs
+    F F B F B F B B and gathers for the first two forwards and the three backwards that follow
+    a forward (m + 1 = 5), the last backward finding the weights still gathered; the 16
+    blocks' reduce-scatters all wait at the end."""
+    pipe = stage(zero=3, pp=2, dp=4)  # 16 blocks a stage, 4 micro-batches
+    params = stage_params(pipe)
+    blk = params / 16
+    ag, rs = fake_comm("", "", blk * 2), fake_comm("", "", blk * 4)
+    c = 3.2
+    fwd, bwd = c / 3 / 16 * 0.9, c * 2 / 3 / 16 * 0.9
+    r = fsdp2(pipe, fake_comm, c, params)
+    assert r.total_s == pytest.approx(16 * (5 * ag + rs))
+    gather_fwd = ag + 15 * max(ag - fwd, 0)
+    gather_bwd = ag + 15 * max(ag - bwd, 0)
+    assert r.exposed_s == pytest.approx(2 * gather_fwd + 3 * gather_bwd + 16 * rs)
+    assert r.bytes == pytest.approx(params * (5 * 2 + 4))
+    # zero 2: one gather a step, the same reduce at the end.
+    kept = fsdp2(stage(zero=2, pp=2, dp=4), fake_comm, c, params)
+    assert kept.exposed_s == pytest.approx(gather_fwd + 16 * rs)
+
+
 def test_zero3_traffic_per_gpu_per_step_is_flat_in_dp() -> None:
     # Every GPU receives the whole model's weights each pass, however many share them: at
     # one micro-batch per GPU the bytes per GPU per step stay within (dp-1)/dp of each other
@@ -145,19 +225,67 @@ def test_zero3_traffic_per_gpu_per_step_is_flat_in_dp() -> None:
         assert sent[0] > 3 * 2 * 70e9 * 0.9 or framework == "torchtitan"
 
 
-def test_deepspeed_zero2_gathers_the_updated_weights_after_the_step_exposed() -> None:
-    """DeepSpeed ZeRO-1/2 all-gather the weights at the end of step(): nothing hides them.
-    With 100 s of compute (fake links: 16 s to gather, 32 s to reduce) the generic model
-    hides both; DeepSpeed still hides the reduce-scatter behind backward."""
-    s = stage(zero=2)
-    params = stage_params(s)
-    ag, rs = fake_comm("", "", params * 2), fake_comm("", "", params * 4)
-    assert ag < 100 / 3 * DP_OVERLAP_EFFICIENCY and rs < 200 / 3 * DP_OVERLAP_EFFICIENCY
-    generic = dp_comm(s, fake_comm, compute_s=100.0)
-    deep = dp_comm(s, fake_comm, compute_s=100.0, runner=DEEPSPEED)
-    assert deep.comm.total_s == pytest.approx(generic.comm.total_s) == pytest.approx(rs + ag)
+def op_comm(kind: str, op: str, nbytes: float) -> float:
+    """`fake_comm`, with an all-reduce moving twice the bytes."""
+    return LAT + (2e-9 if op == "all_reduce" else 1e-9) * nbytes
+
+
+def test_deepspeed_zero1_2_reduce_in_buckets_and_gather_the_weights_after_the_step() -> None:
+    """DeepSpeed ZeRO-1/2 (stage_1_and_2.py): each 5e8-element gradient bucket all-reduced
+    behind backward, the last (flushed as backward ends) exposed; ZeRO-2 every micro-step,
+    ZeRO-1 at the accumulation boundary only; the updated weights all-gathered at the end of
+    step(), exposed. The generic model: one reduce-scatter, hidden."""
+    s2, s1 = stage(zero=2), stage(zero=1)  # llama3-8b, 2 micro-batches, fp32 gradients
+    params = stage_params(s2)  # 8.03e9 parameters: 17 buckets
+    buckets = 17
+    assert -(-params // 5e8) == buckets
+    ar = buckets * LAT + 2e-9 * params * 4  # 17 all-reduces, 64.2 s
+    ag = LAT + 1e-9 * params * 2  # 16.1 s
+    rs = LAT + 1e-9 * params * 4
+    c = 150.0  # backward window 0.9 x 100 s > ar: each reduction keeps its last bucket only
+    assert ar < 2 / 3 * c * DP_OVERLAP_EFFICIENCY
+    zero2 = dp_comm(s2, op_comm, compute_s=c, runner=DEEPSPEED)
+    zero1 = dp_comm(s1, op_comm, compute_s=c, runner=DEEPSPEED)
+    assert zero2.comm.total_s == pytest.approx(2 * ar + ag)
+    assert zero2.comm.exposed_s == pytest.approx(2 * ar / buckets + ag)
+    assert zero1.comm.total_s == pytest.approx(ar + ag)
+    assert zero1.comm.exposed_s == pytest.approx(ar / buckets + ag)
+    # An all-reduce sends its buffer twice; 7 of 8 shares leave the GPU.
+    assert zero2.comm.bytes == pytest.approx(7 / 8 * (2 * 2 * params * 4 + params * 2))
+    generic = dp_comm(s2, op_comm, compute_s=c)
+    assert generic.comm.total_s == pytest.approx(rs + ag)
     assert generic.comm.exposed_s == 0
-    assert deep.comm.exposed_s == pytest.approx(ag)
+    # A short backward: what overflows its window, every micro-step.
+    short = dp_comm(s2, op_comm, compute_s=30.0, runner=DEEPSPEED)
+    assert short.comm.exposed_s == pytest.approx(2 * (ar - 20 * DP_OVERLAP_EFFICIENCY) + ag)
+
+
+def test_deepspeed_zero2_reduce_traffic_grows_with_accumulation() -> None:
+    # 8 then 32 micro-batches a step: ZeRO-2 reduces 24 more times, ZeRO-1 as often.
+    m = load_model("llama3-70b")
+    c = load_cluster("dgx-h100", nodes=8)
+    params = None
+    total: dict[tuple[int, int], float] = {}
+    for zero in (1, 2):
+        for gbs in (64, 256):
+            lay = Layout(tp=8, dp=8, mbs=1, seq=4096, gbs=gbs, zero=zero, recompute="full")
+            s = stage_of(m, c.gpu, layout_fields(lay, m))
+            params = stage_params(s)
+            total[zero, gbs] = dp_comm(s, op_comm, 1.0, runner=DEEPSPEED).comm.total_s
+    assert params == pytest.approx(70.55e9 / 8, rel=0.01)  # 18 buckets of fp32 gradients
+    ar = 18 * LAT + 2e-9 * params * 4
+    assert total[2, 256] - total[2, 64] == pytest.approx(24 * ar)
+    assert total[1, 256] == pytest.approx(total[1, 64])
+    step = {
+        gbs: estimate(
+            m,
+            c,
+            Layout(tp=8, dp=8, mbs=1, seq=4096, gbs=gbs, zero=2, recompute="full"),
+            Flags(framework="deepspeed"),
+        )["comm_total_s"]["dp"]
+        for gbs in (64, 256)
+    }
+    assert step[256] > 3 * step[64]
 
 
 def test_frameworks_at_scale_end_to_end() -> None:

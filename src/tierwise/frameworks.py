@@ -154,6 +154,16 @@ class Framework:
     legacy_zero3_before: str | None = None
     """The release from which its ZeRO-3 gathers overlap compute and skip the per-rank copies;
     ``Flags.legacy_zero3`` prices the releases before it (None: it has no such history)."""
+    sharded_grad_bucket: int | None = None
+    """ZeRO-1/2 (sharded optimizer, its own engine): gradients reduced in buckets of this many
+    elements as backward fills them, the last one (flushed when backward ends) exposed; None:
+    as the generic model or `dp_buckets` say."""
+    sharded_grad_all_reduce: bool = False
+    """ZeRO-1/2 reduce each gradient bucket with an all-reduce (each rank keeps its partition)
+    rather than a reduce-scatter."""
+    zero2_reduces_every_micro: bool = False
+    """ZeRO-2 (partitioned gradients) reduces every micro-batch's gradients during its
+    backward; ZeRO-1 only the last micro-batch's (the accumulation boundary)."""
     interleave_groups: bool = False
     """Its interleaved schedule runs the micro-batches in groups of
     --microbatch-group-size-per-virtual-pipeline-stage (default pp) and refuses a count that
@@ -288,6 +298,19 @@ DEEPSPEED = Framework(
     # before every gather and after every module's fetch, so no gather ran asynchronously, and
     # torch's list all_gather copying its output once more, as commit c0eeb69d (#1188) states).
     legacy_zero3_before="0.5.5",
+    # ZeRO-1/2 with overlap_comm (as the emitted config sets it; tierwise.plan.emit.deepspeed):
+    # each gradient's hook adds it to a reduce_bucket_size (5e8 elements) bucket, reduced on
+    # the reduction stream when full, the rest at the end of backward
+    # (deepspeed/runtime/zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads,
+    # independent_gradient_partition_epilogue, 0.19.8). ZeRO-2 does so every micro-step
+    # (reduce_ready_partitions_and_remove_grads: partition_gradients; runtime/engine.py
+    # allreduce_gradients: "ZeRO stage >= 2 communicates during non gradient accumulation
+    # boundaries as well"), ZeRO-1 at the accumulation boundary only. average_tensor reduces
+    # each bucket with one all-reduce (use_multi_rank_bucket_allreduce, default true,
+    # runtime/zero/config.py), not a reduce-scatter.
+    sharded_grad_bucket=500_000_000,
+    sharded_grad_all_reduce=True,
+    zero2_reduces_every_micro=True,
 )
 GENERIC = Framework(
     name="generic",

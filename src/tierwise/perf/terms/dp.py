@@ -22,17 +22,21 @@ As frameworks run it (their rows in `tierwise.frameworks`, read through `Flags.r
   forward; zero 3 reshards after forward (``reshard_after_forward``) and gathers again ahead
   of backward, zero 2 keeps the weights; each block's gradient reduce-scatter overlaps the
   next block's backward, the last stays exposed. Without pipelining every micro-batch runs
-  the whole cycle; with it, gradients are reduced on the last micro-batch only, and
-  unresharded weights gathered once per step (torchtitan's default for PP).
-- DeepSpeed ZeRO-1/2: the updated 16-bit weights are all-gathered at the end of the
-  optimizer step (deepspeed/runtime/zero/stage_1_and_2.py, step(): ``all_gather_dp_groups``
-  "ready for next round forward"), with no compute left in the step to hide behind: exposed.
-- DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm, with
-  ``stage3_prefetch_bucket_size`` prefetch), forward and again backward, each collective
-  paying its latency, which dominates at scale; under full recompute the backward skips
-  what the recompute forward left gathered (``stage3_max_reuse_distance``); gradients
-  reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8 elements) buckets. Before
-  0.5.5 (``--legacy-zero3``) every
+  the whole cycle; with it (torch.distributed.pipelining), backwards keep the weights
+  gathered and reduce nothing: zero 3 gathers m + 1 times a step per virtual stage, zero 2
+  once, and all gradients are reduced after the last backward, the last stage's exposed.
+- DeepSpeed ZeRO-1/2: gradients all-reduced in 5e8-element buckets behind backward, the last
+  bucket exposed; ZeRO-2 every micro-step, ZeRO-1 at the accumulation boundary only
+  (`Framework.sharded_grad_bucket`). The updated 16-bit weights are all-gathered at the end
+  of the optimizer step (deepspeed/runtime/zero/stage_1_and_2.py, step():
+  ``all_gather_dp_groups`` "ready for next round forward"), with no compute left in the step
+  to hide behind: exposed.
+- DeepSpeed ZeRO-3: parameters gathered module by module (each weight matrix and norm),
+  prefetched while fewer than ``stage3_max_live_parameters`` are gathered, forward and again
+  backward, each collective paying its latency, which dominates at scale; under full
+  recompute the backward skips what the recompute forward left gathered
+  (``stage3_max_reuse_distance``); gradients reduce-scattered every micro-step in
+  ``reduce_bucket_size`` (5e8 elements) buckets. Before 0.5.5 (``--legacy-zero3``) every
   parameter and gradient had its own collective through per-rank lists, with a device
   synchronisation around every gather: nothing overlapped, and host time grew with dp.
 - DeepSpeed's pipeline engine (bf16): each micro-batch's gradients added into fp32 ones, all-
@@ -180,38 +184,50 @@ def dp_comm(
     if runner.dp_buckets:  # gradients and weights move bucket by bucket (Megatron)
         bucket = maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ranks)
         buckets = [-(-n // bucket) for _, n in groups]
+    # The sharded optimizer's gradient reduction: its op, buckets and how many per step.
+    rs_op, rs_buckets, reductions = "reduce_scatter", buckets, 1
+    if runner.sharded_grad_bucket:  # DeepSpeed ZeRO-1/2 (`Framework.sharded_grad_bucket`)
+        rs_buckets = [-(-n // runner.sharded_grad_bucket) for _, n in groups]
+        rs_op = "all_reduce" if runner.sharded_grad_all_reduce else rs_op
+        if runner.zero2_reduces_every_micro:  # ZeRO-2 reduces every micro-step
+            reductions = 1 + (micro - 1) * (f["zero"] == 2)
     if shard is True:  # one layout with a sharded optimizer: no all-reduce (as `select` gives)
-        rs = _over(comm, "reduce_scatter", groups, buckets, grad_bytes)
+        rs = _over(comm, rs_op, groups, rs_buckets, grad_bytes)
         ag = _over(comm, "all_gather", groups, buckets, weight_bytes)
         ar = 0.0
     else:
-        rs = select(
-            shard, lambda: _over(comm, "reduce_scatter", groups, buckets, grad_bytes), _zero
-        )
+        rs = select(shard, lambda: _over(comm, rs_op, groups, rs_buckets, grad_bytes), _zero)
         ag = select(shard, lambda: _over(comm, "all_gather", groups, buckets, weight_bytes), _zero)
         ar = select(shard, _zero, lambda: _over(comm, "all_reduce", groups, buckets, grad_bytes))
     buckets = buckets[0] if len(buckets) == 1 else buckets[0] + buckets[1]
     # In buckets, the last gradient bucket (backward ends with it) and the first weight
     # bucket (forward starts with it) cannot hide.
     tail = (buckets > 1) / buckets
+    rs_tail = tail
+    if runner.sharded_grad_bucket:  # the last bucket, flushed as backward ends, even if alone
+        rs_tail = 1 / (rs_buckets[0] if len(rs_buckets) == 1 else rs_buckets[0] + rs_buckets[1])
     # Interleaved, each virtual stage's first weight bucket waits as its chunk's forward
     # begins, unless --align-param-gather gathers them all at the start of the step.
     first_buckets = 1 + runner.dp_buckets * (not align_param_gather) * (f["vpp"] - 1)
     whole, unsharded = 1 - fsdp, 1 - shard  # weights whole on each rank; states unsharded
     fsdp_micro = fsdp * micro  # (FSDP gathers and reduces every micro-batch)
+    # (each reduction hides behind its own micro-batch's backward, keeping its tail)
     once = shard * (
         maximum(pos(ag - fwd_window), minimum(ag * tail * first_buckets, ag))
-        + maximum(pos(rs - bwd_window), rs * tail)
+        + reductions * maximum(pos(rs - bwd_window), rs * rs_tail)
     ) + unsharded * maximum(pos(ar - bwd_window), ar * tail)
     per_micro = micro * pos(2 * ag + rs - compute_s * DP_OVERLAP_EFFICIENCY)
     exposed = fsdp * per_micro + whole * once
-    traffic = fsdp_micro * (2 * ag + rs) + whole * (shard * (rs + ag) + unsharded * ar)
+    traffic = fsdp_micro * (2 * ag + rs) + whole * (shard * (reductions * rs + ag) + unsharded * ar)
     window = fsdp_micro * compute_s * DP_OVERLAP_EFFICIENCY + whole * (
-        bwd_window + shard * fwd_window
+        reductions * bwd_window + shard * fwd_window
     )
-    fsdp_bytes, sharded_bytes = fsdp_micro * (2 * weights + grads), shard * (grads + weights)
+    # (an all-reduce sends its buffer twice: reduce-scatter, then all-gather phase)
+    reduced = reductions * grads * (2 if rs_op == "all_reduce" else 1)
+    fsdp_bytes = fsdp_micro * (2 * weights + grads)
+    sharded_bytes = shard * (reduced + weights)
     sent = (ranks - 1) / ranks * (fsdp_bytes + whole * (sharded_bytes + unsharded * 2 * grads))
-    buffers = fsdp_bytes + whole * (sharded_bytes + unsharded * grads)
+    buffers = fsdp_bytes + whole * (shard * (reductions * grads + weights) + unsharded * grads)
     group = "dpcp"
     if runner.sharded_dp is not None:
         per_block = SHARDED_PER_BLOCK[runner.sharded_dp]
@@ -312,15 +328,31 @@ def fsdp2(s: Stage, comm: C.CommFn, compute_s: Array, params: Array) -> Sharded:
     # block's gradient reduce-scatter (when gradients sync).
     gather_fwd = _prefetched(ag, ag, fwd, blocks)
     bwd_sync = _prefetched(reshard * ag, reshard * ag + rs, bwd, blocks) + rs
-    bwd_nosync = reshard * _prefetched(ag, ag, bwd, blocks)
+    gather_bwd = _prefetched(ag, ag, bwd, blocks)
     piped = f["pp"] > 1
-    # Without PP every micro-batch gathers and reduces; with PP gradients sync on the last
-    # micro-batch, and weights kept after forward are gathered once per step.
-    gathers = (1 - piped) * micro + piped * (reshard * micro + (1 - reshard))
-    reduces = (1 - piped) * micro + piped
-    exposed = gathers * gather_fwd + reduces * bwd_sync + (micro - reduces) * bwd_nosync
-    total = blocks * ((gathers + reshard * micro) * ag + reduces * rs)
-    moved = params * ((gathers + reshard * micro) * gathered + reduces * FSDP2_REDUCE_BYTES)
+    unpiped = 1 - piped
+    # Without PP every micro-batch gathers (forward, and backward when resharded) and
+    # reduces. With PP (torch.distributed.pipelining, torch 2.13): every backward keeps the
+    # weights gathered and its gradients unreduced (stage.py backward_maybe_with_nosync:
+    # set_reshard_after_backward(False), set_requires_gradient_sync(False)); a forward after a
+    # backward finds them gathered, and resharded (zero 3) after itself, so a backward after a
+    # forward gathers again. Per virtual stage that is m + 1 gathers whatever the order: the
+    # warmup forwards and the first steady one (min(pp, m) at the first stage), and every
+    # backward that follows a forward; zero 2 gathers once. The gradients are reduced after
+    # the last backward (perform_reduce_grad, REDUCE_GRAD): the last virtual stage's reduce
+    # has no compute left to hide behind.
+    warmup = minimum(f["pp"], micro)
+    fwd_gathers = unpiped * micro + piped * (reshard * warmup + (1 - reshard))
+    bwd_gathers = reshard * (unpiped * micro + piped * (micro + 1 - warmup))
+    reduces = unpiped * micro + piped
+    exposed = (
+        fwd_gathers * gather_fwd
+        + unpiped * micro * bwd_sync
+        + piped * (bwd_gathers * gather_bwd + blocks / f["vpp"] * rs)
+    )
+    gathers = fwd_gathers + bwd_gathers
+    total = blocks * (gathers * ag + reduces * rs)
+    moved = params * (gathers * gathered + reduces * FSDP2_REDUCE_BYTES)
     return Sharded(exposed, total, moved, f["zero"] >= 2, group)
 
 
@@ -354,11 +386,11 @@ def deepspeed_zero3(
     fire again and the forward released them: deepspeed/runtime/zero/
     partitioned_param_coordinator.py) and again before its backward; modules under
     ``stage3_param_persistence_threshold`` (1e5 elements: the norms) stay whole. Each gather
-    is prefetched one module ahead (``stage3_prefetch_bucket_size`` 5e7 elements holds at
-    least the next module), so a layer's gathers hide behind the previous layer's compute of
-    that pass, the first one exposed; where two modules exceed ``stage3_max_live_parameters``
-    (1e9 elements: a 530B model's 1.3e9-element QKV) nothing is prefetched and every gather
-    waits. Gradients are reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8
+    is prefetched (``stage3_prefetch_bucket_size`` 5e7 elements, and at least the next
+    module), so a layer's gathers hide behind the previous layer's compute of that pass, the
+    first one exposed; a module of ``stage3_max_live_parameters`` (1e9 elements) or more per
+    GPU stops the prefetch, and the module after it waits for its gather (`_unprefetched`).
+    Gradients are reduce-scattered every micro-step in ``reduce_bucket_size`` (5e8
     elements) buckets; the last, filled as backward ends, is exposed. None of it shrinks with
     dp: each GPU receives the whole model's weights per pass.
 
@@ -367,7 +399,7 @@ def deepspeed_zero3(
     gradient is reduce-scattered on its own; every gather and reduce-scatter pays
     `LEGACY_ZERO3_PER_RANK_S` per rank and its buffers' extra HBM passes. That host time
     grows with dp while the bytes do not."""
-    f, blocks, tp, micro = s.f, s.layers, s.f["tp"], s.micro
+    f, blocks, micro = s.f, s.layers, s.micro
     modules = _module_gathers(s, comm)
     ag = sum([count * seconds for count, _, seconds in modules])  # each its own collective
     grads = params * main_grad_bytes(f["grad_reduce_bf16"])
@@ -377,13 +409,16 @@ def deepspeed_zero3(
     units = 3 + full  # forward 1, recompute forward, backward 2
     kept = _kept_for_backward(s, modules)
     ag_back = ag - kept.seconds
-    prefetch = 2 * largest_module(s.model) / tp <= DEEPSPEED_MAX_LIVE_PARAMETERS
-    fwd = prefetch * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
-    bwd = prefetch * 2 * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
+    fwd_waits, again_waits, bwd_waits = _unprefetched(s, modules, kept)
+    fwd = compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
+    bwd = 2 * compute_s / units / blocks * DP_OVERLAP_EFFICIENCY
+    # Per pass: the first layer's gathers wait, then each layer's prefetched ones hide behind
+    # the previous layer's compute, those that cannot be prefetched wait.
+    fwd_pass = ag + (blocks - 1) * (pos(ag - fwd_waits - fwd) + fwd_waits)
+    again_pass = ag + (blocks - 1) * (pos(ag - again_waits - fwd) + again_waits)
+    bwd_pass = ag_back + (blocks - 1) * (pos(ag_back - bwd_waits + rs / blocks - bwd) + bwd_waits)
     per_micro = (
-        (1 + full) * _prefetched(ag, ag, fwd, blocks)
-        + _prefetched(ag_back, ag_back + rs / blocks, bwd, blocks)
-        + rs / buckets  # the last bucket, filled as backward ends
+        fwd_pass + full * again_pass + bwd_pass + rs / buckets  # the last bucket: as backward ends
     )
     gathers = s.passes  # forward, recompute forward, backward
     total = micro * ((gathers * ag - kept.seconds) * blocks + rs)
@@ -397,11 +432,55 @@ def deepspeed_zero3(
 
 class KeptModules(NamedTuple):
     """What one layer's backward finds still gathered from its recompute forward: seconds of
-    the gathers it skips, their count and their parameters per GPU."""
+    the gathers it skips, their count and their parameters per GPU, and the count of each
+    `_module_gathers` entry (`per_entry`, in its order)."""
 
     seconds: Array
     count: Array
     params: Array
+    per_entry: tuple = ()
+
+
+def _unprefetched(
+    s: Stage, modules: list[tuple[float, float, Array]], kept: KeptModules
+) -> tuple[Array, Array, Array]:
+    """Seconds of one layer's gathers that DeepSpeed cannot prefetch, in forward, in the
+    recompute forward (full recompute) and in backward (`modules`: `_module_gathers`;
+    `kept`: what the backward skips). After fetching a module the coordinator prefetches the
+    next ones in the trace only while fewer than ``stage3_max_live_parameters`` elements are
+    gathered (partitioned_param_coordinator.py fetch_sub_module: max_params_to_prefetch =
+    min(max live - available, prefetch bucket), then at least one parameter, 0.19.8): a
+    module of 1e9 elements or more per GPU (a 530B model's MLP matrices) leaves the one after
+    it to be fetched when it is needed. Modules under the persistence threshold (norms) stay
+    whole and change nothing. Backward runs the trace in reverse; under full recompute a
+    layer's backward follows its own recompute forward, whose last module is still
+    gathered."""
+    tp, full = s.f["tp"], s.passes - 2
+    small = largest_module(s.model) / tp < DEEPSPEED_MAX_LIVE_PARAMETERS
+    if small is True:  # one layout whose every module can be prefetched behind
+        return 0.0, 0.0, 0.0
+    gathered = [
+        (i, n, gather_s, (size / tp) >= DEEPSPEED_MAX_LIVE_PARAMETERS)
+        for i, (n, size, gather_s) in enumerate(modules)
+        if size >= DEEPSPEED_PERSISTENCE_THRESHOLD and n > 0
+    ]
+    if not gathered:
+        return 0.0, 0.0, 0.0
+    fwd = again = bwd = 0.0
+    last = len(gathered) - 1
+    for j, (i, n, gather_s, big) in enumerate(gathered):
+        within = big * max(n - 1, 0.0)  # each module of the entry after its like
+        # Forward: after the previous entry (the first: after the previous layer's last; in
+        # the recompute forward, after the backward of the layer above, which ends with its
+        # first module).
+        before = gathered[j - 1][3]
+        first = min(n, 1.0)  # (a MoE model's dense MLP: in a share of its layers)
+        fwd = fwd + gather_s * (within + first * before)
+        again = again + gather_s * (within + first * (before if j else gathered[0][3]))
+        after = gathered[j + 1][3] if j < last else full * big + (1 - full) * gathered[0][3]
+        skipped = kept.per_entry[i] / n if kept.per_entry else 0.0
+        bwd = bwd + gather_s * (within + first * after) * (1 - skipped)
+    return fwd, again, bwd
 
 
 def _module_gathers(s: Stage, comm: C.CommFn) -> list[tuple[float, float, Array]]:
@@ -434,14 +513,18 @@ def _kept_for_backward(s: Stage, modules: list[tuple[float, float, Array]]) -> K
     if s.model.moe is not None or (isinstance(full, int) and not full):
         return KeptModules(seconds, count, params)
     later = 0.0  # parameters per GPU of the layer's later modules
+    per_entry: list[Array] = []
     for n, size, gather_s in reversed(modules):  # `_module_gathers`
+        entry = 0.0
         for _ in range(int(n)):
             keep = full * (size >= DEEPSPEED_PERSISTENCE_THRESHOLD)
             keep = keep * (2 * later < DEEPSPEED_MAX_REUSE_DISTANCE)
             seconds = seconds + keep * gather_s
             count, params = count + keep, params + keep * size / tp
+            entry = entry + keep
             later = later + size / tp
-    return KeptModules(seconds, count, params)
+        per_entry.append(entry)
+    return KeptModules(seconds, count, params, tuple(reversed(per_entry)))
 
 
 def _legacy_zero3_s(
@@ -473,6 +556,7 @@ def _legacy_zero3_s(
     return passes + reduces + rest_rs + grads * LEGACY_REDUCE_HBM_PASSES / hbm
 
 
+@by_identity()
 def largest_module(m: ModelSpec) -> float:
     """Parameters of the largest module ZeRO-3 gathers as one (before TP)."""
     return max(size for _, size in layer_modules(m))
