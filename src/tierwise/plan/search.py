@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tierwise.errors import SpecError
-from tierwise.frameworks import DUAL_SCHEDULES
+from tierwise.frameworks import DUAL_SCHEDULES, PAIRED_SCHEDULE
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
 from tierwise.perf.pipeline import dual_runs
@@ -198,7 +198,7 @@ def _schedule_runs(space: Space, schedule: str | None) -> Space:
     micro = a["gbs"] // (a["mbs"] * a["dp"])
     keep = (a["pp"] % 2 == 0) & dual_runs(schedule, a["pp"], micro)
     if space.size and not keep.any():
-        even = " an even count of" if schedule == "DualPipe" else ""
+        even = " an even count of" if schedule == PAIRED_SCHEDULE else ""
         raise SpecError(
             f"--pipeline-schedule {schedule} needs an even pp and{even} at least 2*pp "
             "micro-batches per pipeline (gbs / (mbs*dp)); no candidate has them: raise --gbs "
