@@ -161,6 +161,10 @@ def test_dualpipe_memory_holds_both_stages() -> None:
     for term in ("weights", "grads", "optimizer", "logits"):
         assert getattr(dual, term) == pytest.approx(getattr(one, term))
     assert dual.activations == pytest.approx(1.5 * one.activations)
+    # pp 4, 8 layers a stage: rank 0 holds 4 micro-batches of stage 0 and 1 of stage 3 (ranks
+    # 1 and 2: 3 of stage 1, 2 of stage 2), 40 layers' worth: 40/32 of the whole model's one.
+    four = memory_batch(m, pp=4, dp=2, gbs=128, schedule="DualPipe", **common)
+    assert four.stage == 0 and four.activations == pytest.approx(40 / 32 * one.activations)
     # DualPipeV on pp 2 (4 stages): rank 0 holds its two chunks, the embedding and the head,
     # one copy; 2*pp + 1 chunks of half its 16 layers: 2.5 x a micro-batch of its layers.
     v = memory_batch(m, pp=2, dp=4, vpp=2, gbs=128, schedule="DualPipeV", **common)
@@ -243,6 +247,23 @@ def test_layout_strings_with_mtp_layers() -> None:
     # A V schedule runs virtual stage s on rank s, then 2pp-1-s: rank 0 the first and last.
     assert parse_layout("Ettt|t|tt|tL", 2, 7, schedule="DualPipeV").stage_layers == (4, 3)
     assert parse_layout("Ettt|t|tt|tL", 2, 7).stage_layers == (5, 2)
+
+
+def test_mtp_rank_keeps_the_mtp_weights_and_an_embedding_copy() -> None:
+    # DeepSeek-V3, tp 1, ep 64, BF16, ZeRO-1 (weights whole): a rank of 20 MoE layers holding
+    # the MTP layer (a MoE layer, its norms and 2h x h projection) and, as Megatron-core's
+    # GPTModel builds it where mtp_process, the word embeddings: 2 bytes a parameter.
+    from tierwise.workload.memory import WEIGHT_BYTES, _shape, memory_batch
+
+    m = load_model("tests/data/hf/deepseek-v3.json")
+    sh = _shape(m)
+    moe_layer = sh.attn_split + sh.layer_whole + sh.router + sh.moe_layer_split
+    experts = m.moe.experts / 64 * sh.expert
+    expected = WEIGHT_BYTES * ((20 + 1) * (moe_layer + experts) + sh.mtp_extra + sh.embedding)
+    mem = memory_batch(m, tp=1, pp=16, vpp=2, ep=64, dp=128, gbs=15360, seq=4096, zero=1,
+                       first_stage_layers=1, last_stage_layers=1, mtp_rank=14,
+                       mtp_rank_layers=20)  # fmt: skip
+    assert mem.stage == 14 and mem.weights == pytest.approx(expected)
 
 
 def test_mtp_layers_priced_where_the_layout_puts_them() -> None:
