@@ -60,10 +60,12 @@ def test_interleaved_bubble_by_hand_and_group_size() -> None:
 
 
 def test_dualpipe_bubble_share() -> None:
-    # DeepSeek-V3 Table 2: (pp/2 - 1)(F&B + B - 3W) against 1F1B's (pp-1)(F + B), F = W = 1,
-    # B = 2 (input + weight gradient), F&B = F + B: pp 16 -> 7 * 2 / (15 * 3).
+    # DualPipe README: (S/2 - 1)(F&B + B - 3W) over S stages against 1F1B's (pp-1)(F + B + W),
+    # F = W = 1, B = 2 (input + weight gradient), F&B = F + B: DualPipe's S = pp = 16 stages
+    # of one rank's time: 7 * 2 / (15 * 3); DualPipeV's S = 32 stages of half a rank's time:
+    # 15 * 2 / 2 / (15 * 3) = 1/3.
     assert bubble_share("DualPipe", False, 16) == pytest.approx(14 / 45)
-    assert bubble_share("DualPipeV", False, 16) == pytest.approx(14 / 45)
+    assert bubble_share("DualPipeV", False, 16) == pytest.approx(1 / 3)
     assert bubble_share("DualPipe", False, 2) == 0.0
     # Full recompute: B = 3, (pp/2-1) * 4 / ((pp-1) * 4).
     assert bubble_share("DualPipe", True, 8) == pytest.approx(3 / 7)
@@ -71,6 +73,104 @@ def test_dualpipe_bubble_share() -> None:
         schedule_for("DualPipe", 7, 1)
     with pytest.raises(SpecError, match="DualPipeV runs 2"):
         schedule_for("DualPipeV", 8, 1)
+
+
+def test_dualpipev_bubble_counts_its_stages_not_its_ranks() -> None:
+    # 8 ranks, 32 layers, 0.25 s each: a rank's micro-batch 1 s, a stage (half a rank) 0.5 s.
+    # DualPipeV runs 16 stages: (16/2 - 1) * 2/3 * 0.5 = 7/3 s (the old pp = 8 reading gave
+    # (8/2 - 1) * 2/3 * 0.5 = 1 s); DualPipe on 8 ranks of 1 s stages: 3 * 2/3 * 1 = 2 s.
+    r = ranks(8, 32, 4, 4, 4, 0.25, 0.0, 0.0, 0.0, "DualPipeV")
+    assert bubble_seconds(r, 8, 2, 16, "DualPipeV", False) == pytest.approx(7 / 3)
+    p = ranks(8, 32, 4, 4, 4, 0.25, 0.0, 0.0, 0.0, "DualPipe")
+    assert bubble_seconds(p, 8, 1, 16, "DualPipe", False) == pytest.approx(2.0)
+
+
+def test_dualpipe_prices_each_rank_as_the_pair_it_holds() -> None:
+    # 4 ranks, 6 + 8 + 8 + 8 layers of 1 s, embedding 0.5 s, loss 3.5 s, sends 0.1 s. 1F1B: the
+    # last rank, 8 + 3.5 + 0.1. DualPipe: ranks 0 and 3 hold stages 0 and 3, half the
+    # micro-batches through each: (6 + 8)/2 + (0.5 + 3.5)/2 + 0.1 = 9.1 s a micro-batch, half
+    # an embedding and half a loss; ranks 1 and 2 hold 8 + 8: 8.1. Bubble: 4 stages of
+    # 34.4 / 4 s, (4/2 - 1) * 2/3 * 8.6 s.
+    plain = ranks(4, 30, 6, 8, 8, 1.0, 0.5, 3.5, 0.1)
+    assert plain.busiest_s == pytest.approx(11.6)
+    r = ranks(4, 30, 6, 8, 8, 1.0, 0.5, 3.5, 0.1, "DualPipe")
+    assert r.busiest_s == pytest.approx(9.1)
+    assert (r.layers, r.embedding, r.loss) == (7, 0.5, 0.5)
+    assert r.total_s == pytest.approx(34.4)
+    assert bubble_seconds(r, 4, 1, 8, "DualPipe", False) == pytest.approx(8.6 * 2 / 3)
+    # Middle ranks heavier: 4 + 8 + 8 + 4 layers, the middle pair at 8.1 s sets the pace.
+    mid = ranks(4, 24, 4, 8, 4, 1.0, 0.5, 3.5, 0.1, "DualPipe")
+    assert mid.busiest_s == pytest.approx(8.1) and (mid.layers, mid.embedding) == (8, 0)
+    # DualPipeV (and ZB-V): a V of 2*pp stages, rank 0 runs the first and the last: 4 layers,
+    # the embedding and the loss.
+    for schedule in ("DualPipeV", "ZBVZeroBubble"):
+        v = ranks(4, 16, 4, 4, 4, 1.0, 0.5, 2.0, 0.0, schedule)
+        assert v.busiest_s == pytest.approx(6.5) and (v.embedding, v.loss) == (1, 1)
+
+
+def test_torchtitan_runs_dualpipev_pairs_one_after_the_other() -> None:
+    # torchtitan 0.3.0 registers no OVERLAP_F_B function: torch's _PipelineScheduleRuntime
+    # runs a pair's forward and backward in turn, so nothing hides the expert all-to-all
+    # (as under ZB-V); DeepSeek's DualPipeV overlaps them (the generic model).
+    from tierwise.hardware.cluster import load_cluster
+    from tierwise.perf.estimate import estimate
+    from tierwise.perf.flags import Flags
+
+    m = load_model("deepseek-v3")
+    cluster = load_cluster("dgx-h100", nodes=128)
+    layout = Layout(tp=1, pp=8, vpp=2, ep=64, dp=128, mbs=1, gbs=2048, seq=4096, zero=3,
+                    recompute="full", pp_layers=(7, 8, 8, 8, 8, 8, 8, 6))  # fmt: skip
+
+    def ep_s(schedule: str, framework: str | None) -> float:
+        flags = Flags(pipeline_schedule=schedule, framework=framework)
+        return estimate(m, cluster, layout, flags)["breakdown"]["ep_comm_s"]
+
+    titan = ep_s("DualPipeV", "torchtitan")
+    assert titan == pytest.approx(ep_s("ZBVZeroBubble", "torchtitan"))
+    assert ep_s("DualPipeV", None) < 0.1 * titan
+
+
+def test_dualpipe_micro_batch_counts() -> None:
+    # dualpipe.py asserts num_chunks % 2 == 0 and num_chunks >= 2 * num_ranks; dualpipev.py
+    # num_chunks >= 2 * num_ranks.
+    assert schedule_for("DualPipe", 16, 1, micro=32) == "DualPipe"
+    assert schedule_for("DualPipeV", 16, 2, micro=33) == "DualPipeV"
+    for schedule, vpp, micro, needle in [
+        ("DualPipe", 1, 8, "even count of at least 2*pp = 32"),
+        ("DualPipe", 1, 33, "the layout has 33"),
+        ("DualPipeV", 2, 31, "at least 2*pp = 32"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            schedule_for(schedule, 16, vpp, micro=micro)
+    ds3 = ["estimate", "-m", "deepseek-v3", "--nodes", "256", "--tp", "1", "--pp", "16",
+           "--ep", "64", "--dp", "128", "--mbs", "1", "--gbs", "1024",
+           "--pipeline-schedule", "DualPipe"]  # fmt: skip
+    assert_user_error(run_cli(*ds3, check=False), "DualPipe needs an even count", "has 8")
+
+
+def test_dualpipe_memory_holds_both_stages() -> None:
+    # pp 2: each rank holds stage 0 and stage 1, the whole model, its states sharded over both
+    # copies' dp ranks: 1F1B's pp 1 over 2*dp exactly. Activations (Table 2, pp + 1 stages):
+    # rank 0 holds pp = 2 micro-batches of stage 0 and 1 of stage 1, 1.5 x the whole model's.
+    from tierwise.workload.memory import memory_batch
+
+    m = load_model("llama3-8b")
+    common = {"seq": 4096, "mbs": 1, "zero": 1}
+    one = memory_batch(m, pp=1, dp=8, gbs=64, **common)
+    dual = memory_batch(m, pp=2, dp=4, gbs=128, schedule="DualPipe", **common)
+    for term in ("weights", "grads", "optimizer", "logits"):
+        assert getattr(dual, term) == pytest.approx(getattr(one, term))
+    assert dual.activations == pytest.approx(1.5 * one.activations)
+    # pp 4, 8 layers a stage: rank 0 holds 4 micro-batches of stage 0 and 1 of stage 3 (ranks
+    # 1 and 2: 3 of stage 1, 2 of stage 2), 40 layers' worth: 40/32 of the whole model's one.
+    four = memory_batch(m, pp=4, dp=2, gbs=128, schedule="DualPipe", **common)
+    assert four.stage == 0 and four.activations == pytest.approx(40 / 32 * one.activations)
+    # DualPipeV on pp 2 (4 stages): rank 0 holds its two chunks, the embedding and the head,
+    # one copy; 2*pp + 1 chunks of half its 16 layers: 2.5 x a micro-batch of its layers.
+    v = memory_batch(m, pp=2, dp=4, vpp=2, gbs=128, schedule="DualPipeV", **common)
+    half = memory_batch(m, pp=1, dp=4, gbs=128, **common)
+    assert v.logits == pytest.approx(half.logits)
+    assert v.activations == pytest.approx(2.5 * half.activations / 2)
 
 
 def test_uneven_ranks_hand_computed() -> None:
@@ -127,21 +227,90 @@ def test_layout_strings_with_mtp_layers() -> None:
     # DeepSeek-V3 (61 layers, 1 MTP layer): the MTP layer in the last virtual stage.
     split = parse_layout("Et*3|(t*4|)*14ttmL", 16, 61, mtp_layers=1)
     assert split.stage_layers == (3, *[4] * 14, 2) and split.vpp == 1
-    for text, mtp, needle in [
-        ("Et*3|(t*4|)*14ttmL", 0, "this one has none"),
-        ("Et*3|(t*4|)*14ttmmL", 1, "holds 2 MTP layers"),
-        ("Et*3|(t*4|)*14tmtL", 1, "before L"),
-        ("Emt*3|(t*4|)*14ttL", 1, "before L"),
+    assert split.mtp_rank is None  # with the loss
+    # Megatron's own (pp 16, vpp 2): the MTP layer alone in rank 14's last virtual stage.
+    own = parse_layout("Ettt|(tt|)*29m|L", 16, 61, mtp_layers=1)
+    assert own.stage_layers == (5, *[4] * 13, 2, 2) and own.vpp == 2 and own.mtp_rank == 14
+    # megatron-core 0.16.1 validate_layer_layout's rules, each refused in one line.
+    for text, pp, mtp, needle in [
+        ("Et*3|(t*4|)*14ttmL", 16, 0, "this one has none"),
+        ("Et*3|(t*4|)*14ttmmL", 16, 1, "holds 2 MTP layers"),
+        ("Et*3|(t*4|)*14tmtL", 16, 1, "decoder layers (t) must all come before"),
+        ("Emt*3|(t*4|)*14ttL", 16, 1, "decoder layers (t) must all come before"),
+        ("Et*61m|||L", 2, 1, "last virtual stage of their rank"),
+        ("Et*30|t*31m|m|L", 2, 2, "all sit in one virtual stage"),
     ]:
         with pytest.raises(SpecError, match=re.escape(needle)):
-            parse_layout(text, 16, 61, mtp_layers=mtp)
+            parse_layout(text, pp, 61, mtp_layers=mtp)
+    with pytest.raises(SpecError, match="DualPipeV runs the MTP layers"):
+        parse_layout("Ettt|(tt|)*29m|L", 16, 61, mtp_layers=1, schedule="DualPipeV")
+    # A V schedule runs virtual stage s on rank s, then 2pp-1-s: rank 0 the first and last.
+    assert parse_layout("Ettt|t|tt|tL", 2, 7, schedule="DualPipeV").stage_layers == (4, 3)
+    assert parse_layout("Ettt|t|tt|tL", 2, 7).stage_layers == (5, 2)
+
+
+def test_mtp_rank_keeps_the_mtp_weights_and_an_embedding_copy() -> None:
+    # DeepSeek-V3, tp 1, ep 64, BF16, ZeRO-1 (weights whole): a rank of 20 MoE layers holding
+    # the MTP layer (a MoE layer, its norms and 2h x h projection) and, as Megatron-core's
+    # GPTModel builds it where mtp_process, the word embeddings: 2 bytes a parameter.
+    from tierwise.workload.memory import WEIGHT_BYTES, _shape, memory_batch
+
+    m = load_model("tests/data/hf/deepseek-v3.json")
+    sh = _shape(m)
+    moe_layer = sh.attn_split + sh.layer_whole + sh.router + sh.moe_layer_split
+    experts = m.moe.experts / 64 * sh.expert
+    expected = WEIGHT_BYTES * ((20 + 1) * (moe_layer + experts) + sh.mtp_extra + sh.embedding)
+    mem = memory_batch(m, tp=1, pp=16, vpp=2, ep=64, dp=128, gbs=15360, seq=4096, zero=1,
+                       first_stage_layers=1, last_stage_layers=1, mtp_rank=14,
+                       mtp_rank_layers=20)  # fmt: skip
+    assert mem.stage == 14 and mem.weights == pytest.approx(expected)
+
+
+def test_mtp_layers_priced_where_the_layout_puts_them() -> None:
+    # Ranks: 5 layers + embedding on rank 0 (5.5 s), the loss rank 2 layers + 3 s of head;
+    # the MTP layers on rank 14 with 2 layers: 2 + 1.5 s; at 4 s of MTP rank 14 is the busiest.
+    r = ranks(16, 61, 5, 4, 2, 1.0, 0.5, 3.0, 0.0, mtp=(14, 2, 1.5))
+    assert r.busiest_s == pytest.approx(5.5) and (r.layers, r.embedding, r.mtp) == (5, 1, 0)
+    assert r.total_s == pytest.approx(61 + 0.5 + 3.0 + 1.5)
+    heavy = ranks(16, 61, 5, 4, 2, 1.0, 0.5, 3.0, 0.0, mtp=(14, 2, 4.0))
+    assert heavy.busiest_s == pytest.approx(6.0) and (heavy.layers, heavy.mtp, heavy.loss) == (
+        2, 1, 0)  # fmt: skip
+    # Estimates: the MTP layer moves its layer and projection off the loss rank; its rank
+    # keeps the MTP weights and a copy of the embedding (GPTModel builds it where
+    # mtp_process), the loss rank keeps the head and both logits.
+    from tierwise.hardware.cluster import load_cluster
+    from tierwise.perf.estimate import estimate
+    from tierwise.perf.flags import Flags
+    from tierwise.workload.pipeline import with_split
+
+    m = load_model("tests/data/hf/deepseek-v3.json")
+    cluster = load_cluster("dgx-h100", nodes=256)
+    layout = Layout(tp=1, pp=16, ep=64, dp=128, mbs=1, gbs=15360, seq=4096, dtype="fp8",
+                    fp8_recipe="blockwise", recompute="selective", distributed_optimizer=True,
+                    recompute_modules=("layernorm", "mla_up_proj"))  # fmt: skip
+    own, rule = with_split(m, layout, "Ettt|(tt|)*29m|L")
+    assert own.mtp_rank == 14
+    flags = Flags(cache_expert_inputs=True)
+    r = estimate(m, cluster, own, flags, rule)
+    assert r["pipeline"]["stage_layers"] == [5, *[4] * 13, 2, 2]
+    with_loss = own.model_copy(update={"mtp_rank": None})
+    base = estimate(m, cluster, with_loss, flags, rule)
+    assert r["memory_gib_per_gpu"] == pytest.approx(base["memory_gib_per_gpu"])  # rank 0's
+    # Rank 14 with 4 layers and the MTP layer outruns the other 4-layer ranks; with the loss
+    # instead, the MTP layer adds to the 2-layer loss rank and a 4-layer rank leads.
+    busy, rule = with_split(m, layout, "Et|(tt|)*29,ttm|L")
+    assert busy.pp_layers == (3, *[4] * 13, 4, 2) and busy.mtp_rank == 14
+    on_14 = estimate(m, cluster, busy, flags, rule)
+    on_loss = estimate(m, cluster, busy.model_copy(update={"mtp_rank": None}), flags, rule)
+    assert on_14["compute_parts_s"]["gemm"] > on_loss["compute_parts_s"]["gemm"]
+    assert on_14["step_time_s"] > on_loss["step_time_s"]
 
 
 def test_standard_splits() -> None:
     assert standard_split(80, 4).stage_layers == (20,) * 4
     split = standard_split(126, 16)  # what `plan` picks: 7 + 14 x 8 + 7
     assert split.stage_layers == (7,) + (8,) * 14 + (7,) and "embedding and loss" in split.rule
-    assert standard_split(80, 4, 3) == ((20,) * 4, 3, "even, chunks uneven")
+    assert standard_split(80, 4, 3) == ((20,) * 4, 3, "even, chunks uneven", None)
     assert standard_split(125, 8).rule.startswith("balanced")
     assert balanced_split(31, 4) == (8, 8, 8, 7)  # the loss rank keeps the fewest
     assert balanced_split(125, 8) == (15, 16, 16, 16, 16, 16, 15, 15)
@@ -252,6 +421,18 @@ def test_plan_with_a_pipeline_schedule() -> None:
     assert_user_error(run_cli(*clash, check=False), "runs vpp 2", "vpp=4")
 
 
+def test_plan_keeps_the_layouts_dualpipe_runs() -> None:
+    base = ["plan", "-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "2", "--seq", "4096",
+            "--top", "20", "--pipeline-schedule", "DualPipe"]  # fmt: skip
+    plans = cli_json(*base, "--gbs", "64")["plans"]
+    assert plans
+    for p in plans:
+        micro = p["gbs"] // (p["mbs"] * p["dp"])
+        assert p["pp"] % 2 == 0 and micro % 2 == 0 and micro >= 2 * p["pp"]
+    refused = run_cli(*base, "--gbs", "8", "--fix", "pp=8", check=False)
+    assert_user_error(refused, "DualPipe needs an even pp and an even count")
+
+
 def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
     # DeepSeek-V3 technical report, section 3: 2,048 H800 (80 GB), tp 1, pp 16, ep 64, dp 128,
     # mbs 1, 15,360 x 4,096 tokens, FP8 (1x128 block scaling), the norms and MLA
@@ -271,14 +452,13 @@ def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
     layout, rule = with_split(m, layout, "Et*3|(t*4|)*14ttmL")
     dual = Flags(pipeline_schedule="DualPipe", cache_expert_inputs=True)
     r = estimate(m, cluster, layout, dual, rule)
-    assert r["fits"] and r["memory_gib_per_gpu"] < 80 * 1e9 / 2**30
+    assert r["fits"] and r["memory_gib_per_gpu"] < 0.95 * cluster.gpu.hbm_gib  # 5% headroom
     assert r["pipeline"]["schedule"] == "DualPipe"
     # Without the expert caching the activations alone overflow 80 GB; DualPipe doubles the
     # weights and gradients of 1F1B and hides the expert all-to-all.
     plain = estimate(m, cluster, layout, Flags(), rule)
     assert not plain["fits"]
     one = estimate(m, cluster, layout, Flags(cache_expert_inputs=True), rule)
-    assert r["memory"]["weights_gib"] == pytest.approx(2 * one["memory"]["weights_gib"])
     assert r["breakdown"]["ep_comm_s"] < 0.1 * one["breakdown"]["ep_comm_s"]
     assert r["breakdown"]["pipeline_bubble_s"] < one["breakdown"]["pipeline_bubble_s"]
     with pytest.raises(SpecError, match="--cache-expert-inputs"):

@@ -50,6 +50,15 @@ SCHEDULES = (
 """Pipeline schedules, torchtitan's names (`pipeline_parallel_schedule`) and DeepSeek's
 DualPipe / DualPipeV. DualPipe itself runs in DeepSeek's own framework: only the generic
 model (no framework named) prices it."""
+PAIRED_SCHEDULE = "DualPipe"
+"""Two model copies in opposite directions: rank r holds stages r and pp-1-r, half the
+micro-batches each way (deepseek-ai/DualPipe dualpipe.py, ``modules=(stage r, stage pp-1-r)``)."""
+DUAL_SCHEDULES = ("DualPipe", "DualPipeV")
+"""The two-direction schedules: a forward and a backward chunk of two micro-batches paired."""
+V_SCHEDULES = ("ZBVZeroBubble", "DualPipeV")
+"""V-shaped schedules: 2*pp stages, rank r holds stage r and stage 2pp-1-r, so rank 0 holds
+the embedding and the loss (torch.distributed.pipelining generate_stage_to_rank_mapping
+style "v", which torchtitan 0.3.0 picks for ScheduleZBVZeroBubble and ScheduleDualPipeV)."""
 
 CP_COMM_TYPES = ("p2p", "a2a", "allgather")
 """Megatron's --cp-comm-type values tierwise prices (perf/terms/cp.py; its a2a+p2p is not)."""
@@ -164,6 +173,10 @@ class Framework:
     zero2_reduces_every_micro: bool = False
     """ZeRO-2 (partitioned gradients) reduces every micro-batch's gradients during its
     backward; ZeRO-1 only the last micro-batch's (the accumulation boundary)."""
+    overlapped_f_b: bool = True
+    """Its DualPipe / DualPipeV runtime runs each paired forward and backward chunk overlapped,
+    so each hides the other's expert all-to-all (DeepSeek's DualPipe calls the module's
+    ``overlapped_forward_backward``). False: run one after the other."""
     interleave_groups: bool = False
     """Its interleaved schedule runs the micro-batches in groups of
     --microbatch-group-size-per-virtual-pipeline-stage (default pp) and refuses a count that
@@ -249,6 +262,11 @@ TORCHTITAN = Framework(
     grad_reduce_always_overlapped=True,
     # torchtitan 0.3's tyro-parsed JobConfig (torchtitan/config/job_config.py).
     dotted_options=True,
+    # torchtitan 0.3.0 registers no OVERLAP_F_B function, so torch 2.13's
+    # _PipelineScheduleRuntime runs ScheduleDualPipeV's overlapped forward and backward as its
+    # two sub-actions one after the other (torch/distributed/pipelining/schedules.py,
+    # _step_microbatches: "elif action.computation_type == OVERLAP_F_B").
+    overlapped_f_b=False,
 )
 # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does) nor
 # FP8; its pipeline engine runs plain 1F1B (deepspeed/runtime/pipe/schedule.py TrainSchedule)

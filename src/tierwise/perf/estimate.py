@@ -67,7 +67,8 @@ def estimate(
     stages = layout.stage_layers(model)
     f = layout_fields(layout, model, stages)
     pp, tp = f["pp"], f["tp"]
-    schedule = schedule_for(flags.pipeline_schedule, pp, f["vpp"], flags.framework)
+    micro = layout.num_microbatches
+    schedule = schedule_for(flags.pipeline_schedule, pp, f["vpp"], flags.framework, micro)
     groups = layout_groups(cluster, fields_degrees(f), flags.order, flags.scatter_nodes)
     terms = step_terms(
         model,

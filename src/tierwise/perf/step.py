@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierwise.frameworks import RECOMPUTE_OP_SAC, SHARDED_ZERO3
+from tierwise.frameworks import DUAL_SCHEDULES, RECOMPUTE_OP_SAC, SHARDED_ZERO3
 from tierwise.hardware.catalog import GPU
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.memo import by_identity
 from tierwise.perf import comm as C
 from tierwise.perf.flags import Flags
-from tierwise.perf.pipeline import DUAL_SCHEDULES, PARAM_COPIES, bubble_seconds, ranks
+from tierwise.perf.pipeline import bubble_seconds, ranks
 from tierwise.perf.terms.compute import compute
 from tierwise.perf.terms.cp import cp_comm
 from tierwise.perf.terms.dp import deepspeed_live_bytes, dp_comm
@@ -29,7 +29,14 @@ from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.straggler import straggler_s
 from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
-from tierwise.workload.flops import Array, model_flops_per_step, pos
+from tierwise.workload.flops import (
+    TRAINING_PASSES,
+    Array,
+    StageFlops,
+    model_flops_per_step,
+    mtp_flops,
+    pos,
+)
 from tierwise.workload.memory import GiB, MemoryBreakdown, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
@@ -65,8 +72,6 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
     runner = flags.runner
     if runner.selective_recompute == RECOMPUTE_OP_SAC:  # torchtitan's op-level SAC
         f = f | {"recompute_modules": framework_mask(flags.framework, DEFAULT_MASK)}
-    schedule = flags.pipeline_schedule or "1F1B"
-    dual = schedule in DUAL_SCHEDULES
     flash = flags.flash_attention
     return memory_batch(
         m,
@@ -74,8 +79,7 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
         flash_attention=flash,
         dropout=not flash,
         low_precision_params=flags.fp8_param_gather and runner.low_precision_param_gather,
-        param_copies=PARAM_COPIES.get(schedule, 1),
-        dual_pipe=dual,
+        schedule=flags.pipeline_schedule or "1F1B",
         zero3_buffer_bytes=deepspeed_live_bytes(m, f["tp"], main_grad_bytes(f["grad_reduce_bf16"]))
         if runner.sharded_dp == SHARDED_ZERO3  # DeepSpeed's live-parameter buffers
         else None,
@@ -85,6 +89,14 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
         # all-to-all (schedules.py get_pp_rank_microbatches)
         warmup_ahead=int(flags.overlap_moe_expert_parallel_comm and m.moe is not None),
     )
+
+
+def mtp_share(m: ModelSpec, flops: StageFlops, f: dict[str, Any]) -> float:
+    """Share of the head's FLOPs (`flops.logits`: logits, MTP layers and their logits) in the
+    MTP layers and projections, which a layout may place on another rank."""
+    dense, moe = flops.dense_layer, flops.moe_layer
+    seq, mbs, tp, cp = f["seq"], f["mbs"], f["tp"], f["cp"]
+    return mtp_flops(m, seq, mbs, dense, moe, tp, cp) * TRAINING_PASSES / flops.logits
 
 
 def step_terms(
@@ -123,6 +135,7 @@ def step_terms(
     layers_s, layers, micro = work.layers_s, s.layers, s.micro
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
+    paired_a2a = dual and runner.overlapped_f_b  # where the runtime overlaps the pair
     ops = tp_ops(s, comm)
     tp_exposed, tp_total, tp_bytes, _ = tp_comm(s, comm, flags.tp_comm_overlap, ops)
     edge_embedding_s, edge_loss_s, edge_embedding_bytes, edge_loss_bytes = edge_tp_comm(
@@ -138,10 +151,10 @@ def step_terms(
             comm,
             dispatcher,
             flags.moe_router_force_load_balancing,
-            flags.overlap_moe_expert_parallel_comm or dual,
+            flags.overlap_moe_expert_parallel_comm or paired_a2a,
             layers_s / layers,
             cluster.domain_gpus,
-            flags.delay_wgrad_compute or dual,
+            flags.delay_wgrad_compute or paired_a2a,
         )
     )
     pp_exposed, pp_total, pp_bytes, _ = pp_comm(
@@ -152,6 +165,12 @@ def step_terms(
     # The terms are priced for s.layers layers; each rank runs its own count of them.
     exposed = tp_exposed + cp_exposed + ep_exposed + host_exposed
     per_layer = (layers_s + exposed) / layers
+    # A layout's MTP layers on a rank of their own: their share of the head GEMMs moves there.
+    mtp = None
+    if "mtp_rank" in f:
+        mtp_s = logits_s * mtp_share(m, s.flops, f)
+        logits_s -= mtp_s
+        mtp = (f["mtp_rank"], f["mtp_rank_layers"], mtp_s)
     pipe = ranks(
         f["pp"],
         m.layers,
@@ -162,11 +181,15 @@ def step_terms(
         embedding_s + edge_embedding_s,
         logits_s + loss_s + edge_loss_s,
         pp_exposed,
+        schedule,
+        mtp,
     )
-    # the busiest rank: its time, its layers, whether it runs the embedding and the loss
-    busiest_s, busiest_layers, runs_embedding, runs_loss, _ = pipe
+    # the busiest rank: its time, its layers, whether it runs the embedding, the loss and MTP
+    busiest_s, busiest_layers, runs_embedding, runs_loss, _, runs_mtp = pipe
     share = busiest_layers / layers  # of each layer-priced term, on the busiest rank
     t_compute = share * layers_s + runs_embedding * embedding_s + runs_loss * (logits_s + loss_s)
+    mtp_part = 0.0 if mtp is None else runs_mtp * mtp[2]  # the MTP layers' GEMMs there
+    t_compute = t_compute + mtp_part
     full = s.passes - 2  # the share of layers full recompute re-runs
     bubble = bubble_seconds(
         pipe, f["pp"], f["vpp"], micro, schedule, full, flags.microbatch_group_size_per_vp_stage
@@ -242,7 +265,7 @@ def step_terms(
         "dp_overlap_window_s": dp.window_s,
         "dp_bytes_per_gpu": dp.buffer_bytes,
         "compute_parts_s": {
-            "gemm": micro * (share * gemm_s + runs_loss * logits_s),
+            "gemm": micro * (share * gemm_s + runs_loss * logits_s + mtp_part),
             "attention": per_rank * attention_s,
             "elementwise": micro
             * (share * elementwise_s + runs_embedding * embedding_s + runs_loss * loss_s),

@@ -10,8 +10,10 @@ from typing import Any, Literal
 import numpy as np
 
 from tierwise.errors import SpecError
+from tierwise.frameworks import DUAL_SCHEDULES, PAIRED_SCHEDULE
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
+from tierwise.perf.pipeline import dual_runs
 from tierwise.perf.step import Flags, memory_terms
 from tierwise.perf.train_time import checkpoint_terms, ettr
 from tierwise.plan.diagnose import why_no_layout
@@ -161,6 +163,7 @@ def search(
     space = Space.join(
         [build_space(model, cluster, n, gbs, seq, fix, framework, group=group) for n in sizes]
     )
+    space = _schedule_runs(space, flags.pipeline_schedule)
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
     # Memory first (cheap): only the layouts that fit are priced.
@@ -184,6 +187,24 @@ def search(
         plans.append(estimate(model, cluster, layout, flags))
     elapsed = time.perf_counter() - started
     return PlanResult(plans, space.size, int(fits.sum()), elapsed, precisions_of(space))
+
+
+def _schedule_runs(space: Space, schedule: str | None) -> Space:
+    """The candidates a two-direction `schedule` runs: an even pp and the micro-batches it
+    asks (`dual_runs`); every candidate for the others."""
+    if schedule not in DUAL_SCHEDULES:
+        return space
+    a = space.arrays
+    micro = a["gbs"] // (a["mbs"] * a["dp"])
+    keep = (a["pp"] % 2 == 0) & dual_runs(schedule, a["pp"], micro)
+    if space.size and not keep.any():
+        even = " an even count of" if schedule == PAIRED_SCHEDULE else ""
+        raise SpecError(
+            f"--pipeline-schedule {schedule} needs an even pp and{even} at least 2*pp "
+            "micro-batches per pipeline (gbs / (mbs*dp)); no candidate has them: raise --gbs "
+            "or fix a smaller pp"
+        )
+    return Space({k: v[keep] for k, v in a.items()}, space.product)
 
 
 def precisions_of(space: Space) -> tuple[str, ...]:

@@ -264,9 +264,18 @@ def head_flops(
     logits = logits_flops(m, seq, mbs, tp=tp, cp=cp)
     if not m.mtp_layers:
         return logits
+    return logits * (1 + m.mtp_layers) + mtp_flops(m, seq, mbs, dense, moe, tp, cp)
+
+
+def mtp_flops(
+    m: ModelSpec, seq: Array, mbs: Array, dense: LayerFlops, moe: LayerFlops, tp: Array, cp: Array
+) -> Array:
+    """Forward FLOPs of the MTP modules without their logits: per module one layer of the
+    last layer's kind and its ``2h x h`` projection (where a layout places ``m``; the
+    logits stay with the loss, as Megatron-core's GPTModel._postprocess computes them)."""
     layer = moe.total if m.mtp_is_moe else dense.total
     proj = FLOPS_PER_MAC * mbs * seq / cp * MTP_PROJ_INPUTS * m.hidden * m.hidden / tp
-    return logits + m.mtp_layers * (layer + proj + logits)
+    return m.mtp_layers * (layer + proj)
 
 
 def _layers(

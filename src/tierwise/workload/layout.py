@@ -100,6 +100,12 @@ class Layout(BaseModel):
     pp_layers: tuple[int, ...] | None = Field(
         None, description="layers per pipeline stage (uneven split); default even"
     )
+    mtp_rank: int | None = Field(
+        None,
+        ge=0,
+        description="pipeline rank holding the MTP layers where a --pp-layout places them "
+        "apart from the loss (Megatron's standalone MTP stage); default with the loss",
+    )
     dp_shard_degree: int | None = Field(
         None,
         ge=1,
@@ -326,6 +332,9 @@ class Layout(BaseModel):
     def _stage_problem(self, m: ModelSpec) -> str | None:
         v = self.__dict__  # (the field values: see `_problem`)
         pp, vpp, split = v["pp"], v["vpp"], v["pp_layers"]
+        mtp_rank = v["mtp_rank"]
+        if mtp_rank is not None and (not m.mtp_layers or not 0 <= mtp_rank < pp - 1):
+            return f"mtp_rank {mtp_rank}: needs MTP layers and a rank before the last ({pp - 1})"
         if split is None:
             if m.layers % (pp * vpp) != 0:
                 return (
@@ -420,6 +429,9 @@ def layout_fields(
         "first_stage_layers": stages[0],
         "last_stage_layers": stages[-1],
     }
+    if v["mtp_rank"] is not None:  # MTP layers apart from the loss (a layout string's m)
+        fields["mtp_rank"] = v["mtp_rank"]
+        fields["mtp_rank_layers"] = stages[v["mtp_rank"]]
     if v["dp_shard_degree"] is not None:  # (the common layouts skip both calls)
         fields |= hsdp_fields(layout)
     if v["recompute"] == "full":

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
+from tierwise.frameworks import DUAL_SCHEDULES, PAIRED_SCHEDULE, V_SCHEDULES
 from tierwise.memo import Filled, by_identity
 from tierwise.records import record
 from tierwise.workload.flops import (
@@ -492,8 +493,9 @@ def memory_batch(
     last_stage_layers: Array | None = None,
     flash_attention: bool = True,
     dropout: bool = False,
-    param_copies: int = 1,
-    dual_pipe: bool = False,
+    schedule: str = "1F1B",
+    mtp_rank: int | None = None,
+    mtp_rank_layers: int = 0,
     zero3_buffer_bytes: Array | None = None,
     cache_expert_inputs: bool = False,
     microbatch_group: Array | None = None,
@@ -505,10 +507,11 @@ def memory_batch(
 
     ``sp`` should already be False where tp == 1 (it has no effect then anyway). Stage layer
     counts default to ``layers / pp``. ``flash_attention=False, dropout=True`` reproduces
-    Korthikanti et al.'s unfused-attention accounting. ``param_copies``: stages' worth of
-    weights and gradients a rank holds (DualPipe: 2; the optimizer states shard over both
-    copies' ranks); ``dual_pipe``: DualPipe / DualPipeV, pp + 1 micro-batches' activations in
-    flight on every rank (DeepSeek-V3 report, Table 2). ``zero3_buffer_bytes``: a
+    Korthikanti et al.'s unfused-attention accounting. ``schedule``: the pipeline schedule
+    (`tierwise.frameworks.SCHEDULES`): DualPipe and DualPipeV hold their stages as
+    `_dual_ranks` says, a V schedule the head on rank 0. ``mtp_rank``: the pipeline rank a
+    layout string places the MTP layers on, with ``mtp_rank_layers`` decoder layers (one
+    layout; None: with the head). ``zero3_buffer_bytes``: a
     framework's own ZeRO-3 working buffers (DeepSpeed's live-parameter and bucket limits),
     instead of two gathered layers and one layer's gradients. ``cache_expert_inputs``:
     DeepSeek-V3's expert activation caching (``activation_bytes_per_token``).
@@ -581,42 +584,65 @@ def memory_batch(
 
     mtp_layers, vocab = m.mtp_layers, m.vocab
 
-    def terms(n: Array, first: Array, last: Array, inflight: Array, start: Array) -> list[Array]:
-        """Bytes by term of a stage of `n` layers from layer index `start`."""
-        # The last stage also holds the MTP modules: one more layer of the last layer's kind
-        # each, their norms and projection, and one more logits tensor each.
-        mtp = last * mtp_layers
-        dense_n = (n if moe_cfg is None else m.dense_layers_in(start, n)) + mtp * shape.mtp_dense
-        moe_n = n + mtp - dense_n
-        edge = first * shape.embedding + last * (shape.output + (1 - first) * shape.tied)
-        non_expert = dense_n * dense_layer + moe_n * moe_layer + edge / tp + last * shape.final_norm
-        non_expert = non_expert + mtp * shape.mtp_extra / tp
-        states = states_of(non_expert, dp * cp)
+    def terms(
+        stages: list[tuple[Array, Array, Array, Array, Array]],
+        embedding: Array,
+        head: Array,
+        copies: int = 1,
+    ) -> list[Array]:
+        """Bytes by term of a rank holding `stages`, each (layers, index of its first layer,
+        micro-batches of its activations held, MTP layers, micro-batches of theirs held), and
+        the `embedding` and the output `head` (0/1); `copies`: ranks holding each of its
+        stages per replica (DualPipe: 2, the optimizer states sharded over both)."""
+        non_expert = expert = held = mtp = 0.0
+        for n, start, count, mtp_n, mtp_count in stages:
+            dense_n = (n if moe_cfg is None else m.dense_layers_in(start, n)) + mtp_n * mtp_dense
+            moe_n = n + mtp_n - dense_n
+            non_expert = non_expert + dense_n * dense_layer + moe_n * moe_layer
+            expert = expert + moe_n * experts_rank
+            # CPU offloading: `offload` of the stage's layers keep their activations in host
+            # memory between forward and backward (Transformer Engine holds at most the others).
+            resident = n - minimum(activation_offload_layers, n) if offloading else n
+            held = held + resident * count + mtp_n * mtp_count
+            mtp = mtp + mtp_n
+        # The MTP modules (norms, projection) embed the shifted tokens: a rank without the
+        # embedding keeps a copy (Megatron-core's GPTModel builds LanguageModelEmbedding where
+        # pre_process or mtp_process), the output head's when tied.
+        edge = embedding * shape.embedding + head * (shape.output + (1 - embedding) * shape.tied)
+        edge = edge + (mtp > 0) * (1 - embedding) * (shape.embedding - head * shape.tied)
+        non_expert = non_expert + edge / tp + head * shape.final_norm + mtp * shape.mtp_extra / tp
+        states = states_of(non_expert, dp * cp * copies)
         if moe_cfg:  # routed experts: sharded over their own expert-data-parallel ranks
-            expert_states = states_of(moe_n * experts_rank, edp)
+            expert_states = states_of(expert, edp * copies)
             states = [a + b for a, b in zip(states, expert_states, strict=True)]
-        if param_copies != 1:  # weights and grads per copy; optimizer over both copies
-            states = [states[0] * param_copies, states[1] * param_copies, states[2]]
-        # CPU offloading: `offload` of the stage's layers keep their activations in host
-        # memory between forward and backward (Transformer Engine holds at most the others).
-        resident = n - minimum(activation_offload_layers, n) if offloading else n
-        acts = tokens * (
-            (resident * inflight + mtp) * kept + (full > 0) * recompute_group * working
-        )
-        logits = last * (1 + mtp_layers) * LOGITS_BYTES * tokens * vocab / tp
+        acts = tokens * (held * kept + (full > 0) * recompute_group * working)
+        logits = head * (1 + mtp_layers) * LOGITS_BYTES * tokens * vocab / tp
         body = [*states, fsdp, acts, logits, comm]
         overhead = CUDA_CONTEXT_BYTES + WORKSPACE_BYTES + FRAGMENTATION * sum(body)
         return [*body, overhead]
 
+    mtp_dense = shape.mtp_dense
     micro = gbs / (mbs * dp)
     group = pp if microbatch_group is None else microbatch_group
 
-    def inflight(rank: Array) -> Array:  # micro-batches' worth held (DualPipe: pp + 1 on all)
-        if dual_pipe:
-            return pp + 1
+    def inflight(rank: Array) -> Array:  # micro-batches' worth held (Megatron's schedules)
         return inflight_microbatches(pp, vpp, micro, group, rank, warmup_ahead)
 
-    first = terms(n_first, 1, single, inflight(0), 0)
+    n_mid = None if single is True else middle_stage_layers(m.layers, pp, n_first, n_last)
+    start_last = m.layers - n_last
+    if schedule in DUAL_SCHEDULES:
+        candidates = _dual_ranks(schedule, pp, n_first, n_mid, n_last, mtp_layers, m.layers)
+        chosen, stage = terms(*candidates[0][0]), 0 * pp
+        others = [(terms(*c), index, exists) for c, index, exists in candidates[1:]]
+        return _busiest(chosen, stage, others, host=0.0)
+    # The MTP layers: with the loss, or on `mtp_rank` (a layout string's ``m``).
+    v = schedule in V_SCHEDULES  # rank 0 holds the first and the last stage
+    head_first = True if v else single
+    if mtp_rank is None:  # with the head, one micro-batch's worth (the loss runs at once)
+        mtp_first, mtp_first_held = mtp_layers * head_first, 1
+    else:
+        mtp_first, mtp_first_held = mtp_layers * (mtp_rank == 0), inflight(0)
+    first = terms([(n_first, 0, inflight(0), mtp_first, mtp_first_held)], 1, head_first)
     # CPU offloading runs with one pipeline stage only (Layout checks it).
     host = tokens * minimum(activation_offload_layers, n_first) * kept if offloading else 0.0
     # A python-scalar single-stage layout has one stage: skip the other evaluations.
@@ -626,13 +652,26 @@ def memory_batch(
     # flight than the first, but more layers when the end stages are short, or heavier ones
     # when the first stage holds a MoE model's leading dense layers. (A python-scalar layout
     # skips it where neither can make it the busiest.)
-    chosen, stage = first, 0 * pp
-    n_mid = middle_stage_layers(m.layers, pp, n_first, n_last)
+    mtp_last = mtp_layers * (1 - head_first) * (mtp_rank is None)
     # interleaved, the last rank's warmup runs (vpp-1) x group chunks ahead too (schedules.py)
-    others = [(terms(n_last, single, 1, inflight(pp - 1), m.layers - n_last), pp - 1, pp > 1)]
+    last = terms([(n_last, start_last, inflight(pp - 1), mtp_last, 1)], single, 1 - head_first)
+    others = [(last, pp - 1, pp > 1)]
     if not isinstance(pp, int) or (pp > 2 and (n_mid > n_first or shape.mixed)):
-        mid = terms(n_mid, 0, 0, inflight(1), n_first)
+        mid = terms([(n_mid, n_first, inflight(1), 0, 0)], 0, 0)
         others.append((mid, 1, pp > 2))
+    if mtp_rank is not None and mtp_rank > 0:  # one layout: the rank holding them alone
+        count = inflight(mtp_rank)
+        start = min(n_first + (mtp_rank - 1) * n_mid, start_last)
+        held = terms([(mtp_rank_layers, start, count, mtp_layers, count)], 0, 0)
+        others.append((held, mtp_rank, True))
+    return _busiest(first, 0 * pp, others, host)
+
+
+def _busiest(
+    chosen: list[Array], stage: Array, others: list[tuple[list[Array], int, Array]], host: Array
+) -> MemoryBreakdown:
+    """The `MemoryBreakdown` of the rank whose terms sum highest: `chosen` (rank `stage`) or
+    one of `others` (terms, rank, whether the layout has it), blended per layout for arrays."""
     for other, index, exists in others:
         take = exists & (sum(other) > sum(chosen))
         if isinstance(take, bool):  # python scalars: no blend
@@ -641,6 +680,32 @@ def memory_batch(
             chosen = [take * b + (1 - take) * a for a, b in zip(chosen, other, strict=True)]
             stage = take * index + (1 - take) * stage
     return record(MemoryBreakdown, (*chosen, stage, host))
+
+
+def _dual_ranks(
+    schedule: str, pp: Array, n_first: Array, n_mid: Array, n_last: Array, mtp: int, layers: int
+) -> list[tuple[tuple[Any, ...], int, Array]]:
+    """`memory_batch`'s `terms` arguments of the ranks of a two-direction schedule that may
+    hold most, with their rank and whether the layout has them. Activations: the chunks each
+    rank holds at its peak, pp + 1 stages' worth on every rank (DeepSeek-V3 report, Table 2;
+    DualPipe README: "PP+1", PP its stages). DualPipe (dualpipe.py DualPipe.step): a rank of
+    half-rank h = min(r, pp-1-r) runs 2(pp/2-h-1) + (h+1) forwards of stage h and h+1 of
+    stage pp-1-h before its first backward, and one more forward in the overlapped steady
+    state: pp - h of stage h, h + 1 of stage pp-1-h; both stages' weights, gradients and
+    (sharded over both copies) optimizer states. DualPipeV (dualpipev.py): rank r holds
+    2pp - r of its first chunk and r + 1 of its second, half its layers each: pp + 1/2 of
+    the rank's layers; rank 0 the embedding and the head."""
+    start_last = layers - n_last
+    if schedule == PAIRED_SCHEDULE:
+        ends = ([(n_first, 0, pp, 0, 0), (n_last, start_last, 1, mtp, 1)], 1, 1, 2)
+        # half-rank 1: stage 1 (pp-1 held) and stage pp-2 (2 held), the middle stages' size
+        middle = ([(n_mid, n_first, pp - 1, 0, 0), (n_mid, start_last - n_mid, 2, 0, 0)], 0, 0, 2)
+        return [(ends, 0, True), (middle, 1, pp > 2)]
+    held = pp + 0.5
+    first = ([(n_first, 0, held, mtp, 1)], 1, 1)
+    last = ([(n_last, start_last, held, 0, 0)], 0, 0)
+    middle = ([(n_mid, n_first, held, 0, 0)], 0, 0)
+    return [(first, 0, True), (last, pp - 1, True), (middle, 1, pp > 2)]
 
 
 def memory(

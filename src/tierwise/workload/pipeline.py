@@ -27,10 +27,12 @@ from typing import NamedTuple
 
 from tierwise.bounds import MAX_LAYERS
 from tierwise.errors import SpecError
+from tierwise.frameworks import DUAL_SCHEDULES, V_SCHEDULES
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
 LAYOUT_FLAG = "--pp-layout"
+DUAL_OR_V = (*DUAL_SCHEDULES, *V_SCHEDULES)
 LAYER_CHARS = {"E": "embedding", "t": "decoder", "L": "loss", "m": "mtp"}
 _REPEAT_GROUP = re.compile(r"\(([^()]*)\)\*([0-9]+)")
 _REPEAT_CHAR = re.compile(r"(.)\*([0-9]+)")
@@ -44,6 +46,9 @@ class Split(NamedTuple):
     stage_layers: tuple[int, ...]
     vpp: int
     rule: str
+    mtp_rank: int | None = None
+    """The rank holding the MTP layers where a layout string places them apart from the
+    loss (None: with it, or the model has none)."""
 
 
 def megatron_split(
@@ -131,14 +136,22 @@ def _unroll(repeat: re.Pattern[str], flat: str, text: str) -> str:
     return repeat.sub(lambda g: g.group(1) * int(g.group(2)), flat)
 
 
-def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> Split:
+def parse_layout(
+    text: str, pp: int, layers: int, mtp_layers: int = 0, schedule: str | None = None
+) -> Split:
     """Decoder layers per rank and vpp of a Megatron pipeline layout string (module docstring);
     every problem is a one-line `SpecError` naming the string. A model with `mtp_layers`
-    multi-token-prediction layers may place them (``m``) in the last virtual stage, before
-    the loss, as Megatron-core builds them there (DeepSeek-V3: "Et*3|(tt|)*29m|L"...)."""
+    multi-token-prediction layers places them (``m``) as megatron-core 0.16.1 accepts them
+    (PipelineParallelLayerLayout.validate_layer_layout): all in one virtual stage, the last
+    of its rank, no decoder layer after them ("Et*3|(tt|)*29m|L" runs them alone on rank 14;
+    "Et*3|(t*4|)*14ttmL" with the loss). A V-shaped `schedule` (`V_SCHEDULES`) runs virtual
+    stage s on rank s, or 2pp-1-s past the first pp; the two-direction ones keep ``m`` with
+    the loss, and so do the V-shaped ones."""
     stages = expand_layout(text)
     flat = "".join(stages)
     problem = None
+    vpp = max(len(stages) // pp, 1)
+    with_m = [i for i, stage in enumerate(stages) if "m" in stage]
     if len(stages) % pp:
         problem = f"{len(stages)} virtual stages are not a multiple of pp ({pp})"
     elif flat.count("E") != 1 or not flat.startswith("E"):
@@ -149,17 +162,35 @@ def parse_layout(text: str, pp: int, layers: int, mtp_layers: int = 0) -> Split:
         problem = "MTP layers (m) need a model with multi-token prediction; this one has none"
     elif flat.count("m") not in (0, mtp_layers):
         problem = f"it holds {flat.count('m')} MTP layers (m); the model has {mtp_layers}"
-    elif "m" in flat and not stages[-1].endswith("m" * flat.count("m") + "L"):
-        problem = "MTP layers (m) must sit together in the last virtual stage, before L"
+    elif "t" in flat[flat.find("m") :] and "m" in flat:
+        problem = "decoder layers (t) must all come before the MTP layers (m)"
+    elif len(with_m) > 1:
+        problem = "the MTP layers (m) must all sit in one virtual stage"
+    elif with_m and with_m[0] // pp != vpp - 1:
+        problem = "the MTP layers (m) must sit in the last virtual stage of their rank"
+    elif with_m and schedule in DUAL_OR_V and with_m[0] != len(stages) - 1:
+        problem = f"--pipeline-schedule {schedule} runs the MTP layers (m) with the loss L"
     elif flat.count("t") != layers:
         problem = f"it holds {flat.count('t')} decoder layers (t); the model has {layers}"
     if problem is not None:
         raise SpecError(f"{LAYOUT_FLAG}: {text!r}: {problem}")
-    vpp = len(stages) // pp
-    per_rank = tuple(sum(stages[v * pp + r].count("t") for v in range(vpp)) for r in range(pp))
+    rank_of = stage_ranks(len(stages), pp, schedule in V_SCHEDULES)
+    per_rank = [0] * pp
+    for index, stage in enumerate(stages):
+        per_rank[rank_of[index]] += stage.count("t")
     if min(per_rank) < 1:
         raise SpecError(f"{LAYOUT_FLAG}: {text!r}: a pipeline rank holds no decoder layer")
-    return Split(per_rank, vpp, f"{LAYOUT_FLAG} {text}")
+    mtp_rank = rank_of[with_m[0]] if with_m and with_m[0] != len(stages) - 1 else None
+    return Split(tuple(per_rank), vpp, f"{LAYOUT_FLAG} {text}", mtp_rank)
+
+
+def stage_ranks(stages: int, pp: int, v_shape: bool = False) -> list[int]:
+    """The pipeline rank of each virtual stage: ``s % pp`` (Megatron's interleaving), or
+    with `v_shape` s for s < pp and 2pp-1-s after (torch.distributed.pipelining
+    generate_stage_to_rank_mapping, style "v")."""
+    if v_shape:
+        return [s if s < pp else 2 * pp - 1 - s for s in range(stages)]
+    return [s % pp for s in range(stages)]
 
 
 def with_split(
@@ -168,10 +199,13 @@ def with_split(
     pp_layout: str | None = None,
     embedding: bool = False,
     loss: bool = False,
+    schedule: str | None = None,
 ) -> tuple[Layout, str | None]:
     """`layout` with the split a Megatron layout string or the embedding/loss accounting
     gives (and the rule's name); otherwise unchanged (None: `estimate` picks the standard
-    split where layers do not divide). Conflicting flags are one-line errors."""
+    split where layers do not divide). `schedule`: the pipeline schedule, which maps the
+    string's virtual stages to ranks (`parse_layout`). Conflicting flags are one-line
+    errors."""
     chosen = [
         name
         for name, on in (
@@ -184,7 +218,7 @@ def with_split(
     if len(chosen) > 1:
         raise SpecError(f"{' and '.join(chosen)} both set the pipeline split; give one")
     if pp_layout is not None:
-        split = parse_layout(pp_layout, layout.pp, model.layers, model.mtp_layers)
+        split = parse_layout(pp_layout, layout.pp, model.layers, model.mtp_layers, schedule)
         if layout.vpp not in (1, split.vpp):
             raise SpecError(
                 f"--vpp {layout.vpp}: {LAYOUT_FLAG} {pp_layout!r} has {split.vpp * layout.pp} "
@@ -194,7 +228,7 @@ def with_split(
         split = megatron_split(model.layers, layout.pp, layout.vpp, embedding, loss)
     else:
         return layout, None
-    update = {"pp_layers": split.stage_layers, "vpp": split.vpp}
+    update = {"pp_layers": split.stage_layers, "vpp": split.vpp, "mtp_rank": split.mtp_rank}
     return layout.model_copy(update=update), split.rule
 
 

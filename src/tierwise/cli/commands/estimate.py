@@ -112,6 +112,7 @@ def estimate_command(
         pp_layout,
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split,
+        flags.pipeline_schedule,
     )
     check_framework(runner, layout, dp_shard, flags.microbatch_group_size_per_vp_stage)
     assumed += idle_options(behaviour, flags, layout) + recompute_cap(layout, spec)
