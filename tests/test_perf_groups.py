@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 
 from tierwise.collectives.shape import shape_of
 from tierwise.hardware.cluster import ClusterSpec, load_cluster
-from tierwise.hardware.placement import GroupSpan, nic_sharing
+from tierwise.hardware.placement import SMALL_WORLD, GroupSpan, nic_sharing
 from tierwise.perf.groups import (
     GROUP_KINDS,
     ORDERS,
     Degrees,
     _cache_for,
+    _Jumps,
     _pattern,
     _worst_row_large,
     _worst_small,
@@ -110,7 +111,8 @@ def test_plain_python_and_numpy_scans_pick_the_same_instance(
     d: Degrees, order: tuple[str, ...], kind: str
 ) -> None:
     """The small-world scan (node slots, plain Python) and the vectorised one (ranks, with and
-    without the ascending shortcut) agree on the worst row and on the rows crossing pods."""
+    without the ascending shortcut, gathering every rank or a row's ends only, every row or one
+    per node slot's bases) agree on the worst row and on the rows crossing pods."""
     cluster = CLUSTERS["dgx-h100-pods"]
     if d.world > cluster.world or d.group_size(kind) < 2:
         return
@@ -120,12 +122,19 @@ def test_plain_python_and_numpy_scans_pick_the_same_instance(
     cache = _cache_for(cluster)
     for scatter in (False, True):
         t, b, crossing = _worst_small(pattern, cluster.gpus_per_node, cache.slot_labels(scatter))
-        rows = pattern.rows()
-        labels = cache.label_arrays(scatter)
-        for ascending in (False, True) if not scatter else (False,):
-            best, crossing_large = _worst_row_large(rows, labels, ascending)
-            assert rows[best].tolist() == pattern.row(t, b)
-            assert crossing_large == crossing
+        labels, min_blocks = cache.label_arrays(scatter), cache.min_blocks(scatter)
+        for step in {1, pattern.slot_step(cluster.gpus_per_node)}:
+            rows = pattern.rows(step)
+            assert pattern.firsts(step).tolist() == rows[:, 0].tolist()
+            jumps = _Jumps(rows[:, 0], pattern.stride, pattern.stride * (pattern.width - 1))
+            for ascending, jump in ((False, None), (True, None), (True, jumps)):
+                if ascending and scatter:
+                    continue
+                best, crossing_large = _worst_row_large(
+                    lambda rows=rows: rows, labels, ascending, jump, min_blocks
+                )
+                assert rows[best].tolist() == pattern.row(t, b)
+                assert crossing_large * step == crossing
 
 
 def test_a_later_group_crossing_a_pod_is_the_one_priced() -> None:
@@ -166,3 +175,25 @@ def test_expert_data_parallel_groups_by_hand() -> None:
     # ep 1: the expert weights reduce over the same ranks as the dense ones.
     d = Degrees(tp=1, cp=2, ep=1, dp=4, pp=1)
     assert group_ranks(d, order, "edp").tolist() == group_ranks(d, order, "dpcp").tolist()
+
+
+def test_large_world_path_matches_the_plain_python_scan() -> None:
+    """Above SMALL_WORLD ranks the vectorised path (a row's ends only where no block fits
+    between its ranks) finds the instance the plain-Python scan finds: 8,200 GPUs in uneven
+    leaves and pods, boundaries inside later groups and stages."""
+    c = _pods("dgx-h100", 1025, nodes_per_leaf=41, pod_sizes=(7, 11, 7), leaf_sizes=None)
+    gpn = c.gpus_per_node
+    for d in (
+        Degrees(tp=8, cp=1, ep=1, dp=256, pp=4),
+        Degrees(tp=2, cp=2, ep=4, dp=256, pp=8),
+        Degrees(tp=1, cp=1, ep=1, dp=1024, pp=8),
+    ):
+        for kind in ("tp", "cp", "ep", "dpcp", "pp", "edp"):
+            pattern = _pattern(d, ORDERS["tp-cp-ep-dp-pp"], kind)
+            if d.group_size(kind) < 2 or pattern is None:
+                continue
+            assert d.world > SMALL_WORLD
+            worst = worst_group(c, d, kind)
+            t, b, crossing = _worst_small(pattern, gpn, _cache_for(c).slot_labels(False))
+            assert list(worst.ranks) == pattern.row(t, b), (d, kind)
+            assert worst.crossing_pods == crossing

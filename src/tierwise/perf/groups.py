@@ -10,7 +10,7 @@ prices each collective from a memoised (latency, rate) list without touching num
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import ne
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
@@ -161,6 +161,7 @@ class _ClusterCache:
         self.cluster = cluster
         self.placements: dict[bool, Placement] = {}
         self._labels: dict[tuple[bool, bool], tuple[Ints, Ints, Ints]] = {}
+        self._min_blocks: dict[bool, tuple[int, ...]] = {}
         self.shapes: dict[tuple[tuple[object, ...], bool], Shape] = {}
         self.layouts: dict[tuple[Degrees, tuple[str, ...], bool], LayoutGroups] = {}
         # what a group's span and NIC sharing depend on (not the links' speeds)
@@ -189,13 +190,29 @@ class _ClusterCache:
             self._labels[scatter, False] = hierarchy(self.cluster, slots)
         return self._labels[scatter, False]
 
+    def min_blocks(self, scatter: bool) -> tuple[int, ...]:
+        """Ranks in the smallest pod, leaf and NVLink domain of the placement, the last of
+        each left out (the world where there is one)."""
+        if scatter not in self._min_blocks:
+            import numpy as np
+
+            sizes = [np.bincount(label) for label in reversed(self.label_arrays(scatter))]
+            world = len(self.label_arrays(scatter)[0])
+            self._min_blocks[scatter] = tuple(
+                int(n[:-1].min()) if len(n) > 1 else world for n in sizes
+            )
+        return self._min_blocks[scatter]
+
     def label_arrays(self, scatter: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each rank's (NVLink domain, leaf, pod) as numpy arrays."""
         if (scatter, True) not in self._labels:
             import numpy as np
 
-            node = np.asarray(self.placement(scatter).node_of, dtype=np.int64)
-            self._labels[scatter, True] = hierarchy(self.cluster, node)
+            gpn = self.cluster.gpus_per_node
+            node = np.asarray(self.placement(scatter).node_of[::gpn], dtype=np.int64)
+            self._labels[scatter, True] = tuple(  # per node slot, then per rank (int32)
+                np.repeat(label.astype(np.int32), gpn) for label in hierarchy(self.cluster, node)
+            )
         return self._labels[scatter, True]
 
 
@@ -266,19 +283,52 @@ class _Pattern(NamedTuple):
         block = self.stride * self.n
         return [q + j for q in range(0, self.world, block) for j in range(self.stride)]
 
+    @property
+    def width(self) -> int:
+        """Ranks in a row."""
+        return 2 if self.pairs else self.n
+
     def row(self, t: int, b: int) -> list[int]:
         """Row of base `b` in set `t`, ranks in ring order."""
         s = self.stride
         if self.pairs:
             return [b + t * s, b + (t + 1) * s]
-        return [b + k * s for k in range(self.n)]
+        return list(range(b, b + self.n * s, s))
 
-    def rows(self) -> np.ndarray:
-        """Every row, set by set and by base within a set (a 2-D array)."""
+    def firsts(self, step: int = 1) -> np.ndarray:
+        """First rank of each row of `rows(step)`, in its order, without building the rows."""
+        import numpy as np
+
+        s = self.stride
+        bases = (
+            np.arange(0, self.world, s * self.n, dtype=np.int64)[:, None]
+            + np.arange(0, s, step, dtype=np.int64)[None, :]
+        ).ravel()
+        if not self.pairs:
+            return bases
+        return (np.arange(self.n - 1, dtype=np.int64)[:, None] * s + bases[None, :]).ravel()
+
+    def slot_step(self, gpn: int) -> int:
+        """Bases apart whose rows sit on the same node slots (ranks i * gpn onwards): gpn with
+        a stride of whole nodes (the gpn bases of one node's slot), the stride when it divides
+        gpn (a row's ranks (q n + k) stride + j, j < stride, lie in slot floor((q n + k) /
+        (gpn / stride)) whatever j), else 1."""
+        if self.stride % gpn == 0:
+            return gpn
+        return self.stride if gpn % self.stride == 0 else 1
+
+    def in_one_slot(self, gpn: int) -> bool:
+        """Every row lies inside one node slot (its block of stride x n ranks divides gpn)."""
+        return gpn % (self.stride * self.n) == 0
+
+    def rows(self, step: int = 1) -> np.ndarray:
+        """Every row, set by set and by base within a set (a 2-D array); with `step`, only
+        the rows of every step-th base within each block (`slot_step`)."""
         import numpy as np
 
         s, n = self.stride, self.n
         grid = np.arange(self.world, dtype=np.int64).reshape(-1, n, s).transpose(0, 2, 1)
+        grid = grid[:, ::step]
         if not self.pairs:
             return grid.reshape(-1, n)
         pairs = np.stack((grid[..., :-1], grid[..., 1:]), axis=-1)  # (.., .., boundary, 2)
@@ -334,7 +384,8 @@ class Worst(NamedTuple):
     and NVLink domains (the first in rank order among equals); what it spans, and how the
     instances that run with it load the NICs."""
 
-    ranks: tuple[int, ...]
+    ranks: Sequence[int]
+    """Its ranks in ring order: a tuple, or a numpy array above SMALL_WORLD ranks."""
     span: GroupSpan
     nic_share: int
     siblings: int
@@ -364,7 +415,7 @@ def _worst_small(
     Python: rows on the same node slots are priced once (with a stride of whole nodes, the
     gpn bases of one node's slot share them)."""
     count: dict[tuple[int, ...], list[int]] = {}  # node slots -> [rows, set, base] of the first
-    step = gpn if pattern.stride % gpn == 0 else 1
+    step = pattern.slot_step(gpn)
     bases = pattern.bases()[::step]
     s = pattern.stride
     for t in range(pattern.sets):
@@ -385,37 +436,61 @@ def _worst_small(
     return (*best, crossing)
 
 
+class _Jumps(NamedTuple):
+    """Rows of evenly spaced ascending ranks on a placement whose labels never fall with the
+    rank: each row's first rank, the gap between its consecutive ranks, and its last rank's
+    offset from its first."""
+
+    first: np.ndarray
+    gap: int
+    last: int
+
+
 def _worst_row_large(
-    rows: np.ndarray, labels: tuple[np.ndarray, ...], ascending: bool
+    rows: Callable[[], np.ndarray],
+    labels: tuple[np.ndarray, ...],
+    ascending: bool,
+    jumps: _Jumps | None = None,
+    min_blocks: tuple[int, ...] = (),
 ) -> tuple[int, int]:
     """(index of the worst row by `_level_key`'s key, first among equals; rows spanning more
-    than one pod), vectorised over rows of ranks (`labels`: each rank's domain, leaf, pod).
-    `ascending`: the labels never fall with the rank and every row's ranks ascend, so a row
-    spans one block more than it has steps between blocks, and crosses once more on the way
-    back (no sort needed)."""
+    than one pod), vectorised over the rows of ranks `rows()` returns (`labels`: each rank's
+    domain, leaf, pod). `ascending`: the labels never fall with the rank and every row's ranks
+    ascend, so a row spans one block more than it has steps between blocks, and crosses once
+    more on the way back (no sort). With `jumps` too, a level whose every block but the last
+    (`min_blocks`: the smallest, in ranks, per pod, leaf, domain) is at least the gap between
+    a row's ranks has no block between two of them: a row steps its last rank's block minus
+    its first's times, and its middle ranks are never gathered."""
     import numpy as np
 
     domain, leaf, pod = labels
-    mask = np.ones(len(rows), dtype=bool)
+    grid: np.ndarray | None = None
+    mask: np.ndarray | None = None
     crossing_pods = 0
-    for label in (pod, leaf, domain):
-        v = label[rows]
-        if ascending:
-            steps = np.count_nonzero(v[:, 1:] != v[:, :-1], axis=1)
-            if not steps.any():
-                continue  # every row inside one block
-            distinct, crossings = steps + 1, steps + (steps > 0)
+    for level, label in enumerate((pod, leaf, domain)):
+        if ascending and jumps is not None and jumps.last == jumps.gap:  # two ranks a row
+            steps = (label[jumps.first + jumps.gap] != label[jumps.first]).astype(np.int64)
+        elif ascending and jumps is not None and jumps.gap <= min_blocks[level]:
+            steps = label[jumps.first + jumps.last] - label[jumps.first]
         else:
-            crossings = np.count_nonzero(v != np.roll(v, -1, axis=1), axis=1)
-            if not crossings.any():
-                continue
-            ordered = np.sort(v, axis=1)
-            distinct = 1 + np.count_nonzero(ordered[:, 1:] != ordered[:, :-1], axis=1)
+            grid = rows() if grid is None else grid
+            v = label[grid]
+            if ascending:
+                steps = np.count_nonzero(v[:, 1:] != v[:, :-1], axis=1)
+            else:
+                crossings = np.count_nonzero(v != np.roll(v, -1, axis=1), axis=1)
+                ordered = np.sort(v, axis=1)
+                distinct = 1 + np.count_nonzero(ordered[:, 1:] != ordered[:, :-1], axis=1)
+        if ascending:
+            distinct, crossings = steps + 1, steps + (steps > 0)
+        if not crossings.any():
+            continue  # every row inside one block
         if label is pod:
             crossing_pods = int(np.count_nonzero(distinct > 1))
+        mask = np.ones(len(distinct), dtype=bool) if mask is None else mask
         for key in (distinct, crossings):
             mask &= key == key[mask].max()
-    return int(np.argmax(mask)), crossing_pods
+    return (0 if mask is None else int(np.argmax(mask))), crossing_pods
 
 
 def _worst(
@@ -426,15 +501,38 @@ def _worst(
     placement = cache.placement(scatter)
     gpn = cache.cluster.gpus_per_node
     pattern = _pattern(d, order, kind)
-    if pattern is not None and d.world <= SMALL_WORLD:
-        t, b, crossing = _worst_small(pattern, gpn, cache.slot_labels(scatter))
+    rows: Any = None
+    if pattern is not None and pattern.in_one_slot(gpn):  # one node each: all alike
+        t, b, crossing = 0, 0, 0
         worst: Any = pattern.row(t, b)
+        instances = d.world // pattern.n * pattern.sets
+    elif pattern is not None and d.world <= SMALL_WORLD:
+        t, b, crossing = _worst_small(pattern, gpn, cache.slot_labels(scatter))
+        worst = pattern.row(t, b)
         instances = len(pattern.bases()) * pattern.sets
-    else:
-        rows, per_set = (
-            (pattern.rows(), d.world // pattern.n) if pattern else _fallback_rows(d, order, kind)
+    elif pattern is not None:  # one row per node slot's bases: step x fewer
+        import numpy as np
+
+        step = pattern.slot_step(gpn)
+        firsts = pattern.firsts(step)
+        per_set = len(firsts) // pattern.sets
+        jumps = _Jumps(firsts, pattern.stride, pattern.stride * (pattern.width - 1))
+        best, crossing = _worst_row_large(
+            lambda: pattern.rows(step),
+            cache.label_arrays(scatter),
+            not scatter,
+            jumps,
+            cache.min_blocks(scatter),
         )
-        best, crossing = _worst_row_large(rows, cache.label_arrays(scatter), not scatter)
+        t, first = best // per_set, int(firsts[best])
+        if pattern.width <= SMALL_WORLD:
+            worst = pattern.row(t, first - (t * pattern.stride if pattern.pairs else 0))
+        else:  # a long row as an array (a list of python ints is ~4x larger)
+            worst = first + np.arange(pattern.width, dtype=np.int64) * pattern.stride
+        instances, crossing = len(firsts) * step, crossing * step
+    else:
+        rows, per_set = _fallback_rows(d, order, kind)
+        best, crossing = _worst_row_large(lambda: rows, cache.label_arrays(scatter), not scatter)
         worst, t, instances = rows[best], best // per_set, len(rows)
     first = int(worst[0])
     lo = first // gpn * gpn
@@ -461,13 +559,22 @@ def _worst(
             _PLACED[where] = placed
     span, nic_share, siblings_n = placed
     return Worst(
-        ranks=tuple(worst if isinstance(worst, list) else worst.tolist()),
+        ranks=tuple(worst) if len(worst) <= SMALL_WORLD else _frozen(worst),
         span=span,
         nic_share=nic_share,
         siblings=siblings_n,
         instances=instances,
         crossing_pods=crossing,
     )
+
+
+def _frozen(ranks: Sequence[int]) -> np.ndarray:
+    """`ranks` as a read-only int64 array."""
+    import numpy as np
+
+    out = np.array(ranks, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _shape_key(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[object, ...]:
