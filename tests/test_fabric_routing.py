@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from tierwise.hardware.cluster import ClusterSpec, load_cluster
 from tierwise.hardware.fleet import FleetSpec, expected_max_normal
 from tierwise.hardware.placement import Placement
 from tierwise.perf.estimate import estimate
-from tierwise.perf.groups import Degrees, group_shape_of
+from tierwise.perf.groups import Degrees, group_shape_of, worst_group
 from tierwise.perf.step import Flags
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
@@ -263,6 +264,86 @@ def test_pod_boundary_slows_exactly_the_groups_that_cross_it() -> None:
     assert steep["pp"] == pytest.approx(flat["pp"]) and steep["tp"] == pytest.approx(flat["tp"])
     # a contiguous ring crosses each pod boundary once: 1:7 leaves it on its NICs' pace
     assert steep["dp"] >= flat["dp"]
+    # pp 4 (stages of 16 nodes): the boundary falls between stages 1 and 2, not at the first
+    # pair; the step waits for that pair, so pp pays the pods and nothing else does
+    layout = layout.model_copy(update={"pp": 4, "dp": 16})
+    d = Degrees(tp=8, cp=1, ep=1, dp=16, pp=4)
+    assert Placement.contiguous(_two_pods(7.0)).span([0, 128]).pods == 1
+    assert worst_group(_two_pods(7.0), d, "pp").ranks == (128, 256)
+    flat, steep = comm(1.0, ("tp", "cp", "dp", "pp")), comm(7.0, ("tp", "cp", "dp", "pp"))
+    assert steep["tiers"]["pp"] == "core" and steep["tiers"]["dp"] == "leaf"
+    assert steep["pp"] > 1.5 * flat["pp"]
+    for kind in ("tp", "dp"):
+        assert steep[kind] == pytest.approx(flat[kind])
+
+
+def _leaves_of_8(pod_sizes: tuple[int, ...], pod_over: float) -> ClusterSpec:
+    """64 DGX H100 nodes in leaves of 8, pods of `pod_sizes` leaves."""
+    base = load_cluster("dgx-h100", nodes=64)
+    return base.model_copy(
+        update={
+            "topology": base.topology.model_copy(
+                update={
+                    "nodes_per_leaf": 8,
+                    "pod_sizes": pod_sizes,
+                    "pod_oversubscription": pod_over,
+                }
+            )
+        }
+    )
+
+
+def test_pod_boundary_inside_a_later_dp_group_slows_exactly_dp() -> None:
+    """tp 8, pp 4, dp 16: stages of 16 nodes (2 leaves). A 15:1 boundary at node 32 falls
+    between stages (pp crosses it); at node 40 it falls inside the third stage's dp groups
+    too, the first stage's staying inside one pod. Moving it there slows dp alone: the stage
+    pairs cross the pods once either way, and tp stays in its node."""
+    model = load_model("llama3-70b")
+    layout = Layout(tp=8, pp=4, dp=16, seq=4096, gbs=256, distributed_optimizer=True)
+    flags = Flags(overlap_grad_reduce=False)
+    d = Degrees(tp=8, cp=1, ep=1, dp=16, pp=4)
+
+    def comm(pod_sizes: tuple[int, ...], pod_over: float = 15.0) -> dict[str, Any]:
+        out = estimate(model, _leaves_of_8(pod_sizes, pod_over), layout, flags)
+        return {**out["comm_total_s"], "tiers": out["comm_tiers"]}
+
+    between, inside, flat = comm((4, 4)), comm((5, 3)), comm((5, 3), 1.0)
+    assert between["tiers"]["dp"] == "spine" and inside["tiers"]["dp"] == "core"
+    assert between["tiers"]["pp"] == inside["tiers"]["pp"] == "core"
+    worst = worst_group(_leaves_of_8((5, 3), 15.0), d, "dpcp")
+    assert worst.ranks[0] == 256 and worst.span.pods == 2  # the third stage's first dp group
+    assert Placement.contiguous(_leaves_of_8((5, 3), 15.0)).span(range(0, 128, 8)).pods == 1
+    assert inside["dp"] > 1.5 * between["dp"] and inside["dp"] > 1.5 * flat["dp"]
+    for kind in ("tp", "pp"):
+        assert inside[kind] == pytest.approx(between[kind])
+
+
+def test_plan_says_what_crosses_the_pods(tmp_path: Path) -> None:
+    """A 15:1 pod boundary between later stages: the plan's pp row is core, counts the
+    pipelines that cross and names the slowest one; its why line names pp, and its JSON and
+    table agree."""
+    spec = tmp_path / "two-pods.yaml"
+    spec.write_text(
+        "name: two-pods\ngpu: h100-sxm\ngpus_per_node: 8\nnodes: 64\nintra: nvlink4\n"
+        "inter: {nic: ndr400, nics_per_node: 8}\n"
+        "topology: {kind: rail-optimized, nodes_per_leaf: 16, leaves_per_pod: 2,"
+        " pod_oversubscription: 15}\n"
+    )
+    base = [
+        "plan", "-m", "llama3-70b", "-c", str(spec), "--gbs", "256", "--seq", "4096",
+        "--fix", "tp=8,pp=4,cp=1",
+    ]  # fmt: skip
+    out = cli_json(*base)
+    rows = {m["kind"]: m for m in out["mapping"]}
+    for m in out["mapping"]:
+        assert (m["tier"] == "core") == (m["groups_crossing_pods"] > 0) == (m["pods_per_group"] > 1)
+    pp = rows["pp"]
+    assert pp["tier"] == "core" and pp["groups_crossing_pods"] == pp["priced_groups"] == 128
+    assert pp["slowest_group"] == ["node0:gpu0", "node16:gpu0", "node32:gpu0", "node48:gpu0"]
+    best = out["plans"][0]
+    assert best["comm_tiers"]["pp"] == "core" and "crosses pods: pp" in best["why"]
+    human = run_cli(*base).stdout
+    assert "pods/group" in human and "128 of 128" in human and "crosses pods: pp" in human
 
 
 def test_pod_oversubscription_divides_a_ring_that_crosses_pods_often() -> None:

@@ -475,10 +475,14 @@ def test_sweep_cli() -> None:
 
 def test_nvl72_domain_makes_wider_ep_attractive() -> None:
     # A DeepSeek-V3-sized MoE (MHA in place of MLA) on 2,304 GPUs, 4 sequences per GPU and
-    # step: inside a 72-GPU NVLink domain the search spreads the experts 64 ways; with 8-GPU
-    # nodes it keeps EP inside the node and reaches a lower MFU. (At one sequence per GPU the
-    # expert gradients, reduced once per step across nodes on the expert-data-parallel group,
-    # cost an 8-GPU node as much as spreading EP over InfiniBand.)
+    # step: inside NVL72 racks running 64 GPUs each (16 of their 18 trays, so that groups of
+    # a power of two ranks stay in one rack) the search spreads the experts 64 ways; with
+    # 8-GPU nodes it keeps EP inside the node and reaches a lower MFU. (At one sequence per
+    # GPU the expert gradients, reduced once per step across nodes on the expert-data-
+    # parallel group, cost an 8-GPU node as much as spreading EP over InfiniBand.) On full
+    # 72-GPU racks some EP groups of 16 or more ranks straddle two racks (ranks 64-79 for 16,
+    # 64-127 for 64), their all-to-all goes over InfiniBand and the step waits for them: the
+    # search keeps EP at 8.
     moe = ModelSpec.parse(
         {
             "name": "deepseek-v3-sized",
@@ -499,26 +503,41 @@ def test_nvl72_domain_makes_wider_ep_attractive() -> None:
         "test",
     )
     best = {}
-    for name, nodes in (("gb200-nvl72", 576), ("dgx-b200", 288)):
-        cluster = load_cluster(name, nodes=nodes)
+    for name, nodes, domain in (
+        ("gb200-nvl72", 576, 64),
+        ("dgx-b200", 288, None),
+        ("gb200-nvl72", 576, None),
+    ):
+        cluster = load_cluster(name, nodes=nodes, nvlink_domain_gpus=domain)
         fix = {"dtype": "bf16", "recompute": "none"}
-        best[name] = search(moe, cluster, 4 * 2304, 4096, top=1, fix=fix).plans[0]
+        plan = search(moe, cluster, 4 * 2304, 4096, top=1, fix=fix).plans[0]
+        best[name if domain or name != "gb200-nvl72" else "full racks"] = plan
     nvl, b200 = best["gb200-nvl72"], best["dgx-b200"]
     assert nvl["layout"]["ep"] > 8 and nvl["comm_tiers"]["ep"] == "intra"
     assert b200["layout"]["ep"] <= 8
     assert nvl["mfu"] > 1.2 * b200["mfu"]
+    assert best["full racks"]["layout"]["ep"] == 8
 
 
 def test_nvl72_domain_makes_wider_tp_cheaper() -> None:
+    # NVL72 racks running 64 GPUs each (16 of 18 trays): a tp 16 group stays in its rack.
+    # On full 72-GPU racks the fifth tp 16 group (ranks 64-79) straddles two, runs over
+    # InfiniBand, and the step waits for it as on 8-GPU nodes.
     big = load_model("llama3-405b")
     ratios, tiers = {}, {}
-    for name, nodes in (("gb200-nvl72", 36), ("dgx-b200", 18)):
-        c = load_cluster(name, nodes=nodes)
+    for name, nodes, domain in (
+        ("gb200-nvl72", 36, 64),
+        ("dgx-b200", 18, None),
+        ("full racks", 36, None),
+    ):
+        preset = "gb200-nvl72" if name == "full racks" else name
+        c = load_cluster(preset, nodes=nodes, nvlink_domain_gpus=domain)
         tp8, tp16 = (estimate_of(big, c, tp) for tp in (8, 16))
         ratios[name] = tp16["step_time_s"] / tp8["step_time_s"]
         tiers[name] = tp16["comm_tiers"]["tp"]
-    assert tiers == {"gb200-nvl72": "intra", "dgx-b200": "leaf"}
+    assert tiers == {"gb200-nvl72": "intra", "dgx-b200": "leaf", "full racks": "leaf"}
     assert ratios["gb200-nvl72"] < ratios["dgx-b200"] - 0.15
+    assert ratios["full racks"] > ratios["gb200-nvl72"] + 0.15
 
 
 def estimate_of(model: object, cluster: object, tp: int) -> dict:

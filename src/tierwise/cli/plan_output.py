@@ -24,8 +24,10 @@ MAPPING_HEADER = [
     "tier",
     "nodes/group",
     "leaves/group",
+    "pods/group",
+    "groups crossing pods",
     "groups per NIC",
-    "example GPUs",
+    "GPUs of the slowest group",
 ]
 
 
@@ -113,8 +115,12 @@ def print_plan(outcome: PlanOutcome, written: list[str]) -> None:
             m["tier"],
             m["nodes_per_group"],
             m["leaves_per_group"],
+            m["pods_per_group"],
+            f"{m['groups_crossing_pods']} of {m['priced_groups']}"
+            if m["groups_crossing_pods"]
+            else "none",
             m["groups_sharing_a_nic"],
-            " ".join(m["examples"][0][:8]) + (" ..." if m["size"] > 8 else ""),
+            " ".join(m["slowest_group"][:8]) + (" ..." if len(m["slowest_group"]) > 8 else ""),
         )
         for m in outcome.mapping
     ]

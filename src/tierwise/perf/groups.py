@@ -11,7 +11,8 @@ prices each collective from a memoised (latency, rate) list without touching num
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from operator import ne
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from tierwise.collectives.model import ScalarCandidates, auto_candidates, times_us
 from tierwise.collectives.shape import Shape, shape_of
@@ -20,6 +21,7 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import (
     SMALL_WORLD,
     GroupSpan,
+    Ints,
     Placement,
     hierarchy,
     nic_sharing,
@@ -136,14 +138,6 @@ def group_ranks(d: Degrees, order: tuple[str, ...], kind: str) -> np.ndarray:
     return np.nonzero(gid == gid[0])[0]
 
 
-def _siblings(d: Degrees, order: tuple[str, ...], kind: str, gpn: int) -> list[list[int]]:
-    """The groups of `kind` with a rank on the first node: they run at the same time."""
-    import numpy as np
-
-    gid = group_ids(d, order, kind)
-    return [np.nonzero(gid == g)[0].tolist() for g in dict.fromkeys(gid[:gpn].tolist())]
-
-
 def scattered_nodes(cluster: ClusterSpec) -> list[int]:
     """Node order of a topology-unaware scheduler: consecutive ranks' nodes on different
     leaves (round-robin over leaves)."""
@@ -166,7 +160,9 @@ class _ClusterCache:
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self.placements: dict[bool, Placement] = {}
-        self.shapes: dict[tuple[tuple[int, ...], bool], Shape] = {}
+        self._labels: dict[tuple[bool, bool], tuple[Ints, Ints, Ints]] = {}
+        self._min_blocks: dict[bool, tuple[int, ...]] = {}
+        self.shapes: dict[tuple[tuple[object, ...], bool], Shape] = {}
         self.layouts: dict[tuple[Degrees, tuple[str, ...], bool], LayoutGroups] = {}
         # what a group's span and NIC sharing depend on (not the links' speeds)
         self.geometry = (
@@ -185,23 +181,62 @@ class _ClusterCache:
             self.placements[scatter] = Placement.contiguous(self.cluster, nodes=nodes)
         return self.placements[scatter]
 
+    def slot_labels(self, scatter: bool) -> tuple[list[int], list[int], list[int]]:
+        """Each node slot's (NVLink domain, leaf, pod) as python lists: slot i holds ranks
+        i * gpus_per_node onwards."""
+        if (scatter, False) not in self._labels:
+            node = self.placement(scatter).node_of
+            slots = [int(node[i]) for i in range(0, len(node), self.cluster.gpus_per_node)]
+            self._labels[scatter, False] = hierarchy(self.cluster, slots)
+        return self._labels[scatter, False]
+
+    def min_blocks(self, scatter: bool) -> tuple[int, ...]:
+        """Ranks in the smallest pod, leaf and NVLink domain of the placement, the last of
+        each left out (the world where there is one)."""
+        if scatter not in self._min_blocks:
+            import numpy as np
+
+            sizes = [np.bincount(label) for label in reversed(self.label_arrays(scatter))]
+            world = len(self.label_arrays(scatter)[0])
+            self._min_blocks[scatter] = tuple(
+                int(n[:-1].min()) if len(n) > 1 else world for n in sizes
+            )
+        return self._min_blocks[scatter]
+
+    def label_arrays(self, scatter: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each rank's (NVLink domain, leaf, pod) as numpy arrays."""
+        if (scatter, True) not in self._labels:
+            import numpy as np
+
+            gpn = self.cluster.gpus_per_node
+            node = np.asarray(self.placement(scatter).node_of[::gpn], dtype=np.int64)
+            self._labels[scatter, True] = tuple(  # per node slot, then per rank (int32)
+                np.repeat(label.astype(np.int32), gpn) for label in hierarchy(self.cluster, node)
+            )
+        return self._labels[scatter, True]
+
 
 _cache_for = by_identity(64)(_ClusterCache)  # clusters whose group shapes stay cached at once
-_SPANS: dict[tuple[object, ...], tuple[GroupSpan, int, int]] = {}
-"""(geometry, shape key, scatter) -> (span, NIC sharing, siblings) of a group: clusters that
-differ only in their links (a sweep over NICs or oversubscription) share them."""
+_SPANS: dict[tuple[object, ...], Worst] = {}
+"""(geometry, shape key, scatter) -> the worst instance of a group kind (`Worst`): clusters
+that differ only in their links (a sweep over NICs or oversubscription) share them."""
 _SPANS_KEPT = 100_000
+_PLACED: dict[tuple[object, ...], tuple[GroupSpan, int, int]] = {}
+"""(geometry, scatter, a progression's stride, ranks and pairs, the worst row's set, first
+rank and the end of its node slot's ranks) -> (span, NIC sharing, concurrent instances) of
+that row: the same row found worst at another world size is placed once."""
 
 
 def _progression(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, int] | None:
-    """(stride, ranks) when every group of `kind` is ranks b, b + stride, ... (pp: the two
-    ranks across one stage boundary); None when the group is not such a progression."""
+    """(stride, ranks) when every group of `kind` is ranks b, b + stride, ... (pp: the whole
+    pipeline, whose instances are its stage boundaries); None when it is not such a
+    progression."""
     strides, stride = {}, 1
     for dim in order:
         strides[dim] = stride
         stride *= d.group_size(dim)
     if kind in strides:
-        return strides[kind], 2 if kind == "pp" else d.group_size(kind)
+        return strides[kind], d.group_size(kind)
     if kind == "ep" and d.etp:  # expert ranks etp apart when tp, cp, dp are innermost
         return (d.etp, d.ep) if order[:3] == ("tp", "cp", "dp") else None
     if kind == "edp" and d.etp:  # etp*ep apart when tp, cp, dp are innermost
@@ -225,24 +260,348 @@ def _fallback_key(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[int, .
     return (*d, *map(order.index, ("tp", "cp", "dp", "pp")), GROUP_KINDS.index(kind))
 
 
-def _concurrent_groups(
-    d: Degrees, order: tuple[str, ...], kind: str, gpn: int
-) -> list[Sequence[int]]:
-    """The groups of `kind` with a rank on the first node (`gpn` GPUs): they run at the same
-    time and share its NICs (pp: the two ranks across one stage boundary)."""
+class _Pattern(NamedTuple):
+    """The instances of a kind whose groups are progressions (`_progression`): rows b,
+    b + stride, ..., (n ranks) for every base b (ranks whose coordinate along the group is 0),
+    or, for pp (`pairs`), the pairs b + t*stride, b + (t+1)*stride across each stage boundary
+    t < n - 1, one set of rows per boundary (the pair from the last stage back to the first,
+    in interleaved schedules, crosses a pod or leaf only if some boundary does: ranks fill
+    the cluster in order)."""
+
+    stride: int
+    n: int
+    world: int
+    pairs: bool
+
+    @property
+    def sets(self) -> int:
+        """Sets of rows that run at once (pp: one per stage boundary)."""
+        return self.n - 1 if self.pairs else 1
+
+    def bases(self) -> list[int]:
+        """First rank of each group, ascending."""
+        block = self.stride * self.n
+        return [q + j for q in range(0, self.world, block) for j in range(self.stride)]
+
+    @property
+    def width(self) -> int:
+        """Ranks in a row."""
+        return 2 if self.pairs else self.n
+
+    def row(self, t: int, b: int) -> list[int]:
+        """Row of base `b` in set `t`, ranks in ring order."""
+        s = self.stride
+        if self.pairs:
+            return [b + t * s, b + (t + 1) * s]
+        return list(range(b, b + self.n * s, s))
+
+    def firsts(self, step: int = 1) -> np.ndarray:
+        """First rank of each row of `rows(step)`, in its order, without building the rows."""
+        import numpy as np
+
+        s = self.stride
+        bases = (
+            np.arange(0, self.world, s * self.n, dtype=np.int64)[:, None]
+            + np.arange(0, s, step, dtype=np.int64)[None, :]
+        ).ravel()
+        if not self.pairs:
+            return bases
+        return (np.arange(self.n - 1, dtype=np.int64)[:, None] * s + bases[None, :]).ravel()
+
+    def slot_step(self, gpn: int) -> int:
+        """Bases apart whose rows sit on the same node slots (ranks i * gpn onwards): gpn with
+        a stride of whole nodes (the gpn bases of one node's slot), the stride when it divides
+        gpn (a row's ranks (q n + k) stride + j, j < stride, lie in slot floor((q n + k) /
+        (gpn / stride)) whatever j), else 1."""
+        if self.stride % gpn == 0:
+            return gpn
+        return self.stride if gpn % self.stride == 0 else 1
+
+    def in_one_slot(self, gpn: int) -> bool:
+        """Every row lies inside one node slot (its block of stride x n ranks divides gpn)."""
+        return gpn % (self.stride * self.n) == 0
+
+    def rows(self, step: int = 1) -> np.ndarray:
+        """Every row, set by set and by base within a set (a 2-D array); with `step`, only
+        the rows of every step-th base within each block (`slot_step`)."""
+        import numpy as np
+
+        s, n = self.stride, self.n
+        grid = np.arange(self.world, dtype=np.int64).reshape(-1, n, s).transpose(0, 2, 1)
+        grid = grid[:, ::step]
+        if not self.pairs:
+            return grid.reshape(-1, n)
+        pairs = np.stack((grid[..., :-1], grid[..., 1:]), axis=-1)  # (.., .., boundary, 2)
+        return pairs.transpose(2, 0, 1, 3).reshape(-1, 2)
+
+    def siblings(self, t: int, lo: int, hi: int) -> list[Any]:
+        """The rows of set `t` with a rank in lo..hi - 1 (lists; numpy arrays when they hold
+        more than SMALL_WORLD ranks in all)."""
+        s, n = self.stride, self.n
+        block = s * n
+        bases: dict[int, None] = {}
+        for r in range(lo, min(hi, self.world)):
+            if not self.pairs:
+                bases[(r // block) * block + r % s] = None
+            elif (r // s) % n in (t, t + 1):
+                bases[r - (r // s) % n * s] = None
+        width = 2 if self.pairs else n
+        if width * len(bases) <= SMALL_WORLD:
+            return [self.row(t, b) for b in bases]
+        import numpy as np
+
+        steps = np.arange(n, dtype=np.int64) * s
+        return [steps + b for b in bases]
+
+
+def _pattern(d: Degrees, order: tuple[str, ...], kind: str) -> _Pattern | None:
+    """The kind's instances as a `_Pattern`, or None where its groups are no progression."""
     progression = _progression(d, order, kind)
-    if progression is None:
-        siblings = _siblings(d, order, kind, gpn)
-        return [g[:2] for g in siblings] if kind == "pp" else siblings
-    stride, n = progression
-    block = stride * n
-    bases = dict.fromkeys((r // block) * block + r % stride for r in range(min(gpn, d.world)))
-    if n * len(bases) <= SMALL_WORLD:
-        return [[b + k * stride for k in range(n)] for b in bases]
+    block = progression[0] * progression[1] if progression else 0
+    if not block or d.world % block:
+        return None
+    return _Pattern(*progression, d.world, kind == "pp")
+
+
+def _fallback_rows(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[np.ndarray, int]:
+    """Every instance of `kind` from its group ids, ordered as `_Pattern.rows` orders them
+    (groups by first rank; pp: the pairs of each stage boundary in turn), and the rows in
+    each set."""
     import numpy as np
 
-    steps = np.arange(n, dtype=np.int64) * stride
-    return [steps + b for b in bases]
+    gid = group_ids(d, order, kind)
+    rows = np.argsort(gid, kind="stable").reshape(-1, d.group_size(kind))  # ranks ascending
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    if kind != "pp":
+        return rows, len(rows)
+    pairs = np.stack((rows[:, :-1], rows[:, 1:]), axis=-1)  # (groups, boundary, 2)
+    return pairs.transpose(1, 0, 2).reshape(-1, 2), len(rows)
+
+
+class Worst(NamedTuple):
+    """The instance of a group kind a synchronous step waits for, on a placement: the one
+    spanning the most pods, then crossing between them most often, then the same for leaves
+    and NVLink domains (the first in rank order among equals); what it spans, and how the
+    instances that run with it load the NICs."""
+
+    ranks: Sequence[int]
+    """Its ranks in ring order: a tuple, or a numpy array above SMALL_WORLD ranks."""
+    span: GroupSpan
+    nic_share: int
+    siblings: int
+    """Instances that run at once with it: its set's rows with a rank on its first node."""
+    instances: int
+    """Instances of the kind (pp: stage-boundary pairs)."""
+    crossing_pods: int
+    """Instances that span more than one pod."""
+
+
+def _level_key(slots: tuple[int, ...], labels: tuple[list[int], ...]) -> tuple[int, ...]:
+    """(pods, pod crossings, leaves, leaf crossings, domains, domain crossings) of a row whose
+    ranks sit on node `slots` in ring order (`labels`: each node slot's domain, leaf, pod)."""
+    domain, leaf, pod = labels
+    key: list[int] = []
+    for label in (pod, leaf, domain):
+        v = [label[x] for x in slots]
+        distinct = len(set(v))
+        key += (distinct, sum(map(ne, v, v[1:] + v[:1])) if distinct > 1 else 0)
+    return tuple(key)
+
+
+def _worst_small(
+    pattern: _Pattern, gpn: int, labels: tuple[list[int], ...]
+) -> tuple[int, int, int]:
+    """(set, base of the worst row, rows spanning more than one pod) of a pattern, in plain
+    Python: rows on the same node slots are priced once (with a stride of whole nodes, the
+    gpn bases of one node's slot share them)."""
+    count: dict[tuple[int, ...], list[int]] = {}  # node slots -> [rows, set, base] of the first
+    step = pattern.slot_step(gpn)
+    bases = pattern.bases()[::step]
+    s = pattern.stride
+    for t in range(pattern.sets):
+        offsets = [t * s, (t + 1) * s] if pattern.pairs else range(0, pattern.n * s, s)
+        for b in bases:
+            slots = tuple([(b + o) // gpn for o in offsets])
+            seen = count.get(slots)
+            if seen is None:
+                count[slots] = [step, t, b]
+            else:
+                seen[0] += step
+    best, best_key, crossing = (0, 0), None, 0
+    for slots, (rows, t, b) in count.items():  # in row order: the first of equals stays
+        key = _level_key(slots, labels)
+        crossing += rows if key[0] > 1 else 0
+        if best_key is None or key > best_key:
+            best, best_key = (t, b), key
+    return (*best, crossing)
+
+
+class _Jumps(NamedTuple):
+    """Rows of evenly spaced ascending ranks on a placement whose labels never fall with the
+    rank: each row's first rank, the gap between its consecutive ranks, and its last rank's
+    offset from its first."""
+
+    first: np.ndarray
+    gap: int
+    last: int
+
+
+def _worst_row_large(
+    rows: Callable[[], np.ndarray],
+    labels: tuple[np.ndarray, ...],
+    ascending: bool,
+    jumps: _Jumps | None = None,
+    min_blocks: tuple[int, ...] = (),
+) -> tuple[int, int]:
+    """(index of the worst row by `_level_key`'s key, first among equals; rows spanning more
+    than one pod), vectorised over the rows of ranks `rows()` returns (`labels`: each rank's
+    domain, leaf, pod). `ascending`: the labels never fall with the rank and every row's ranks
+    ascend, so a row spans one block more than it has steps between blocks, and crosses once
+    more on the way back (no sort). With `jumps` too, a level whose every block but the last
+    (`min_blocks`: the smallest, in ranks, per pod, leaf, domain) is at least the gap between
+    a row's ranks has no block between two of them: a row steps its last rank's block minus
+    its first's times, and its middle ranks are never gathered."""
+    import numpy as np
+
+    domain, leaf, pod = labels
+    grid: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    crossing_pods = 0
+    for level, label in enumerate((pod, leaf, domain)):
+        if ascending and jumps is not None and jumps.last == jumps.gap:  # two ranks a row
+            steps = (label[jumps.first + jumps.gap] != label[jumps.first]).astype(np.int64)
+        elif ascending and jumps is not None and jumps.gap <= min_blocks[level]:
+            steps = label[jumps.first + jumps.last] - label[jumps.first]
+        else:
+            grid = rows() if grid is None else grid
+            v = label[grid]
+            if ascending:
+                steps = np.count_nonzero(v[:, 1:] != v[:, :-1], axis=1)
+            else:
+                crossings = np.count_nonzero(v != np.roll(v, -1, axis=1), axis=1)
+                ordered = np.sort(v, axis=1)
+                distinct = 1 + np.count_nonzero(ordered[:, 1:] != ordered[:, :-1], axis=1)
+        if ascending:
+            distinct, crossings = steps + 1, steps + (steps > 0)
+        if not crossings.any():
+            continue  # every row inside one block
+        if label is pod:
+            crossing_pods = int(np.count_nonzero(distinct > 1))
+        mask = np.ones(len(distinct), dtype=bool) if mask is None else mask
+        for key in (distinct, crossings):
+            mask &= key == key[mask].max()
+    return (0 if mask is None else int(np.argmax(mask))), crossing_pods
+
+
+def _worst(
+    cache: _ClusterCache, d: Degrees, order: tuple[str, ...], kind: str, scatter: bool
+) -> Worst:
+    """The worst instance of `kind` (`Worst`) and the instances that run with it: the rows
+    of its set (pp: its stage boundary) with a rank on the node (slot) of its first rank."""
+    placement = cache.placement(scatter)
+    gpn = cache.cluster.gpus_per_node
+    pattern = _pattern(d, order, kind)
+    rows: Any = None
+    if pattern is not None and pattern.in_one_slot(gpn):  # one node each: all alike
+        t, b, crossing = 0, 0, 0
+        worst: Any = pattern.row(t, b)
+        instances = d.world // pattern.n * pattern.sets
+    elif pattern is not None and d.world <= SMALL_WORLD:
+        t, b, crossing = _worst_small(pattern, gpn, cache.slot_labels(scatter))
+        worst = pattern.row(t, b)
+        instances = len(pattern.bases()) * pattern.sets
+    elif pattern is not None:  # one row per node slot's bases: step x fewer
+        import numpy as np
+
+        step = pattern.slot_step(gpn)
+        firsts = pattern.firsts(step)
+        per_set = len(firsts) // pattern.sets
+        jumps = _Jumps(firsts, pattern.stride, pattern.stride * (pattern.width - 1))
+        best, crossing = _worst_row_large(
+            lambda: pattern.rows(step),
+            cache.label_arrays(scatter),
+            not scatter,
+            jumps,
+            cache.min_blocks(scatter),
+        )
+        t, first = best // per_set, int(firsts[best])
+        if pattern.width <= SMALL_WORLD:
+            worst = pattern.row(t, first - (t * pattern.stride if pattern.pairs else 0))
+        else:  # a long row as an array (a list of python ints is ~4x larger)
+            worst = first + np.arange(pattern.width, dtype=np.int64) * pattern.stride
+        instances, crossing = len(firsts) * step, crossing * step
+    else:
+        rows, per_set = _fallback_rows(d, order, kind)
+        best, crossing = _worst_row_large(lambda: rows, cache.label_arrays(scatter), not scatter)
+        worst, t, instances = rows[best], best // per_set, len(rows)
+    first = int(worst[0])
+    lo = first // gpn * gpn
+    hi = min(lo + gpn, d.world)
+    # a pattern's row and its siblings follow from these, whatever the world size
+    where = (
+        (cache.geometry, scatter, *pattern[:2], pattern.pairs, t, first, hi) if pattern else None
+    )
+    placed = _PLACED.get(where) if where else None
+    if placed is None:
+        if pattern is not None:
+            siblings = pattern.siblings(t, lo, hi)
+        else:
+            same = rows[t * per_set : (t + 1) * per_set]
+            siblings = list(same[((same >= lo) & (same < hi)).any(axis=1)])
+            if sum(map(len, siblings)) <= SMALL_WORLD:
+                siblings = [row.tolist() for row in siblings]
+        if len(worst) <= SMALL_WORLD and not isinstance(worst, list):
+            worst = worst.tolist()
+        placed = (placement.span(worst), nic_sharing(placement, siblings), len(siblings))
+        if where:
+            if len(_PLACED) >= _SPANS_KEPT:
+                _PLACED.clear()
+            _PLACED[where] = placed
+    span, nic_share, siblings_n = placed
+    return Worst(
+        ranks=tuple(worst) if len(worst) <= SMALL_WORLD else _frozen(worst),
+        span=span,
+        nic_share=nic_share,
+        siblings=siblings_n,
+        instances=instances,
+        crossing_pods=crossing,
+    )
+
+
+def _frozen(ranks: Sequence[int]) -> np.ndarray:
+    """`ranks` as a read-only int64 array."""
+    import numpy as np
+
+    out = np.array(ranks, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def _shape_key(d: Degrees, order: tuple[str, ...], kind: str) -> tuple[object, ...]:
+    """What a kind's instances depend on: the `_Pattern` of a progression, so layouts share
+    them, else the degrees and order."""
+    return _pattern(d, order, kind) or _fallback_key(d, order, kind)
+
+
+def worst_group(
+    cluster: ClusterSpec,
+    d: Degrees,
+    kind: str,
+    order: tuple[str, ...] = DEFAULT_ORDER,
+    scatter: bool = False,
+) -> Worst:
+    """The instance of `kind` that a step waits for (`Worst`), cached like its shape: by
+    the cluster's geometry (not its links' speeds) and `_shape_key`."""
+    if d.world > cluster.world:
+        raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
+    cache = _cache_for(cluster)
+    where = (cache.geometry, _shape_key(d, order, kind), scatter)
+    found = _SPANS.get(where)
+    if found is None:
+        if len(_SPANS) >= _SPANS_KEPT:
+            _SPANS.clear()
+        found = _SPANS[where] = _worst(cache, d, order, kind, scatter)
+    return found
 
 
 def group_shape_of(
@@ -252,33 +611,20 @@ def group_shape_of(
     order: tuple[str, ...] = DEFAULT_ORDER,
     scatter: bool = False,
 ) -> Shape:
-    """Shape of the first group of `kind`, with NIC sharing by its concurrent siblings; cached
-    by (stride, ranks, ranks on the first node) where the groups are progressions, so layouts
-    share shapes."""
+    """Shape of the slowest instance of `kind` (`worst_group`: a synchronous step waits for
+    it), with NIC sharing by its concurrent siblings; cached per cluster by `_shape_key`,
+    so layouts share shapes."""
     if d.world > cluster.world:
         raise SpecError(f"layout needs {d.world} GPUs; the cluster has {cluster.world}")
     cache = _cache_for(cluster)
-    progression = _progression(d, order, kind)
-    # a progression's concurrent groups depend on how many ranks the first node holds too
-    key = (*progression, min(cluster.gpus_per_node, d.world)) if progression else None
-    key = key or _fallback_key(d, order, kind)
-    if (key, scatter) not in cache.shapes:
-        found = _SPANS.get((cache.geometry, key, scatter))
-        if found is None:
-            p = cache.placement(scatter)
-            siblings = _concurrent_groups(d, order, kind, cluster.gpus_per_node)
-            if len(_SPANS) >= _SPANS_KEPT:
-                _SPANS.clear()
-            found = _SPANS[cache.geometry, key, scatter] = (
-                p.span(siblings[0]),
-                nic_sharing(p, siblings),
-                len(siblings),
-            )
-        span, nic_share, siblings_n = found
-        cache.shapes[key, scatter] = shape_of(
-            cluster, span.on(cluster), nic_share, siblings=siblings_n
+    key = _shape_key(d, order, kind)
+    shape = cache.shapes.get((key, scatter))
+    if shape is None:
+        worst = worst_group(cluster, d, kind, order, scatter)
+        shape = cache.shapes[key, scatter] = shape_of(
+            cluster, worst.span.on(cluster), worst.nic_share, siblings=worst.siblings
         )
-    return cache.shapes[key, scatter]
+    return shape
 
 
 KindTiers: TypeAlias = "tuple[dict[str, str], tuple[tuple[str, str], ...]]"

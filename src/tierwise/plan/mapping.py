@@ -8,7 +8,15 @@ from typing import Any
 import numpy as np
 
 from tierwise.hardware.cluster import ClusterSpec
-from tierwise.perf.groups import DEFAULT_ORDER, Degrees, group_ids, group_shape_of, placement_for
+from tierwise.hardware.placement import hierarchy
+from tierwise.perf.groups import (
+    DEFAULT_ORDER,
+    Degrees,
+    group_ids,
+    group_shape_of,
+    placement_for,
+    worst_group,
+)
 from tierwise.workload.layout import Layout
 
 MAPPED_KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "pp": "pp"}
@@ -60,15 +68,30 @@ def group_summary(
     scatter: bool = False,
     examples: int = 2,
 ) -> list[dict[str, Any]]:
-    """Per group kind: size, count, tier (core: it crosses pods), NIC sharing, leaves and pods
-    crossed, example GPUs."""
+    """Per group kind: size, count, tier (core: it crosses pods), NIC sharing, example GPUs,
+    and the group the step waits for (`perf.groups.worst_group`; pp: the pipeline holding
+    its slowest stage boundary; dp: the dp x cp gradient group): its GPUs, the nodes, leaves
+    and pods it spans, and how many of those groups (`priced_groups`) span more than one
+    pod (> 0 exactly where the tier is core)."""
     d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
     placement = placement_for(cluster, scatter)
     rows = []
     for name, groups in process_groups(layout, order).items():
         kind = "dpcp" if name == "dp" and layout.cp > 1 else MAPPED_KINDS[name]
         shape = group_shape_of(cluster, d, kind, order, scatter)
-        span = placement.span(groups[0])
+        worst = worst_group(cluster, d, kind, order, scatter)
+        if kind == "pp":  # the pipeline holding the slowest pair, and the pipelines crossing
+            members = np.asarray(groups)
+            pipeline = members[np.any(members == worst.ranks[0], axis=1)][0].tolist()
+            span = placement.span(pipeline)
+            node = np.asarray(placement.node_of)[members]
+            pods = np.sort(hierarchy(cluster, node)[2], axis=1)
+            crossing = int(np.count_nonzero(pods[:, 0] != pods[:, -1]))
+            priced, of = pipeline, len(groups)
+        else:
+            span, crossing = worst.span, worst.crossing_pods
+            priced = np.asarray(worst.ranks).tolist()
+            of = worst.instances
         rows.append(
             {
                 "kind": name,
@@ -78,7 +101,10 @@ def group_summary(
                 "nodes_per_group": span.nodes,
                 "leaves_per_group": span.leaves,
                 "pods_per_group": span.pods,
+                "groups_crossing_pods": crossing,
+                "priced_groups": of,
                 "groups_sharing_a_nic": shape.nic_share,
+                "slowest_group": gpu_names(cluster, priced, scatter),
                 "examples": [gpu_names(cluster, g, scatter) for g in groups[:examples]],
             }
         )

@@ -2,9 +2,9 @@
 
 `mapping_data` computes, for each parallel dimension of degree > 1, the group id of every
 rank (ranks ordered by `order`, innermost first, filled into GPUs node by node — the rule of
-`tierwise.perf.groups`) and the tier that group's traffic tops out on. `mapping_figure`
-draws one panel per dimension: columns are nodes, rows are GPU slots, one colour per group,
-leaf boundaries as vertical lines.
+`tierwise.perf.groups`) and the tier its slowest group's traffic tops out on.
+`mapping_figure` draws one panel per dimension: columns are nodes, rows are GPU slots, one
+colour per group, leaf boundaries as vertical lines.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.hardware.placement import Placement
-from tierwise.perf.groups import Degrees, group_ids
+from tierwise.perf.groups import Degrees, group_ids, group_shape_of
 from tierwise.report.render import new_figure, style
 
 KINDS = ("tp", "cp", "ep", "pp", "dp")
@@ -93,7 +93,8 @@ def mapping_data(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...]) -> Ma
     """Groups of each dimension with degree > 1 for degrees `d` and rank `order`.
 
     The dp map is the pure data-parallel group (ranks equal in tp, cp, pp); its tier is
-    where the gradient reduce over dp*cp tops out, as `tierwise.perf.estimate` reports it.
+    where the gradient reduce over dp*cp tops out. Each tier is that of the kind's slowest
+    group (pp: stage-boundary pair), as `tierwise.perf.estimate` reports it.
     """
     placement = Placement.contiguous(cluster, d.world)
     maps = []
@@ -103,10 +104,8 @@ def mapping_data(cluster: ClusterSpec, d: Degrees, order: tuple[str, ...]) -> Ma
             continue
         ids = _ordinals(group_ids(d, order, kind))
         reduce_kind = "dpcp" if kind == "dp" else kind
-        gid = group_ids(d, order, reduce_kind)
-        first = np.nonzero(gid == gid[0])[0]
-        span = placement.span(first[:2] if kind == "pp" else first)
-        maps.append(GroupMap(kind, degree, ids, span.top.name))
+        tier = group_shape_of(cluster, d, reduce_kind, order).top_tier  # its slowest group's
+        maps.append(GroupMap(kind, degree, ids, tier))
     return MappingData(
         cluster.name,
         cluster.gpus_per_node,
