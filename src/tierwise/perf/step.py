@@ -28,7 +28,7 @@ from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.straggler import straggler_s
-from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
+from tierwise.perf.terms.tp import column_gemms, edge_tp_comm, tp_comm, tp_ops
 from tierwise.workload.flops import Array, model_flops_per_step, pos
 from tierwise.workload.memory import GiB, MemoryBreakdown, main_grad_bytes, memory_batch
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
@@ -124,7 +124,12 @@ def step_terms(
     schedule = flags.pipeline_schedule or "1F1B"
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
     ops = tp_ops(s, comm)
-    tp_exposed, tp_total, tp_bytes, _ = tp_comm(s, comm, flags.tp_comm_overlap, ops)
+    # the column-parallel backward GEMMs the async TP collectives hide behind, where the
+    # framework runs them so (one layout without TP has none to hide)
+    tp = f["tp"]
+    async_tp = runner.async_tp_backward and flags.async_tensor_model_parallel_allreduce
+    gemms = column_gemms(s, gemm_s) if async_tp and not (type(tp) is int and tp == 1) else None
+    tp_exposed, tp_total, tp_bytes, _ = tp_comm(s, comm, flags.tp_comm_overlap, ops, gemms)
     edge_embedding_s, edge_loss_s, edge_embedding_bytes, edge_loss_bytes = edge_tp_comm(
         s, comm, ops
     )
