@@ -144,6 +144,17 @@ def test_edge_tp_collectives_of_embedding_and_loss() -> None:
     assert edge.loss_s == pytest.approx(3e-12 * ACT + ce)
     one = stage(tp=1)
     assert edge_tp_comm(one, fake_comm, tp_ops(one, fake_comm)).loss_s == 0
+    # The output layer's async backward: its RS behind the logits weight-gradient GEMM, its
+    # re-gather behind the input-gradient GEMM; a GEMM of half an AG hides half of each.
+    ag = 1e-12 * ACT
+    hid = edge_tp_comm(s, fake_comm, tp_ops(s, fake_comm), logits_gemm_s=0.5 * ag)
+    assert hid.loss_hidden_s == pytest.approx(ag)
+    assert hid.loss_s == pytest.approx(2e-12 * ACT + ce)
+    assert hid.embedding_s == edge.embedding_s  # its collectives wait: none is async
+    # Without SP: the input gradient's all-reduce behind the weight-gradient GEMM, whole.
+    nosp = stage(tp=4, sp=False)
+    flat = edge_tp_comm(nosp, fake_comm, tp_ops(nosp, fake_comm), logits_gemm_s=1.0)
+    assert flat.loss_hidden_s == pytest.approx(2e-12 * ACT) and flat.loss_s == pytest.approx(ce)
 
 
 def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:

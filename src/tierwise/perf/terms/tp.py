@@ -33,8 +33,9 @@ linear's output-gradient all-gather (SP). The column-parallel linears are QKV in
 layer and fc1 in the dense ones (a MoE layer's token dispatcher runs its own TP collectives
 synchronously). Where the framework has no such code (`Framework.async_tp_backward`: Megatron-
 LM before 2021-09, torchtitan's eager DTensor) or `--no-async-tensor-model-parallel-
-allreduce`, every collective is exposed. The output layer's are left whole (one linear per
-micro-batch).
+allreduce`, every collective is exposed. The output layer is one more column-parallel
+linear (Megatron's ColumnParallelLinear, the same autograd function): its backward
+collectives hide behind the logits GEMMs alike.
 
 Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, which replace the async
 path) hides most of the layers' collectives, the re-gather included, behind the GEMMs they
@@ -164,20 +165,26 @@ def tp_comm(
 
 class EdgeTp(NamedTuple):
     """TP seconds per micro-batch of the embedding (first rank) and of the output layer and
-    loss (last rank), all exposed, and the bytes each sends per GPU."""
+    loss (last rank) left exposed, the bytes each sends per GPU, and the output layer's
+    seconds its async backward hides behind the logits GEMMs."""
 
     embedding_s: Array
     loss_s: Array
     embedding_bytes: Array
     loss_bytes: Array
+    loss_hidden_s: Array = 0.0
 
 
-NO_EDGE_TP = EdgeTp(0.0, 0.0, 0.0, 0.0)  # a layout without TP (one shared, immutable tuple)
+NO_EDGE_TP = EdgeTp(0.0, 0.0, 0.0, 0.0, 0.0)  # a layout without TP (one shared, immutable tuple)
 
 
-def edge_tp_comm(s: Stage, comm: C.CommFn, ops: TpOps) -> EdgeTp:
+def edge_tp_comm(
+    s: Stage, comm: C.CommFn, ops: TpOps, logits_gemm_s: Array | None = None
+) -> EdgeTp:
     """The embedding's and the output layer's / loss's TP collectives (module docstring);
-    `ops`: `tp_ops` of the stage."""
+    `ops`: `tp_ops` of the stage; `logits_gemm_s`: seconds of one logits GEMM (a third of
+    forward + backward) where the output layer's backward collectives run asynchronously
+    behind them (None: waited on)."""
     tp, sp, act = s.f["tp"], s.f["sp"], s.act
     if isinstance(tp, int) and tp == 1:  # one layout without TP: nothing to price
         return NO_EDGE_TP
@@ -188,7 +195,13 @@ def edge_tp_comm(s: Stage, comm: C.CommFn, ops: TpOps) -> EdgeTp:
     embedding = ops.reduce_scatter + ops.all_gather + ops.all_reduce
     # SP: AG forward, RS and the re-gather backward; without: the input gradient's all-reduce.
     output = 2 * ops.all_gather + ops.reduce_scatter + ops.all_reduce
+    hidden = 0.0
+    if logits_gemm_s is not None:  # behind wgrad: RS or AR; behind dgrad: the re-gather (SP)
+        ag, rs, ar = ops
+        least = min if type(rs) is float and type(logits_gemm_s) is float else minimum
+        hidden = on * (least(rs + ar, logits_gemm_s) + least(ag, logits_gemm_s))
     share = (tp - 1) / tp
     emb_bytes = act * share * (1 + (1 - sp))  # RS + AG, or one all-reduce (2x)
     loss_bytes = act * share * (2 + sp) + 2 * CROSS_ENTROPY_ALLREDUCES * losses * share
-    return record(EdgeTp, (on * embedding, on * (output + ce), on * emb_bytes, on * loss_bytes))
+    values = (on * embedding, on * (output + ce) - hidden, on * emb_bytes, on * loss_bytes, hidden)
+    return record(EdgeTp, values)
