@@ -39,7 +39,8 @@ collectives hide behind the logits GEMMs alike.
 
 Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, which replace the async
 path) hides most of the layers' collectives, the re-gather included, behind the GEMMs they
-feed; the embedding's and output layer's run outside Transformer Engine and stay exposed.
+feed; the embedding and the output layer run outside Transformer Engine: the embedding's
+collectives stay exposed, the output layer's backward ones hide as above.
 """
 
 from __future__ import annotations
