@@ -31,6 +31,10 @@ RECIPE_FLAGS = ("tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"
 # Megatron-DeepSpeed fork (training from 2022-03; FlashAttention was published 2022-05)
 # computes ALiBi attention with Megatron's scale-mask-softmax kernels, scores in HBM.
 UNFUSED_ATTENTION = {"bloom-176b-384"}
+# Runs whose TP layers wait on every collective: BLOOM's BigScience Megatron-DeepSpeed fork
+# (megatron/mpu/layers.py: copy_to_tensor_model_parallel_region's synchronous all-reduce of
+# the column-parallel input gradient; it never took Megatron-LM's async one of 2021-09).
+SYNC_TP_BACKWARD = {"bloom-176b-384"}
 # Runs of DeepSpeed's ZeRO-3 before its 0.5.5 release (2021-11-02): SC'21's Table 2 (the
 # paper's final version, 2021-08) ran ZeRO-3 through the DeepSpeed of its day.
 LEGACY_ZERO3 = {"sc21-zero3-530b-640", "sc21-zero3-530b-1120", "sc21-zero3-530b-2240"}
@@ -88,6 +92,7 @@ def flags_of(run: dict[str, Any]) -> Flags:
             "align_param_gather": "ALIGN_PARAM_GATHER" in note,
             "fp8_param_gather": bool(recipe.get("fp8_param_gather", False)),
             "legacy_zero3": run["id"] in LEGACY_ZERO3,
+            "async_tensor_model_parallel_allreduce": run["id"] not in SYNC_TP_BACKWARD,
             "attention_backend": lay.get(
                 "attention_backend", "unfused" if run["id"] in UNFUSED_ATTENTION else "flash"
             ),

@@ -49,11 +49,13 @@ FAMILY = {
         "recompute": ["full"],
         # Megatron-LM in 2021: no flash attention (scale-mask-softmax + dropout kernels);
         # pipeline sends scattered over the TP ranks (on by default from 2021-02, SC'21
-        # section 4.1) and waited on (--overlap-p2p-communication arrived in 2023-05).
+        # section 4.1) and waited on (--overlap-p2p-communication arrived in 2023-05); the
+        # column-parallel backward all-reduce waited on too (async from 2021-09-02).
         "flags": {
             "attention_backend": "unfused",
             "scatter_gather_tensors_in_pipeline": True,
             "overlap_p2p_communication": False,
+            "async_tensor_model_parallel_allreduce": False,
         },
         "framework": "megatron",
         "fix": {"recompute": "full", "cp": "1", "sp": "false"},

@@ -207,6 +207,17 @@ def test_pipeline_scatter_gather_emitted_as_each_framework_runs_it() -> None:
     assert "--sequence-parallel" in emit("megatron", model, cluster, split, flags=megatron)
 
 
+def test_megatron_refuses_a_plan_priced_without_its_async_tp_backward() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    lay = Layout(tp=2, dp=8, mbs=1, gbs=64, seq=4096, distributed_optimizer=True)
+    sync = Flags.resolve("megatron", {"async_tensor_model_parallel_allreduce": False})
+    with pytest.raises(SpecError, match="ignored the flag since 2024-04"):
+        emit("megatron", model, cluster, lay, flags=sync)
+    no_tp = lay.model_copy(update={"tp": 1, "dp": 16})  # no TP collective: nothing to refuse
+    assert "--tensor-model-parallel-size 1" in emit("megatron", model, cluster, no_tp, flags=sync)
+    assert "--tensor-model-parallel-size 2" in emit("megatron", model, cluster, lay)
+
+
 def test_deepspeed_space_pairs_pp_only_with_zero1_and_never_fp8() -> None:
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
     arrays = build_space(model, cluster, 16, 64, 4096, framework="deepspeed").arrays

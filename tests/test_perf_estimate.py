@@ -110,30 +110,49 @@ def test_dp_comm_hidden_until_bandwidth_runs_out() -> None:
 
 
 def test_tp_comm_overlap_hides_tp_traffic() -> None:
-    plain = est(tp=8, pp=2, dp=4)
+    plain = est(tp=8, pp=2, dp=4, flags=Flags(async_tensor_model_parallel_allreduce=False))
     overlap = est(tp=8, pp=2, dp=4, flags=Flags(tp_comm_overlap=True))
-    # The layers' collectives keep 30%; the embedding's and output layer's stay whole (a
-    # few percent of the TP time on this 32-layer model).
+    # The layers' collectives keep 30%; the embedding's and the output layer's forward ones
+    # stay whole (a few percent of the TP time on this 32-layer model), its backward ones hide
+    # behind the logits GEMMs (async, no flag: `plain` turns that off).
     layers = plain["breakdown"]["tp_comm_s"]
     assert 0.3 * layers < overlap["breakdown"]["tp_comm_s"] < 0.33 * layers
     assert overlap["comm_total_s"]["tp"] == pytest.approx(plain["comm_total_s"]["tp"])
 
 
 def test_every_overlap_flag_off_leaves_dp_and_tp_whole() -> None:
-    # A Megatron-LM run of before August 2023: DP and TP communication whole in the
-    # breakdown (exposed = total), and the JSON says what was assumed.
-    from tierwise.perf.flags import MEGATRON_2023_NO_OVERLAP, OVERLAP_FLAGS
+    # A Megatron-LM run of before September 2021 (no async column-parallel backward either):
+    # DP and TP communication whole in the breakdown (exposed = total), and the JSON says
+    # what was assumed. One of 2021-09 to 2023-08 has no overlap flag, yet its column-parallel
+    # linears hide their backward reduce-scatters and re-gathers behind their GEMMs.
+    from tierwise.perf.flags import ASYNC_TP_FLAG, MEGATRON_2023_NO_OVERLAP, OVERLAP_FLAGS
 
-    off = Flags(framework="megatron", **MEGATRON_2023_NO_OVERLAP)
+    sync = {"async_tensor_model_parallel_allreduce": False}
+    v2_6 = Flags(framework="megatron", **MEGATRON_2023_NO_OVERLAP, **sync)
+    of_2022 = Flags(framework="megatron", **MEGATRON_2023_NO_OVERLAP)
     for kw in ({}, {"distributed_optimizer": False}):
-        r = est(tp=8, pp=2, dp=4, vpp=2, flags=off, **kw)
+        r = est(tp=8, pp=2, dp=4, vpp=2, flags=v2_6, **kw)
         assert r["breakdown"]["tp_comm_s"] == pytest.approx(r["comm_total_s"]["tp"])
         assert r["breakdown"]["dp_comm_s"] == pytest.approx(r["comm_total_s"]["dp"])
         assert r["breakdown"]["pp_comm_s"] == pytest.approx(r["comm_total_s"]["pp"])
-        assert r["overlap"] == dict.fromkeys(OVERLAP_FLAGS, False)
+        assert r["overlap"] == dict.fromkeys((*OVERLAP_FLAGS, ASYNC_TP_FLAG), False)
+        mid = est(tp=8, pp=2, dp=4, vpp=2, flags=of_2022, **kw)
+        assert mid["overlap"][ASYNC_TP_FLAG] and not mid["overlap"]["tp_comm_overlap"]
+        assert mid["breakdown"]["tp_comm_s"] < 0.8 * mid["comm_total_s"]["tp"]
+        assert mid["comm_total_s"]["tp"] == pytest.approx(r["comm_total_s"]["tp"])
+        assert mid["breakdown"]["dp_comm_s"] == pytest.approx(r["breakdown"]["dp_comm_s"])
         on = est(tp=8, pp=2, dp=4, vpp=2, flags=Flags(framework="megatron"), **kw)
-        assert on["step_time_s"] < r["step_time_s"]
+        assert on["step_time_s"] < mid["step_time_s"] < r["step_time_s"]
         assert on["breakdown"]["dp_comm_s"] < r["breakdown"]["dp_comm_s"]
+
+
+def test_torchtitan_waits_on_every_tp_collective() -> None:
+    # DTensor's eager TP: no async backward, whatever the flag says; Megatron's hides some.
+    for fw in ("torchtitan", "megatron"):
+        r = est(tp=8, dp=8, gbs=64, distributed_optimizer=False, zero=3 * (fw == "torchtitan"),
+                flags=Flags(framework=fw))  # fmt: skip
+        whole = r["breakdown"]["tp_comm_s"] == pytest.approx(r["comm_total_s"]["tp"])
+        assert whole == (fw == "torchtitan")
 
 
 def test_moe_expert_parallel_all_to_all_costs_more_across_nodes() -> None:
@@ -327,7 +346,7 @@ def test_uneven_pipeline_split_is_set_by_its_busiest_stage() -> None:
 
 def test_cli_overlap_flags_in_help_and_json() -> None:
     """Each Megatron overlap flag has its --no- form and its default in --help; the JSON says
-    what the estimate assumed; a pre-August-2023 Megatron run is every --no- form."""
+    what the estimate assumed; a Megatron-LM run of before 2021-09 is every --no- form."""
     from tests.conftest import cli_json, run_cli
 
     help_text = run_cli("estimate", "--help").stdout
@@ -341,6 +360,7 @@ def test_cli_overlap_flags_in_help_and_json() -> None:
     base += ["megatron"]
     old = ["--no-overlap-grad-reduce", "--no-overlap-param-gather", "--no-tp-comm-overlap"]
     old += ["--no-overlap-p2p-communication", "--no-align-param-gather"]
+    old += ["--no-async-tensor-model-parallel-allreduce"]
     r = cli_json(*base, *old)
     assert not any(r["overlap"].values())
     for kind in ("dp", "tp", "pp"):

@@ -21,6 +21,8 @@ from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import Stage, stage_of
 from tierwise.perf.terms.tp import (
     TP_OVERLAP_EXPOSED,
+    ColumnGemms,
+    column_gemms,
     edge_tp_comm,
     regather_count,
     tp_comm,
@@ -81,6 +83,49 @@ def test_sequence_parallel_regather_is_one_all_gather_per_column_parallel_linear
     assert regather_count(stage(tp=4, sp=False)) == 0
 
 
+def test_column_parallel_backward_hides_its_collectives_behind_the_gemms() -> None:
+    # One layer, forward + backward. Without SP: 2 all-reduces forward (after the row-parallel
+    # linears), 2 backward (the QKV and fc1 input gradients): 4 x 2e-12 x ACT exposed whole;
+    # the async backward hides each backward one behind its linear's weight-gradient GEMM.
+    ar, ag = 2e-12 * ACT, 1e-12 * ACT
+    one = stage(tp=4, sp=False, pp=32)
+    assert one.layers == 1
+    whole = tp_comm(one, fake_comm)
+    assert whole.exposed_s == pytest.approx(4 * ar)
+    long = ColumnGemms(qkv_s=1.0, fc1_s=1.0, dense=1.0)
+    assert tp_comm(one, fake_comm, async_gemms=long).exposed_s == pytest.approx(2 * ar)
+    assert tp_comm(one, fake_comm, async_gemms=long).total_s == pytest.approx(4 * ar)
+    # A GEMM shorter than its collective hides only its own time: QKV 0.25 x the all-reduce.
+    short = ColumnGemms(qkv_s=0.25 * ar, fc1_s=1.0, dense=1.0)
+    assert tp_comm(one, fake_comm, async_gemms=short).exposed_s == pytest.approx(2.75 * ar)
+    # A MoE layer (dense 0): only QKV's; the dispatcher's TP collectives wait.
+    moe = ColumnGemms(qkv_s=1.0, fc1_s=1.0, dense=0.0)
+    assert tp_comm(one, fake_comm, async_gemms=moe).exposed_s == pytest.approx(3 * ar)
+    # SP: AG + RS forward per linear pair, AG (row-parallel output gradient) + RS (column
+    # input gradient) backward, 2 re-gathers: 4 x (AG + RS) + 2 AG = 10 AG-times; hidden per
+    # column-parallel linear: its RS (behind wgrad) and its re-gather (behind dgrad).
+    sp = stage(tp=4, sp=True, pp=32)
+    assert tp_comm(sp, fake_comm).exposed_s == pytest.approx(10 * ag)
+    assert tp_comm(sp, fake_comm, async_gemms=long).exposed_s == pytest.approx(6 * ag)
+    # --tp-comm-overlap (userbuffers) replaces the async path: 30% of the total.
+    over = tp_comm(sp, fake_comm, overlap=True, async_gemms=long)
+    assert over.exposed_s == pytest.approx(TP_OVERLAP_EXPOSED * 10 * ag)
+
+
+def test_column_gemms_are_qkv_and_fc1_shares_of_the_weight_gemm_time() -> None:
+    # llama3-8b, 8 layers, tp 4, 4096 tokens: per layer forward weight-GEMM FLOPs
+    # 2 x 4096 x 4096 x (6144 QKV + 4096 out + 3 x 14336 SwiGLU) / 4, three passes; QKV's
+    # forward is the 6144 share of one layer-pass, fc1's (gate + up) the 2 x 14336 share.
+    s = stage(tp=4, sp=True)
+    per_layer_pass = 6144 + 4096 + 3 * 14336
+    g = column_gemms(s, 24.0)  # 24 s of weight GEMMs over 8 layers x 3 passes
+    assert g.qkv_s == pytest.approx(6144 / per_layer_pass)
+    assert g.fc1_s == pytest.approx(2 * 14336 / per_layer_pass)
+    assert g.dense == 1.0
+    # Mixtral: every layer MoE, so no dense fc1 hides anything.
+    assert column_gemms(stage("mixtral-8x7b", tp=4), 1.0).dense == 0.0
+
+
 def test_tp_bytes_with_sequence_parallelism_add_the_regather() -> None:
     # AG + RS each send (p-1)/p of the activation: 2(p-1)/p in all, as one all-reduce does;
     # SP's backward re-gathers send (p-1)/p more per column-parallel linear.
@@ -99,6 +144,17 @@ def test_edge_tp_collectives_of_embedding_and_loss() -> None:
     assert edge.loss_s == pytest.approx(3e-12 * ACT + ce)
     one = stage(tp=1)
     assert edge_tp_comm(one, fake_comm, tp_ops(one, fake_comm)).loss_s == 0
+    # The output layer's async backward: its RS behind the logits weight-gradient GEMM, its
+    # re-gather behind the input-gradient GEMM; a GEMM of half an AG hides half of each.
+    ag = 1e-12 * ACT
+    hid = edge_tp_comm(s, fake_comm, tp_ops(s, fake_comm), logits_gemm_s=0.5 * ag)
+    assert hid.loss_hidden_s == pytest.approx(ag)
+    assert hid.loss_s == pytest.approx(2e-12 * ACT + ce)
+    assert hid.embedding_s == edge.embedding_s  # its collectives wait: none is async
+    # Without SP: the input gradient's all-reduce behind the weight-gradient GEMM, whole.
+    nosp = stage(tp=4, sp=False)
+    flat = edge_tp_comm(nosp, fake_comm, tp_ops(nosp, fake_comm), logits_gemm_s=1.0)
+    assert flat.loss_hidden_s == pytest.approx(2e-12 * ACT) and flat.loss_s == pytest.approx(ce)
 
 
 def test_cp_ring_hides_behind_attention_and_ulysses_does_not() -> None:

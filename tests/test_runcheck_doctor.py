@@ -161,3 +161,17 @@ def test_a_2021_megatron_log_runs_its_pipeline_scatter_gather_without_sp() -> No
     run = price(read_run(log), load_cluster("dgx-a100", nodes=1))
     assert run.flags.scatter_gather_tensors_in_pipeline  # printed True, before 2023-03
     assert run.layout.tp == 2 and run.layout.pp == 4 and not run.layout.sp_enabled
+    # no async_tensor_model_parallel_allreduce printed: before 2021-09, every TP collective
+    # waited on
+    assert not run.flags.async_tp_backward
+    assert any(a.startswith("async_tensor_model_parallel_allreduce False") for a in run.assumed)
+
+
+def test_a_log_that_turned_the_async_tp_backward_off_is_priced_so(tmp_path: Path) -> None:
+    args = LLAMA8B_ARGS | {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 1}
+    args |= {"data_parallel_size": 4, "global_batch_size": 16}
+    cluster = load_cluster("dgx-h100")
+    on = price(read_run(megatron_log(tmp_path / "a.log", args, 2.0)), cluster)
+    off_args = args | {"async_tensor_model_parallel_allreduce": False}
+    off = price(read_run(megatron_log(tmp_path / "b.log", off_args, 2.0)), cluster)
+    assert on.flags.async_tp_backward and not off.flags.async_tp_backward

@@ -181,6 +181,13 @@ class Framework:
     """Its interleaved schedule runs the micro-batches in groups of
     --microbatch-group-size-per-virtual-pipeline-stage (default pp) and refuses a count that
     does not fill them (`interleave_runs`)."""
+    async_tp_backward: bool = False
+    """Its column-parallel linears launch their backward TP collectives asynchronously, each
+    behind the next GEMM: with sequence parallelism the input's re-gather behind the
+    input-gradient GEMM and the input gradient's reduce-scatter behind the weight-gradient
+    GEMM, without it the input gradient's all-reduce behind the weight-gradient GEMM
+    (`tierwise.perf.terms.tp`); ``Flags.async_tensor_model_parallel_allreduce`` off prices a
+    release or fork without it."""
 
     @property
     def runs_any_dtype(self) -> bool:
@@ -224,6 +231,14 @@ MEGATRON = Framework(
     emitter="megatron",
     launcher=TORCHRUN,
     interleave_groups=True,
+    # LinearWithGradAccumulationAndAsyncCommunication.backward (megatron-core 0.16.1
+    # tensor_parallel/layers.py; Transformer Engine's Linear, LayerNormLinear and LayerNormMLP
+    # the same since its first release, 2022-09), ordered by CUDA_DEVICE_MAX_CONNECTIONS=1:
+    # the all-reduce since NVIDIA/Megatron-LM 6e1bde1e0f (2021-09-02, after v2.6; on unless
+    # --no-async-tensor-model-parallel-allreduce, ignored from 2024-04, removed 2026-01), the
+    # sequence-parallel re-gather and reduce-scatter since sequence parallelism arrived
+    # (02bb1f5c86, 2022-03).
+    async_tp_backward=True,
 )
 # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
 # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP. FSDP2 reduces in float32
@@ -267,6 +282,11 @@ TORCHTITAN = Framework(
     # two sub-actions one after the other (torch/distributed/pipelining/schedules.py,
     # _step_microbatches: "elif action.computation_type == OVERLAP_F_B").
     overlapped_f_b=False,
+    # Its TP is DTensor's (ColwiseParallel / RowwiseParallel): eager, each gradient's
+    # redistribution runs after the linear's backward, both GEMMs done; the collectives are
+    # pipelined with the GEMMs only by async TP, which needs torch.compile
+    # (config/configs.py CompileConfig.enable_async_tensor_parallel, off by default).
+    async_tp_backward=False,
 )
 # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does) nor
 # FP8; its pipeline engine runs plain 1F1B (deepspeed/runtime/pipe/schedule.py TrainSchedule)
@@ -329,6 +349,12 @@ DEEPSPEED = Framework(
     sharded_grad_bucket=500_000_000,
     sharded_grad_all_reduce=True,
     zero2_reduces_every_micro=True,
+    # Its TP layers are the training script's: DeepSpeed's own (deepspeed/module_inject/
+    # layers.py AsyncColumnParallel, 0.19.8) and microsoft/Megatron-DeepSpeed's (Megatron-LM's
+    # LinearWithGradAccumulationAndAsyncCommunication) all-reduce the input gradient behind the
+    # weight-gradient GEMM; BigScience's Megatron-DeepSpeed fork (BLOOM) never did (its
+    # megatron/mpu/layers.py waits on copy_to_tensor_model_parallel_region's all-reduce).
+    async_tp_backward=True,
 )
 GENERIC = Framework(
     name="generic",
@@ -352,6 +378,7 @@ GENERIC = Framework(
     param_gather_overlap=True,
     low_precision_param_gather=True,
     selective_recompute=RECOMPUTE_MODULES,
+    async_tp_backward=True,
 )
 
 TABLE: Mapping[str, Framework] = MappingProxyType(

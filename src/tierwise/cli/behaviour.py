@@ -40,6 +40,13 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "Megatron's: TP collectives (SP gathers, reduce-scatters, the backward re-gather) "
         "overlapped with the GEMMs they feed (Transformer Engine userbuffers).",
     ),
+    "async_tensor_model_parallel_allreduce": (
+        ("--async-tensor-model-parallel-allreduce",),
+        "Column-parallel linears' backward collectives (input-gradient all-reduce; with SP its "
+        "reduce-scatter and the input's re-gather) behind their GEMMs, no flag needed "
+        "(Megatron-LM from 2021-09, DeepSpeed's TP layers; never torchtitan's eager DTensor). "
+        "--no-: every TP collective waited on (Megatron-LM v2.6 and older, BLOOM's fork).",
+    ),
     "overlap_p2p_communication": (
         ("--overlap-p2p-communication",),
         "Megatron's (interleaved schedule): a virtual stage's sends and receives overlap the "

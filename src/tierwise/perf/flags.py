@@ -34,8 +34,12 @@ OVERLAP_FLAGS = (
 # Megatron-LM before August 2023 (core_r0.3 and older: no --overlap-grad-reduce,
 # --overlap-param-gather or --tp-comm-overlap in megatron/arguments.py; those arrived with
 # the distributed-optimizer overlap and Transformer Engine userbuffers in core_r0.4): every
-# DP and TP collective on the critical path. Pass as `Flags(**MEGATRON_2023_NO_OVERLAP)`.
+# DP and TP collective on the critical path but the column-parallel backward's, which ran
+# asynchronously from 2021-09 (`ASYNC_TP_FLAG`). Pass as `Flags(**MEGATRON_2023_NO_OVERLAP)`.
 MEGATRON_2023_NO_OVERLAP = dict.fromkeys(OVERLAP_FLAGS, False)
+# What Megatron-LM of 2021-09 on hides with no overlap flag (`Flags.async_tp_backward`),
+# reported beside the overlap flags by Megatron's dest name.
+ASYNC_TP_FLAG = "async_tensor_model_parallel_allreduce"
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,18 @@ class Flags:
     # Megatron-LM's communication-overlap flags (megatron/training/arguments.py; each has a
     # --no- form in tierwise). Megatron-LM before 2023-08 had none of the first three: DP
     # gradients were reduced after backward (DDP "local"), weights gathered after the
-    # optimizer step, TP collectives waited on (`MEGATRON_2023_NO_OVERLAP`).
+    # optimizer step, TP collectives waited on but the column-parallel backward's
+    # (`MEGATRON_2023_NO_OVERLAP`).
     # --tp-comm-overlap: Transformer Engine userbuffers hide TP collectives (the SP
     # all-gathers and reduce-scatters, the backward re-gather) inside the GEMMs they feed.
     tp_comm_overlap: bool = False
+    # Column-parallel linears' backward collectives (the input gradient's all-reduce, or with
+    # SP its reduce-scatter and the input's re-gather) launched asynchronously behind the
+    # weight- and input-gradient GEMMs, where the framework runs them so
+    # (`Framework.async_tp_backward`; Megatron-LM from 2021-09-02, its
+    # --no-async-tensor-model-parallel-allreduce turning the all-reduce's off until 2024-04).
+    # Off: Megatron-LM v2.6 and older (SC'21), BigScience's Megatron-DeepSpeed (BLOOM).
+    async_tensor_model_parallel_allreduce: bool = True
     # --overlap-grad-reduce: DP gradient buckets reduced as backward produces them.
     overlap_grad_reduce: bool = True
     # --overlap-param-gather: distributed-optimizer weight buckets gathered ahead of forward.
@@ -163,8 +175,15 @@ class Flags:
         return row(self.framework)
 
     def overlaps(self) -> dict[str, bool]:
-        """The Megatron overlap flags the estimate assumed, by Megatron's dest names."""
+        """The Megatron overlap flags the estimate assumed, and whether the column-parallel
+        backward collectives ran asynchronously (`ASYNC_TP_FLAG`), by Megatron's dest names."""
         return dict(_overlaps(self))  # a copy: the caller may change it
+
+    @property
+    def async_tp_backward(self) -> bool:
+        """The column-parallel backward collectives hide behind their GEMMs: the framework
+        runs them so and the flag leaves them on."""
+        return self.async_tensor_model_parallel_allreduce and self.runner.async_tp_backward
 
     @property
     def flash_attention(self) -> bool:
@@ -175,4 +194,6 @@ class Flags:
 @by_identity()
 def _overlaps(flags: Flags) -> dict[str, bool]:
     """`Flags.overlaps` of one (frozen) flags object, built once."""
-    return {name: getattr(flags, name) for name in OVERLAP_FLAGS}
+    return {name: getattr(flags, name) for name in OVERLAP_FLAGS} | {
+        ASYNC_TP_FLAG: flags.async_tp_backward
+    }

@@ -28,7 +28,7 @@ from tierwise.perf.terms.offload import offload
 from tierwise.perf.terms.pp import pp_comm
 from tierwise.perf.terms.stage import stage_of
 from tierwise.perf.terms.straggler import straggler_s
-from tierwise.perf.terms.tp import edge_tp_comm, tp_comm, tp_ops
+from tierwise.perf.terms.tp import column_gemms, edge_tp_comm, tp_comm, tp_ops
 from tierwise.workload.flops import (
     TRAINING_PASSES,
     Array,
@@ -137,10 +137,14 @@ def step_terms(
     dual = schedule in DUAL_SCHEDULES  # two directions: each hides the other's a2a and sends
     paired_a2a = dual and runner.overlapped_f_b  # where the runtime overlaps the pair
     ops = tp_ops(s, comm)
-    tp_exposed, tp_total, tp_bytes, _ = tp_comm(s, comm, flags.tp_comm_overlap, ops)
-    edge_embedding_s, edge_loss_s, edge_embedding_bytes, edge_loss_bytes = edge_tp_comm(
-        s, comm, ops
-    )
+    # the column-parallel backward GEMMs the async TP collectives hide behind, where the
+    # framework runs them so (one layout without TP has none to hide)
+    tp = f["tp"]
+    async_tp = runner.async_tp_backward and flags.async_tensor_model_parallel_allreduce
+    gemms = column_gemms(s, gemm_s) if async_tp and not (type(tp) is int and tp == 1) else None
+    tp_exposed, tp_total, tp_bytes, _ = tp_comm(s, comm, flags.tp_comm_overlap, ops, gemms)
+    edge = edge_tp_comm(s, comm, ops, None if gemms is None else logits_s / TRAINING_PASSES)
+    edge_embedding_s, edge_loss_s, edge_embedding_bytes, edge_loss_bytes, edge_hidden_s = edge
     cp_exposed, cp_total, cp_bytes, _ = cp_comm(s, comm, attention_s, flags.cp_comm)
     # (a dense model has no EP traffic: its arguments are not worth building)
     ep_exposed, ep_total, ep_bytes, _ = (
@@ -210,7 +214,7 @@ def step_terms(
     # Hidden communication still costs: its kernels take SMs and HBM bandwidth from the
     # compute it overlaps.
     overlapped = tp_total - tp_exposed + cp_total - cp_exposed + ep_total - ep_exposed
-    hidden = micro * share * overlapped + pos(dp_total - dp_exposed)
+    hidden = micro * (share * overlapped + runs_loss * edge_hidden_s) + pos(dp_total - dp_exposed)
     share_lost = (
         OVERLAP_INTERFERENCE if cal.overlap_interference is None else cal.overlap_interference
     )
@@ -223,6 +227,7 @@ def step_terms(
     mem_bytes = mem.total_bytes
     per_rank = micro * share  # the layer-priced terms, scaled to the busiest rank's layers
     edge_s = micro * (runs_embedding * edge_embedding_s + runs_loss * edge_loss_s)
+    edge_total_s = edge_s + micro * runs_loss * edge_hidden_s
     edge_bytes = micro * (runs_embedding * edge_embedding_bytes + runs_loss * edge_loss_bytes)
     return {
         "step_time_s": step,
@@ -248,7 +253,7 @@ def step_terms(
             "straggler_s": straggler,
         },
         "comm_total_s": {
-            "tp": per_rank * tp_total + edge_s,
+            "tp": per_rank * tp_total + edge_total_s,
             "cp": per_rank * cp_total,
             "ep": per_rank * ep_total,
             "pp": micro * pp_total,

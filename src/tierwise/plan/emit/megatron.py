@@ -271,6 +271,13 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
             "its pipeline code moved to megatron-core (2023-03); add --sequence-parallel to "
             "split them over the TP ranks",
         )
+    if not flags.async_tensor_model_parallel_allreduce and layout.tp > 1:
+        raise refuse(
+            KIND,
+            "--no-async-tensor-model-parallel-allreduce: Megatron-LM runs the column-parallel "
+            "backward collectives asynchronously since 2021-09 and has ignored the flag since "
+            "2024-04; price the plan with them to launch it",
+        )
     args = []
     if flags.cuda_graphs:
         args.append("--enable-cuda-graph")

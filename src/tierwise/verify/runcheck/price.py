@@ -235,6 +235,8 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
         # Megatron-LM printed it True until 2026, but ran it only before megatron-core's p2p
         # (2023-03); a log without --overlap-p2p-communication (2023-05) predates that.
         values["scatter_gather_tensors_in_pipeline"] = True
+    if layout.tp > 1 and record.framework in _ARGUMENT_DUMPS:
+        _async_tp(s, values, assumed)
     group = s.get("microbatch_group_size_per_vp_stage")
     if isinstance(group, int) and not isinstance(group, bool) and group > 0 and layout.vpp > 1:
         values["microbatch_group_size_per_vp_stage"] = group
@@ -257,6 +259,27 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
         values.pop("moe_token_dispatcher_type")
         assumed.append(f"moe_token_dispatcher_type {dispatcher} priced as alltoall")
     return Flags.resolve(values.pop("framework"), values)
+
+
+# Logs that print Megatron-LM's argument dump (NeMo and Megatron-Bridge configs print
+# async_tensor_model_parallel_allreduce too, for a megatron-core that ignores it).
+_ARGUMENT_DUMPS = ("megatron-lm", "megatron-deepspeed")
+
+
+def _async_tp(s: Any, values: dict[str, Any], assumed: list[str]) -> None:
+    """Whether the column-parallel backward collectives ran asynchronously: as logged
+    (--no-async-tensor-model-parallel-allreduce took effect from 2021-09 to 2024-04), or off
+    for a dump of before 2021-09 (it prints --scatter-gather-tensors-in-pipeline, 2021-02 on,
+    and not the async argument, 2021-09 on)."""
+    logged = s.get("async_tensor_model_parallel_allreduce")
+    if logged is False:
+        values["async_tensor_model_parallel_allreduce"] = False
+    elif logged is None and "scatter_gather_tensors_in_pipeline" in s:
+        values["async_tensor_model_parallel_allreduce"] = False
+        assumed.append(
+            "async_tensor_model_parallel_allreduce False (Megatron-LM before 2021-09: its "
+            "arguments have no such argument)"
+        )
 
 
 def _precision(dtype: str, recipe: Any, assumed: list[str]) -> dict[str, Any]:

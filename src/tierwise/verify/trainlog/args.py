@@ -59,6 +59,7 @@ PRICED_SETTINGS = (
     "delay_wgrad_compute",
     "microbatch_group_size_per_vp_stage",
     "scatter_gather_tensors_in_pipeline",
+    "async_tensor_model_parallel_allreduce",
     "cp_comm_type",
     "overlap_p2p_comm",
     "recompute_modules",
