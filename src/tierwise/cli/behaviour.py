@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from tierwise.cli.options import with_options
+from tierwise.frameworks import MEGATRON_ARGUMENTS
 from tierwise.perf.flags import Flags
 
 BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -169,8 +170,13 @@ def _flag_option(field: dataclasses.Field[Any], kind: Any) -> tuple[Any, Any]:
     """The typer option of one `Flags` field: default None (not given), its default shown."""
     names, text = BEHAVIOUR_OPTIONS[field.name]
     shown = field.default if field.default is not None else "none"
+    if kind is bool:
+        shown = "on" if shown else "off"
+    own = MEGATRON_ARGUMENTS.get(field.name)
+    if own is not None and own != field.default:  # the estimate assumes otherwise: say so
+        shown = f"{shown}, as priced and emitted; Megatron-LM's own: {'on' if own else 'off'}"
     # "\\[": a literal bracket in the help, which typer renders as rich markup
-    text = f"{text} \\[default: {str(shown).lower() if kind is bool else shown}]"
+    text = f"{text} \\[default: {shown}]"
     if kind is bool:  # --x/--no-x, so a framework's default can be switched either way
         names = tuple(f"{n}/--no-{n.removeprefix('--')}" for n in names)
     option = typer.Option(*names, help=text, show_default=False)

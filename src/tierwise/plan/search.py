@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tierwise import frameworks
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate, estimate_batch
@@ -163,6 +164,7 @@ def search(
     )
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
+    space = _runs_flags(space, model, flags, framework)
     # Memory first (cheap): only the layouts that fit are priced.
     breakdown = memory_terms(model, space.arrays, flags)
     memory = breakdown.total_bytes
@@ -184,6 +186,33 @@ def search(
         plans.append(estimate(model, cluster, layout, flags))
     elapsed = time.perf_counter() - started
     return PlanResult(plans, space.size, int(fits.sum()), elapsed, precisions_of(space))
+
+
+def _runs_flags(space: Space, model: ModelSpec, flags: Flags, framework: str) -> Space:
+    """The candidates `framework` runs with `flags` (`frameworks.flag_checks`; ``any``
+    prices the generic model, which runs them all); a one-line error naming the rule when
+    none is left."""
+    fw = frameworks.launched(framework)
+    if fw is None:
+        return space
+    a = space.arrays
+    values = {
+        "tp": a["tp"],
+        "sp": a["sp"],
+        "pp": a["pp"],
+        "vpp": a["vpp"],
+        "ep": a["ep"],
+        "full": a["recompute"] == RECOMPUTE["full"],
+        "sharded": a["distributed_optimizer"] | (a["zero"] >= 1),
+        "zero": a["zero"],
+    }
+    keep, reason = frameworks.flags_mask(fw, flags, model, values)
+    if reason is not None:
+        raise SpecError(f"--framework {fw.name}: {reason}")
+    if keep is True:
+        return space
+    keep = np.broadcast_to(np.asarray(keep, dtype=bool), a["tp"].shape)
+    return Space({k: v[keep] for k, v in a.items()}, space.product)
 
 
 def precisions_of(space: Space) -> tuple[str, ...]:
