@@ -259,3 +259,39 @@ def test_the_estimate_says_which_overlaps_it_assumed() -> None:
         "--overlap-param-gather", "--tp-comm-overlap",
     )  # fmt: skip
     assert not any(n.startswith("overlap flags not given") for n in given["assumed"])
+
+
+def test_cuda_graphs_and_the_expert_all_to_all_overlap_are_refused_together() -> None:
+    run = run_cli(
+        "estimate", *MIXTRAL, *MEGATRON, "--overlap-moe-expert-parallel-comm",
+        "--enable-cuda-graph", check=False,
+    )  # fmt: skip
+    assert_user_error(run, "--enable-cuda-graph")
+    model = load_model("mixtral-8x7b")
+    lay = Layout(tp=1, ep=8, dp=64, gbs=256, seq=4096, distributed_optimizer=True)
+    plain = megatron_args(model, lay, Flags(cuda_graphs=True))
+    with pytest.raises(AssertionError, match="CUDA graph"):  # --enable-cuda-graph is "local"
+        judge.megatron_config([*plain, "--overlap-moe-expert-parallel-comm"])
+
+
+def test_options_that_change_nothing_are_said_and_left_out() -> None:
+    dense = cli_json(
+        "estimate", *L70, "--tp", "8", "--overlap-moe-expert-parallel-comm",
+        "--delay-wgrad-compute", "--overlap-p2p-communication",
+    )  # fmt: skip
+    notes = " | ".join(dense["assumed"])
+    assert "--delay-wgrad-compute changes nothing for a dense model" in notes
+    assert "--overlap-moe-expert-parallel-comm changes nothing for a dense model" in notes
+    assert "--overlap-p2p-communication changes nothing at --vpp 1" in notes
+    model, lay = load_model("llama3-8b"), Layout(tp=8, dp=2, seq=4096)
+    flags = Flags(overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True)
+    args = megatron_args(model, lay, flags)
+    assert not {"--delay-wgrad-compute", "--overlap-moe-expert-parallel-comm"} & set(args)
+    megatron_ok(args, lay)
+    deep = cli_json(
+        "estimate", "-m", "llama3-8b", "--nodes", "2", "--zero", "1", "--framework",
+        "deepspeed", "--overlap-param-gather",
+    )  # fmt: skip
+    assert any(
+        "--overlap-param-gather changes nothing under DeepSpeed" in n for n in deep["assumed"]
+    )

@@ -21,7 +21,10 @@ Adding a behaviour flag (an option that changes how a layout runs, priced by a c
    or torchtitan's spelling, and help): ``estimate``, ``plan``, ``sweep`` and ``report`` all
    take it from there, with the default shown from ``Flags``;
 4. the cost term reads ``flags.<field>``, and the emitters write it
-   (``tierwise.plan.emit.<framework>``).
+   (``tierwise.plan.emit.<framework>``);
+5. where a framework runs it one way only, that row's ``fixed_flags``; where the framework
+   refuses it with some layouts or other flags, a rule in :func:`flag_checks`, which
+   ``estimate --framework``, the planner's search and the emitters all apply.
 
 This module sits below every layer (it imports nothing of tierwise but errors), so workload,
 perf, plan and cli may all read it.

@@ -141,9 +141,32 @@ def idle_options(
             "gather); the launch leaves it out"
         )
     if model is not None and model.moe is None:
-        for name in ("overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type"):
+        for name in (
+            "overlap_moe_expert_parallel_comm",
+            "delay_wgrad_compute",
+            "moe_token_dispatcher_type",
+        ):
             if given.get(name):
-                notes.append(f"--{name.replace('_', '-')} changes nothing for a dense model")
+                notes.append(
+                    f"--{name.replace('_', '-')} changes nothing for a dense model; the launch "
+                    "leaves it out"
+                )
+    runner = flags.runner
+    if given.get("overlap_param_gather") is not None and not runner.param_gather_overlap:
+        notes.append(
+            f"--overlap-param-gather changes nothing under {runner.title}: its ZeRO weight "
+            "gather runs after the optimizer step"
+        )
+    if given.get("align_param_gather") is not None and not runner.dp_buckets:
+        notes.append(
+            f"--align-param-gather changes nothing under {runner.title} (Megatron's weight "
+            "buckets only)"
+        )
+    if given.get("overlap_p2p_communication") is not None and layout.vpp == 1:
+        notes.append(
+            "--overlap-p2p-communication changes nothing at --vpp 1 (Megatron overlaps the "
+            "interleaved schedule's sends only)"
+        )
     if flags.legacy_zero3 and layout.zero < 3:
         notes.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
     if given.get("scatter_gather_tensors_in_pipeline") and not layout.pipeline_sends_whole:

@@ -301,8 +301,8 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
             args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
         if flags.overlap_moe_expert_parallel_comm:
             args.append("--overlap-moe-expert-parallel-comm")
-    if flags.delay_wgrad_compute:
-        args.append("--delay-wgrad-compute")
+        if flags.delay_wgrad_compute:  # (priced for the expert all-to-all alone)
+            args.append("--delay-wgrad-compute")
     order = ORDER_FLAG.get(tuple(flags.order))
     if order is not None:
         args.append(order)
