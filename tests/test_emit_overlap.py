@@ -180,12 +180,19 @@ def test_megatron_refuses_the_expert_all_to_all_overlap_where_megatron_core_does
 def test_plan_with_the_expert_all_to_all_overlap_searches_what_megatron_runs() -> None:
     out = cli_json(
         "plan", "-m", "mixtral-8x7b", "-c", "dgx-h100", "--nodes", "8", "--gbs", "256",
-        "--overlap-moe-expert-parallel-comm", *MEGATRON, "--top", "5",
+        "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", *MEGATRON, "--top", "5",
+        "--emit", "megatron",
     )  # fmt: skip
     for row in out["plans"]:
         assert row["ep"] > 1 and row["recompute"] != "full" and row["moe_a2a_overlap"]
         assert row["pp"] == 1 or row["vpp"] > 1
         assert row["frameworks"] == ["megatron"]
+    best = out["plans"][0]
+    args = [a.strip() for a in out["emitted"]["megatron"].split("\\\n")]
+    fields = {k: best[k] for k in ("tp", "ep", "pp", "vpp", "dp", "mbs", "gbs", "seq")}
+    lay = Layout(**fields, distributed_optimizer=best["distributed_optimizer"])
+    config = megatron_ok(args, lay)  # megatron-core's asserts on the launch plan 1 writes
+    assert config.overlap_moe_expert_parallel_comm and config.delay_wgrad_compute
 
 
 # f. DeepSpeed's overlap_comm as priced
