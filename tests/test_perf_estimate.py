@@ -337,8 +337,7 @@ def test_cli_overlap_flags_in_help_and_json() -> None:
     flat = " ".join(help_text.split()).replace("│ ", "")
     # --overlap-grad-reduce: tierwise's default beside Megatron-LM's own
     assert (
-        "before 2023-08 ran it). [default: on, as priced and emitted; Megatron-LM's own: off]"
-        in flat
+        "unless it is given. [default: on, as priced and emitted; Megatron-LM's own: off]" in flat
     )
     base = ["estimate", "-m", "llama3-70b", "--nodes", "8", "--tp", "8", "--pp", "2"]
     base += ["--vpp", "2", "--gbs", "256", "--use-distributed-optimizer", "--framework"]

@@ -29,7 +29,8 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "overlap_grad_reduce": (
         ("--overlap-grad-reduce",),
         "Megatron's: DP gradient buckets reduced as backward produces them (off: after "
-        "backward, as Megatron-LM before 2023-08 ran it).",
+        "backward, as Megatron-LM before 2023-08 ran it; DeepSpeed's overlap_comm; torchtitan "
+        "always overlaps). Off also turns --overlap-param-gather off unless it is given.",
     ),
     "overlap_param_gather": (
         ("--overlap-param-gather",),
@@ -39,7 +40,8 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "tp_comm_overlap": (
         ("--tp-comm-overlap",),
         "Megatron's: TP collectives (SP gathers, reduce-scatters, the backward re-gather) "
-        "overlapped with the GEMMs they feed (Transformer Engine userbuffers).",
+        "overlapped with the GEMMs they feed (Transformer Engine userbuffers; torchtitan's "
+        "async TP under torch.compile; DeepSpeed has none). Needs sequence parallelism.",
     ),
     "overlap_p2p_communication": (
         ("--overlap-p2p-communication",),
