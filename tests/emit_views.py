@@ -17,8 +17,8 @@ def flag_values(args: list[str]) -> dict[str, str | bool]:
 
 def torchtitan_view(args: list[str]) -> dict[str, Any]:
     """torchtitan arguments as sections: ``{"module", "config", "ac", "parallelism": {...},
-    "training": {...}, "debug": {...}}`` (integers where the value is one)."""
-    view: dict[str, Any] = {"parallelism": {}, "training": {}, "debug": {}}
+    "training": {...}, "debug": {...}, "compile": {...}}`` (integers where the value is one)."""
+    view: dict[str, Any] = {"parallelism": {}, "training": {}, "debug": {}, "compile": {}}
     for arg in args:
         if arg.startswith("activation-checkpoint:"):
             view["ac"] = arg.split(":", 1)[1]

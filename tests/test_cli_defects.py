@@ -16,16 +16,26 @@ LOG_A = DATA / "nccl" / "h100_2x8_all_reduce_mpi.txt"
 LOG_B = DATA / "verify" / "h100_2x8_ndr_all_reduce.txt"
 
 
+OVERLAPS = "overlap flags not given"
+"""How the estimate's `assumed` begins its note of the overlap flags it assumed."""
+
+
+def said(out: dict) -> list[str]:
+    """The estimate's `assumed` notes but the one of the overlap flags it assumed."""
+    return [note for note in out["assumed"] if not note.startswith(OVERLAPS)]
+
+
 def test_estimate_without_gbs_says_what_it_assumed() -> None:
     out = cli_json("estimate", "--tp", "8", "--pp", "4")  # the README's example
     lay = out["layout"]
     assert lay["gbs"] == 256 == out["gpus"]  # one sequence per GPU, not gbs=None (one micro-batch)
     assert out["breakdown"]["pipeline_bubble_s"] < 0.15 * out["step_time_s"]  # 3/32, not 3/4 of it
-    assert len(out["assumed"]) == 1 and "--gbs not given: 256" in out["assumed"][0]
+    assert len(said(out)) == 1 and "--gbs not given: 256" in out["assumed"][0]
+    assert any(note.startswith(OVERLAPS) for note in out["assumed"])  # tp 8, dp 8: they matter
     human = run_cli("estimate", "--tp", "8", "--pp", "4").stdout
     assert "gbs=256" in human and "assumed --gbs not given" in human and "32 micro-batches" in human
     given = cli_json("estimate", "--tp", "8", "--pp", "4", "--gbs", "64")
-    assert given["layout"]["gbs"] == 64 and given["assumed"] == []
+    assert given["layout"]["gbs"] == 64 and said(given) == []
 
 
 def test_fix_zero_1_selects_megatrons_distributed_optimizer() -> None:
@@ -76,7 +86,7 @@ def test_cp_comm_type_is_megatrons_name() -> None:
     )
     assert_user_error(refused, "--cp-comm-type: 'allgather'", "torchtitan: p2p")
     idle = cli_json("estimate", "--nodes", "2", "--tp", "8", "--gbs", "16", "--cp-comm-type", "a2a")
-    assert idle["assumed"] == ["--cp-comm-type a2a changes nothing at --cp 1"]
+    assert said(idle) == ["--cp-comm-type a2a changes nothing at --cp 1"]
     unknown = run_cli(*base, "--cp-comm-type", "a2a+p2p", check=False)
     assert_user_error(unknown, "--cp-comm-type: 'a2a+p2p'", "p2p, a2a, allgather")
 
@@ -87,7 +97,7 @@ def test_recompute_num_layers_over_a_virtual_stage_is_said_and_priced_as_all() -
     over = cli_json(*base, "--recompute-method", "block", "--recompute-num-layers", "99")
     whole = cli_json(*base, "--recompute-method", "block", "--recompute-num-layers", "20")
     assert over["step_time_s"] == whole["step_time_s"]
-    assert over["assumed"][-1] == (
+    assert said(over)[-1] == (
         "--recompute-num-layers 99 is over the 20 layers of each virtual stage "
         "(layers / (pp*vpp)): block recomputes them all, priced as 20"
     )

@@ -422,4 +422,5 @@ def test_emitters_use_framework_names() -> None:
             emitted["deepspeed"] += 1
         except SpecError:  # FP8, or ZeRO-2/3 with pp > 1
             pass
-    assert emitted == {"megatron": 3, "torchtitan": 3, "deepspeed": 1}
+    # (torchtitan refuses the last: --tp-comm-overlap without SP, nothing for async TP to fuse)
+    assert emitted == {"megatron": 3, "torchtitan": 2, "deepspeed": 1}

@@ -120,9 +120,17 @@ def test_every_behaviour_option_is_a_flags_field_with_its_default_in_the_help() 
         annotation, default = options[name]
         assert default is None  # not given: the framework's or the field's default
         help_text = annotation.__metadata__[0].help
-        shown = fields[name].default
-        shown = "none" if shown is None else str(shown).lower()
+        value = fields[name].default
+        shown = "none" if value is None else str(value)
+        if isinstance(value, bool):
+            shown = "on" if value else "off"
+        own = frameworks.MEGATRON_ARGUMENTS.get(name)
+        if own is not None and own != value:  # Megatron-LM's own default, where it differs
+            shown += f", as priced and emitted; Megatron-LM's own: {'on' if own else 'off'}"
         assert help_text.endswith(f"[default: {shown}]"), help_text
+    # the overlaps tierwise assumes on where Megatron-LM's own default is off say so
+    for name in ("overlap_grad_reduce", "overlap_param_gather"):
+        assert "Megatron-LM's own: off" in options[name][0].__metadata__[0].help
 
 
 def test_estimate_without_options_prices_flags_defaults() -> None:
@@ -161,6 +169,10 @@ def test_plan_sweep_and_report_price_a_layout_alike(
     given_flags = {"tp_comm_overlap": tp_overlap, "attention_backend": backend}
     behaviour = Behaviour(given=given_flags, framework=framework)
     req = plan_request(model, cluster, behaviour, gbs=32, seq=4096)
+    if tp_overlap and "tp_comm_overlap" in frameworks.row(req.flags.framework).fixed_flags:
+        with pytest.raises(SpecError, match="no TP communication overlap"):  # DeepSpeed's
+            search(model, cluster, req.gbs, req.seq, top=1, flags=req.flags, framework=framework)
+        return
     best = search(model, cluster, req.gbs, req.seq, top=1, flags=req.flags, framework=framework)
     plan_step = best.plans[0]["step_time_s"]
     row = sweep(

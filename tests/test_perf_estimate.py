@@ -354,7 +354,10 @@ def test_cli_overlap_flags_in_help_and_json() -> None:
     for name in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"):
         assert f"--no-{name}"[:16] in help_text and f"--{name}"[:16] in help_text
     flat = " ".join(help_text.split()).replace("│ ", "")
-    assert "Megatron-LM before 2023-08 ran it). [default: true]" in flat  # --overlap-grad-reduce
+    # --overlap-grad-reduce: tierwise's default beside Megatron-LM's own
+    assert (
+        "unless it is given. [default: on, as priced and emitted; Megatron-LM's own: off]" in flat
+    )
     base = ["estimate", "-m", "llama3-70b", "--nodes", "8", "--tp", "8", "--pp", "2"]
     base += ["--vpp", "2", "--gbs", "256", "--use-distributed-optimizer", "--framework"]
     base += ["megatron"]

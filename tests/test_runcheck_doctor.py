@@ -175,3 +175,25 @@ def test_a_log_that_turned_the_async_tp_backward_off_is_priced_so(tmp_path: Path
     off_args = args | {"async_tensor_model_parallel_allreduce": False}
     off = price(read_run(megatron_log(tmp_path / "b.log", off_args, 2.0)), cluster)
     assert on.flags.async_tp_backward and not off.flags.async_tp_backward
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_the_tp_overlap_is_advised_only_where_megatron_runs_it(tmp_path: Path, sp: bool) -> None:
+    """--tp-comm-overlap needs sequence parallelism (Megatron-LM's validate_args): a log
+    without SP is not told to add it (`frameworks.flag_checks`)."""
+    args = {
+        **LLAMA8B_ARGS,
+        "tensor_model_parallel_size": 8,
+        "pipeline_model_parallel_size": 1,
+        "data_parallel_size": 4,
+        "global_batch_size": 32,
+        "sequence_parallel": sp,
+        "tp_comm_overlap": False,
+    }
+    log = megatron_log(tmp_path / "run.log", args, 1.0)
+    log = megatron_log(log, args, model_step(log, load_cluster("dgx-h100", nodes=4)))
+    proc = run_cli("doctor", str(log), "-c", "dgx-h100", "--nodes", "4", "--json", check=False)
+    import json
+
+    ids = {f["id"] for f in json.loads(proc.stdout)["findings"]}
+    assert ("tp-comm-overlap-off" in ids) is sp

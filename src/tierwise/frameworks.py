@@ -21,7 +21,10 @@ Adding a behaviour flag (an option that changes how a layout runs, priced by a c
    or torchtitan's spelling, and help): ``estimate``, ``plan``, ``sweep`` and ``report`` all
    take it from there, with the default shown from ``Flags``;
 4. the cost term reads ``flags.<field>``, and the emitters write it
-   (``tierwise.plan.emit.<framework>``).
+   (``tierwise.plan.emit.<framework>``);
+5. where a framework runs it one way only, that row's ``fixed_flags``; where the framework
+   refuses it with some layouts or other flags, a rule in :func:`flag_checks`, which
+   ``estimate --framework``, the planner's search and the emitters all apply.
 
 This module sits below every layer (it imports nothing of tierwise but errors), so workload,
 perf, plan and cli may all read it.
@@ -188,6 +191,20 @@ class Framework:
     GEMM, without it the input gradient's all-reduce behind the weight-gradient GEMM
     (`tierwise.perf.terms.tp`); ``Flags.async_tensor_model_parallel_allreduce`` off prices a
     release or fork without it."""
+    fixed_flags: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
+    """Behaviour flags (`Flags` fields) its launch runs one way only: field -> (that value,
+    why); another value is refused (`flag_checks`)."""
+    tp_overlap_needs_sp: str | None = None
+    """Why its TP communication overlap needs sequence parallelism (None: no such rule)."""
+    tp_overlap_note: str | None = None
+    """What its launch adds to run the TP overlap that the estimate does not price."""
+    overlap_asserts: bool = False
+    """Megatron-LM's checks of its overlap flags (`flag_checks`): --overlap-param-gather needs
+    --overlap-grad-reduce; --delay-wgrad-compute and --overlap-moe-expert-parallel-comm as
+    megatron-core's TransformerConfig asserts them."""
+    unpriced_sharding: Mapping[str, str] = field(default_factory=dict)
+    """Sharding schemes (`SHARDING` names) it has that tierwise neither prices nor emits for
+    it: scheme -> how the framework names it."""
 
     @property
     def runs_any_dtype(self) -> bool:
@@ -239,6 +256,15 @@ MEGATRON = Framework(
     # sequence-parallel re-gather and reduce-scatter since sequence parallelism arrived
     # (02bb1f5c86, 2022-03).
     async_tp_backward=True,
+    # megatron/training/arguments.py validate_args (NVIDIA/Megatron-LM@d98e8a64): "Tensor
+    # parallel communication/GEMM overlap can happen only when sequence parallelism is enabled".
+    tp_overlap_needs_sp="Megatron-LM asserts sequence parallelism with it (validate_args)",
+    overlap_asserts=True,
+    # megatron-core 0.16.1 has FSDP: its own (megatron/core/distributed/fsdp, --use-megatron-
+    # fsdp) and torch's FSDP2 (torch_fully_sharded_data_parallel.py, --use-torch-fsdp2).
+    unpriced_sharding=MappingProxyType(
+        {"fsdp": "--use-megatron-fsdp / --use-torch-fsdp2 (megatron-core 0.16.1)"}
+    ),
 )
 # torchtitan has no ZeRO-1 nor Megatron's distributed optimizer: FSDP2, resharding the
 # parameters after forward (ZeRO-3) or not (ZeRO-2), or DDP. FSDP2 reduces in float32
@@ -287,6 +313,25 @@ TORCHTITAN = Framework(
     # pipelined with the GEMMs only by async TP, which needs torch.compile
     # (config/configs.py CompileConfig.enable_async_tensor_parallel, off by default).
     async_tp_backward=False,
+    fixed_flags=MappingProxyType(
+        {
+            "overlap_grad_reduce": (True, "FSDP2 and torch's DDP reduce from backward hooks"),
+            "overlap_param_gather": (True, "FSDP2 prefetches every block's weights"),
+            "delay_wgrad_compute": (False, "torchtitan has no delayed weight gradients"),
+            "overlap_moe_expert_parallel_comm": (
+                False,
+                "torchtitan has no Megatron combined-1F1B expert all-to-all overlap",
+            ),
+        }
+    ),
+    # Its TP overlap is async TP (compile.enable_async_tensor_parallel, which needs
+    # compile.enable with "model" in compile.components: torchtitan 0.3.0 CompileConfig): it
+    # fuses the sequence-parallel all-gathers and reduce-scatters into the GEMMs; without SP
+    # the TP all-reduces stay (torchtitan/models/common/dist_gemm.py says so).
+    tp_overlap_note="torchtitan runs async TP only under torch.compile (the launch sets "
+    "--compile.enable); compile's other speed-ups are not priced",
+    tp_overlap_needs_sp="torchtitan's async TP fuses the sequence-parallel all-gathers and "
+    "reduce-scatters into the GEMMs; without SP it has none to fuse",
 )
 # DeepSpeed's JSON config cannot state a per-stage layer split (its PipelineModule does) nor
 # FP8; its pipeline engine runs plain 1F1B (deepspeed/runtime/pipe/schedule.py TrainSchedule)
@@ -355,6 +400,17 @@ DEEPSPEED = Framework(
     # weight-gradient GEMM; BigScience's Megatron-DeepSpeed fork (BLOOM) never did (its
     # megatron/mpu/layers.py waits on copy_to_tensor_model_parallel_region's all-reduce).
     async_tp_backward=True,
+    fixed_flags=MappingProxyType(
+        {
+            # its config has no such key: the training script builds the TP layers
+            "tp_comm_overlap": (False, "DeepSpeed has no TP communication overlap"),
+            "delay_wgrad_compute": (False, "DeepSpeed has no delayed weight gradients"),
+            "overlap_moe_expert_parallel_comm": (
+                False,
+                "DeepSpeed has no Megatron combined-1F1B expert all-to-all overlap",
+            ),
+        }
+    ),
 )
 GENERIC = Framework(
     name="generic",
@@ -411,6 +467,9 @@ class Logged:
     ``use_distributed_optimizer``)."""
     whose: str
     """How an assumption names those defaults."""
+    unstated: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
+    """Settings a log that does not state them ran otherwise than `argument_defaults` says:
+    key -> (the value, why)."""
 
 
 # Megatron-LM's argument defaults (megatron/training/arguments.py) for the settings tierwise
@@ -420,10 +479,21 @@ _MEGATRON_ARGUMENTS: Mapping[str, Any] = MappingProxyType(
     {
         "overlap_grad_reduce": False,
         "overlap_param_gather": False,
-        "align_param_gather": False,
+        # --no-align-param-gather is store_false: aligned unless told (megatron/training/
+        # arguments.py); a log that prints no align_param_gather predates the option
+        # (`Logged.unstated`).
+        "align_param_gather": True,
         "tp_comm_overlap": False,
         "moe_token_dispatcher_type": "allgather",
     }
+)
+MEGATRON_ARGUMENTS = _MEGATRON_ARGUMENTS
+"""Megatron-LM's own argument defaults of the settings above (what `--help` compares with)."""
+# Megatron-LM prints every argument it has; a log without align_param_gather ran a release
+# before --no-align-param-gather, where each virtual stage's first weight bucket waited for
+# its chunk's forward (what align_param_gather False prices).
+_BEFORE_ALIGN: Mapping[str, tuple[Any, str]] = MappingProxyType(
+    {"align_param_gather": (False, "a Megatron-LM release before --no-align-param-gather")}
 )
 # NeMo 2 recipes and Megatron-Bridge build their MegatronStrategy / ConfigContainer with the
 # distributed optimizer and a DDP config that overlaps the gradient reduce-scatter and the
@@ -441,9 +511,13 @@ _NEMO_RECIPES: Mapping[str, Any] = MappingProxyType(
 )
 LOGGED: Mapping[str, Logged] = MappingProxyType(
     {
-        "megatron-lm": Logged(MEGATRON, _MEGATRON_ARGUMENTS, "Megatron-LM's default"),
+        "megatron-lm": Logged(
+            MEGATRON, _MEGATRON_ARGUMENTS, "Megatron-LM's default", _BEFORE_ALIGN
+        ),
         # Megatron-DeepSpeed runs Megatron's model code under DeepSpeed's engine.
-        "megatron-deepspeed": Logged(DEEPSPEED, _MEGATRON_ARGUMENTS, "Megatron-LM's default"),
+        "megatron-deepspeed": Logged(
+            DEEPSPEED, _MEGATRON_ARGUMENTS, "Megatron-LM's default", _BEFORE_ALIGN
+        ),
         # NeMo and Megatron-Bridge run Megatron-core.
         "nemo": Logged(MEGATRON, _NEMO_RECIPES, "NeMo 2 recipes' default"),
         "megatron-bridge": Logged(MEGATRON, _NEMO_RECIPES, "Megatron-Bridge recipes' default"),
@@ -499,10 +573,134 @@ def interleave_runs(pp: Any, vpp: Any, micro: Any, group: Any = None) -> Any:
     return (vpp == 1) | ((pp <= group) & (group <= micro) & ((rest == 0) | (rest >= pp)))
 
 
-def refusal(fw: Framework, layout: Layout, group: int | None = None) -> str | None:
+def _option(field_name: str, value: Any) -> str:
+    """A boolean behaviour flag as Megatron-LM spells it (``--x`` or ``--no-x``)."""
+    return f"--{'' if value else 'no-'}{field_name.replace('_', '-')}"
+
+
+def layout_values(layout: Layout) -> dict[str, Any]:
+    """The layout fields `flag_checks` reads, as python values."""
+    return {
+        "tp": layout.tp,
+        "sp": layout.sp_enabled,
+        "pp": layout.pp,
+        "vpp": layout.vpp,
+        "ep": layout.ep,
+        "full": layout.recompute == "full",
+        "sharded": layout.distributed_optimizer or layout.zero >= 1,
+        "zero": layout.zero,
+    }
+
+
+def flag_checks(
+    fw: Framework, flags: Any, model: Any, v: Mapping[str, Any]
+) -> list[tuple[Any, str]]:
+    """(failed, one-line reason) of each rule `fw` puts on the behaviour flags `flags`
+    (`tierwise.perf.flags.Flags`) of `model` (a ModelSpec; None: no MoE or MTP) for the layout
+    fields `v` (`layout_values`; python values or numpy columns of a search space alike).
+    Megatron-LM's (`Framework.overlap_asserts`): megatron/training/arguments.py validate_args
+    asserts "Must use --overlap-param-gather with --overlap-grad-reduce"; megatron-core 0.16.1
+    TransformerConfig.__post_init__ asserts --delay-wgrad-compute only with
+    --overlap-moe-expert-parallel-comm, and that one only with ep > 1, virtual stages where
+    pp > 1, the alltoall or flex dispatcher, no full recompute, at most one MTP layer (and then
+    pp > 1) and no CUDA graph other than Transformer Engine's (--enable-cuda-graph is not)."""
+    checks: list[tuple[Any, str]] = [
+        (getattr(flags, name) != value, f"{_option(name, getattr(flags, name))}: {why}")
+        for name, (value, why) in fw.fixed_flags.items()
+    ]
+    schedule = flags.pipeline_schedule
+    if schedule is not None and schedule not in fw.schedules:
+        checks.append(
+            (
+                v["pp"] > 1,
+                f"--pipeline-schedule: {schedule!r}; --framework {fw.name} runs "
+                f"{', '.join(fw.schedules)}",
+            )
+        )
+    if fw.tp_overlap_needs_sp is not None and flags.tp_comm_overlap:
+        checks.append(
+            (
+                (v["tp"] > 1) & (v["sp"] == 0),
+                f"--tp-comm-overlap without --sp: {fw.tp_overlap_needs_sp}",
+            )
+        )
+    if fw.sharded_dp == SHARDED_ZERO3 and not flags.overlap_grad_reduce:
+        checks.append(
+            (
+                v["zero"] >= 3,
+                f"--no-overlap-grad-reduce at --zero 3: tierwise prices {fw.title}'s ZeRO-3 as "
+                "it runs by default (overlap_comm true, its per-module prefetch and "
+                "reduce-scatter)",
+            )
+        )
+    if not fw.overlap_asserts:
+        return checks
+    if flags.overlap_param_gather and not flags.overlap_grad_reduce:
+        checks.append(
+            (
+                v["sharded"] != 0,
+                "--overlap-param-gather with --no-overlap-grad-reduce: Megatron-LM asserts "
+                '"Must use --overlap-param-gather with --overlap-grad-reduce" (validate_args)',
+            )
+        )
+    a2a = flags.overlap_moe_expert_parallel_comm
+    if flags.delay_wgrad_compute and not a2a:
+        checks.append(
+            (
+                True,
+                "--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: megatron-core "
+                "0.16.1's TransformerConfig asserts it",
+            )
+        )
+    moe = model is not None and getattr(model, "moe", None) is not None
+    if not (a2a and moe):
+        return checks
+    mtp = getattr(model, "mtp_layers", 0) or 0
+    head = "--overlap-moe-expert-parallel-comm"
+    core = "(megatron-core 0.16.1 TransformerConfig)"
+    dispatcher = flags.moe_token_dispatcher_type
+    return [
+        *checks,
+        (v["ep"] == 1, f"{head} at --ep 1: it overlaps expert parallelism's all-to-alls {core}"),
+        (
+            (v["pp"] > 1) & (v["vpp"] == 1),
+            f"{head} with pp > 1 needs virtual pipeline stages (--vpp > 1) {core}",
+        ),
+        (
+            dispatcher not in ("alltoall", "flex"),
+            f"{head} with the {dispatcher} dispatcher: it runs alltoall or flex {core}",
+        ),
+        (v["full"] != 0, f"{head} with full recompute: Megatron asserts none {core}"),
+        (mtp > 1, f"{head} with {mtp} MTP layers: it runs at most one {core}"),
+        ((mtp == 1) & (v["pp"] == 1), f"{head} with an MTP layer needs pp > 1 {core}"),
+        (
+            bool(flags.cuda_graphs),
+            f"{head} with --enable-cuda-graph: it runs only Transformer Engine's CUDA graphs "
+            f"outside the MoE layers {core}",
+        ),
+    ]
+
+
+def refusal(
+    fw: Framework,
+    layout: Layout,
+    group: int | None = None,
+    flags: Any = None,
+    model: Any = None,
+) -> str | None:
     """Why `fw` cannot run `layout`, in one line (None: it can); `group`: the
-    --microbatch-group-size-per-virtual-pipeline-stage it runs with (None: its default)."""
+    --microbatch-group-size-per-virtual-pipeline-stage it runs with (None: its default, or
+    `flags`'); `flags` (`tierwise.perf.flags.Flags`; None: not checked): the behaviour flags
+    it runs `layout` of `model` with (`flag_checks`)."""
+    if flags is not None and group is None:
+        group = flags.microbatch_group_size_per_vp_stage
     scheme = sharding_name(layout)
+    if scheme in fw.unpriced_sharding:
+        runs = ", ".join(SHARDING_TEXT[s] for s in ("ddp", *fw.sharding))
+        return (
+            f"tierwise neither prices nor emits {fw.title}'s {SHARDING_TEXT[scheme]} "
+            f"({fw.unpriced_sharding[scheme]}); it plans {runs}"
+        )
     if scheme != "ddp" and scheme not in fw.sharding:
         runs = ", ".join(SHARDING_TEXT[s] for s in ("ddp", *fw.sharding))
         return f"{fw.title} has no {SHARDING_TEXT[scheme]}; it runs {runs}"
@@ -574,24 +772,56 @@ def refusal(fw: Framework, layout: Layout, group: int | None = None) -> str | No
             "(torchtitan's data_parallel_shard_degree)",
         ),
     )
-    return next((reason for failed, reason in checks if failed), None)
+    reason = next((reason for failed, reason in checks if failed), None)
+    if reason is not None or flags is None:
+        return reason
+    found = flag_checks(fw, flags, model, layout_values(layout))
+    return next((reason for failed, reason in found if failed), None)
 
 
-def frameworks_for(layout: Layout, group: int | None = None) -> list[str]:
-    """The launched frameworks that can run `layout` (`group`: as `refusal`)."""
-    return [name for name in LAUNCHED if refusal(TABLE[name], layout, group) is None]
+def frameworks_for(
+    layout: Layout, group: int | None = None, flags: Any = None, model: Any = None
+) -> list[str]:
+    """The launched frameworks that can run `layout` (`group`, `flags`, `model`: as
+    `refusal`)."""
+    return [name for name in LAUNCHED if refusal(TABLE[name], layout, group, flags, model) is None]
 
 
 def check_runs(
-    fw: Framework, layout: Layout, option: str = "--framework", group: int | None = None
+    fw: Framework,
+    layout: Layout,
+    option: str = "--framework",
+    group: int | None = None,
+    flags: Any = None,
+    model: Any = None,
 ) -> None:
-    """A one-line SpecError (naming `option` and the frameworks that can) when `fw` cannot
-    run `layout` (`group`: as `refusal`)."""
-    reason = refusal(fw, layout, group)
+    """A one-line SpecError (naming `option` and the frameworks that can, or where none can,
+    why each other cannot) when `fw` cannot run `layout` (`group`, `flags`, `model`: as
+    `refusal`)."""
+    reason = refusal(fw, layout, group, flags, model)
     if reason is None:
         return
-    others = ", ".join(frameworks_for(layout, group)) or "none"
+    can = frameworks_for(layout, group, flags, model)
+    others = ", ".join(can)
+    if not can:
+        why = [
+            f"{name}: {refusal(TABLE[name], layout, group, flags, model)}"
+            for name in LAUNCHED
+            if name != fw.name
+        ]
+        others = f"none ({'; '.join(why)})"
     raise SpecError(f"{option} {fw.name}: {reason}; frameworks that can: {others}")
+
+
+def flags_mask(fw: Framework, flags: Any, model: Any, v: Mapping[str, Any]) -> Any:
+    """Which layouts of a search space (`layout_values` columns) `fw` runs with `flags`, and
+    the reason the first rule refusing them all gives (None where some remain)."""
+    keep: Any = True
+    for failed, reason in flag_checks(fw, flags, model, v):
+        keep = keep & (failed == 0)
+        if not (keep.any() if hasattr(keep, "any") else keep):
+            return keep, reason
+    return keep, None
 
 
 def cp_comm_framework(kind: str) -> Framework | None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from tierwise.cli.options import with_options
+from tierwise.frameworks import MEGATRON_ARGUMENTS
 from tierwise.perf.flags import Flags
 
 BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -28,7 +29,8 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "overlap_grad_reduce": (
         ("--overlap-grad-reduce",),
         "Megatron's: DP gradient buckets reduced as backward produces them (off: after "
-        "backward, as Megatron-LM before 2023-08 ran it).",
+        "backward, as Megatron-LM before 2023-08 ran it; DeepSpeed's overlap_comm; torchtitan "
+        "always overlaps). Off also turns --overlap-param-gather off unless it is given.",
     ),
     "overlap_param_gather": (
         ("--overlap-param-gather",),
@@ -38,7 +40,8 @@ BEHAVIOUR_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "tp_comm_overlap": (
         ("--tp-comm-overlap",),
         "Megatron's: TP collectives (SP gathers, reduce-scatters, the backward re-gather) "
-        "overlapped with the GEMMs they feed (Transformer Engine userbuffers).",
+        "overlapped with the GEMMs they feed (Transformer Engine userbuffers; torchtitan's "
+        "async TP under torch.compile; DeepSpeed has none). Needs sequence parallelism.",
     ),
     "async_tensor_model_parallel_allreduce": (
         ("--async-tensor-model-parallel-allreduce",),
@@ -176,8 +179,13 @@ def _flag_option(field: dataclasses.Field[Any], kind: Any) -> tuple[Any, Any]:
     """The typer option of one `Flags` field: default None (not given), its default shown."""
     names, text = BEHAVIOUR_OPTIONS[field.name]
     shown = field.default if field.default is not None else "none"
+    if kind is bool:
+        shown = "on" if shown else "off"
+    own = MEGATRON_ARGUMENTS.get(field.name)
+    if own is not None and own != field.default:  # the estimate assumes otherwise: say so
+        shown = f"{shown}, as priced and emitted; Megatron-LM's own: {'on' if own else 'off'}"
     # "\\[": a literal bracket in the help, which typer renders as rich markup
-    text = f"{text} \\[default: {str(shown).lower() if kind is bool else shown}]"
+    text = f"{text} \\[default: {shown}]"
     if kind is bool:  # --x/--no-x, so a framework's default can be switched either way
         names = tuple(f"{n}/--no-{n.removeprefix('--')}" for n in names)
     option = typer.Option(*names, help=text, show_default=False)

@@ -40,7 +40,7 @@ def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
         "gpus": req.cluster.world,
         "framework": req.framework,
         "plans": [
-            plan_row(p, req.cluster) | run
+            plan_row(p, req.cluster, req.flags, req.model) | run
             for p, run in zip(result.plans, outcome.runs or [{}] * len(result.plans), strict=True)
         ],
         "candidates_evaluated": result.candidates_evaluated,
@@ -57,7 +57,7 @@ def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
 
 
 def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) -> tuple:
-    r = plan_row(p, outcome.request.cluster)
+    r = plan_row(p, outcome.request.cluster, outcome.request.flags, outcome.request.model)
     r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
     r["runs in"] = ", ".join(r["frameworks"])
     r["recompute"] = recompute_label(r)

@@ -40,6 +40,11 @@ MEGATRON_2023_NO_OVERLAP = dict.fromkeys(OVERLAP_FLAGS, False)
 # What Megatron-LM of 2021-09 on hides with no overlap flag (`Flags.async_tp_backward`),
 # reported beside the overlap flags by Megatron's dest name.
 ASYNC_TP_FLAG = "async_tensor_model_parallel_allreduce"
+PARAM_GATHER_FOLLOWS = (
+    "--overlap-param-gather off: it follows --no-overlap-grad-reduce (Megatron-LM asserts "
+    "the one only with the other)"
+)
+"""What `Flags.resolve` assumed when only --no-overlap-grad-reduce was given."""
 
 
 @dataclass(frozen=True)
@@ -162,12 +167,17 @@ class Flags:
     def resolve(cls, framework: str | None, given: Mapping[str, Any]) -> Flags:
         """The flags a layout runs with under `framework` (None: the generic model): each
         field as `given` (None or absent: not given), else the framework's default
-        (`Framework.defaults`), else this class's."""
+        (`Framework.defaults`), else this class's; the weight gather's overlap, not given,
+        follows the gradient reduce's (Megatron-LM runs it only with that one:
+        `PARAM_GATHER_FOLLOWS`)."""
         chosen = {k: v for k, v in given.items() if v is not None}
         unknown = set(chosen) - {f.name for f in fields(cls)}
         if unknown:
             raise TypeError(f"Flags has no field {', '.join(sorted(unknown))}")
-        return cls(**{**row(framework).defaults, **chosen, "framework": framework})
+        values = {**row(framework).defaults, **chosen, "framework": framework}
+        if "overlap_param_gather" not in chosen and values.get("overlap_grad_reduce") is False:
+            values["overlap_param_gather"] = False
+        return cls(**values)
 
     @property
     def runner(self) -> Framework:

@@ -113,7 +113,7 @@ def fastest_order(request: PlanRequest, layout: Layout, placement: dict[str, Any
     (`Framework.rank_orders`; its default where it cannot run the layout)."""
     runner = request.runner
     group = request.flags.microbatch_group_size_per_vp_stage
-    if frameworks.refusal(runner, layout, group) is not None:
+    if frameworks.refusal(runner, layout, group, request.flags, request.model) is not None:
         return request.flags
     times = {ORDERS[name]: t for name, t in placement["orders_step_time_s"].items()}
     allowed = [o for o in runner.rank_orders if o in times]
@@ -123,10 +123,14 @@ def fastest_order(request: PlanRequest, layout: Layout, placement: dict[str, Any
     return replace(request.flags, order=best)
 
 
-def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
-    """A plan as the JSON row `tierwise plan --json` prints."""
+def plan_row(
+    p: dict[str, Any], cluster: ClusterSpec, flags: Flags | None = None, model: Any = None
+) -> dict[str, Any]:
+    """A plan as the JSON row `tierwise plan --json` prints; `flags`, `model`: what it was
+    priced with (the frameworks listed run the layout with them)."""
     lay = p["layout"]
     layout = Layout(**lay)
+    pipeline = p["pipeline"]
     return {
         **{k: lay[k] for k in PLAN_KEYS},
         "sharding": sharding_name(layout),
@@ -134,7 +138,11 @@ def plan_row(p: dict[str, Any], cluster: ClusterSpec) -> dict[str, Any]:
         "recompute_modules": lay.get("recompute_modules"),
         "recompute_method": lay.get("recompute_method"),
         "recompute_num_layers": lay.get("recompute_num_layers"),
-        "frameworks": frameworks_for(layout, p["pipeline"]["microbatch_group_size"]),
+        "frameworks": frameworks_for(layout, pipeline["microbatch_group_size"], flags, model),
+        "pipeline_schedule": pipeline["schedule"],
+        "microbatch_group_size": pipeline["microbatch_group_size"],
+        "overlap": p["overlap"],
+        "moe_a2a_overlap": None if p["moe"] is None else p["moe"]["a2a_overlap"],
         "gbs": lay["gbs"],
         "seq": lay["seq"],
         "gpus": p["gpus"],

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tierwise import frameworks
 from tierwise.errors import SpecError
 from tierwise.frameworks import DUAL_SCHEDULES, PAIRED_SCHEDULE
 from tierwise.hardware.cluster import ClusterSpec
@@ -166,6 +167,7 @@ def search(
     space = _schedule_runs(space, flags.pipeline_schedule)
     if space.size == 0:
         raise SpecError(why_no_layout(model, cluster, gpus, gbs, seq, dict(fix or {}), framework))
+    space = _runs_flags(space, model, flags, framework)
     # Memory first (cheap): only the layouts that fit are priced.
     breakdown = memory_terms(model, space.arrays, flags)
     memory = breakdown.total_bytes
@@ -204,6 +206,33 @@ def _schedule_runs(space: Space, schedule: str | None) -> Space:
             "micro-batches per pipeline (gbs / (mbs*dp)); no candidate has them: raise --gbs "
             "or fix a smaller pp"
         )
+    return Space({k: v[keep] for k, v in a.items()}, space.product)
+
+
+def _runs_flags(space: Space, model: ModelSpec, flags: Flags, framework: str) -> Space:
+    """The candidates `framework` runs with `flags` (`frameworks.flag_checks`; ``any``
+    prices the generic model, which runs them all); a one-line error naming the rule when
+    none is left."""
+    fw = frameworks.launched(framework)
+    if fw is None:
+        return space
+    a = space.arrays
+    values = {
+        "tp": a["tp"],
+        "sp": a["sp"],
+        "pp": a["pp"],
+        "vpp": a["vpp"],
+        "ep": a["ep"],
+        "full": a["recompute"] == RECOMPUTE["full"],
+        "sharded": a["distributed_optimizer"] | (a["zero"] >= 1),
+        "zero": a["zero"],
+    }
+    keep, reason = frameworks.flags_mask(fw, flags, model, values)
+    if reason is not None:
+        raise SpecError(f"--framework {fw.name}: {reason}")
+    if keep is True:
+        return space
+    keep = np.broadcast_to(np.asarray(keep, dtype=bool), a["tp"].shape)
     return Space({k: v[keep] for k, v in a.items()}, space.product)
 
 

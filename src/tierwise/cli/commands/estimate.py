@@ -16,7 +16,7 @@ from tierwise.cli.output import console, line, print_json, recompute_label, styl
 from tierwise.errors import SpecError
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
-from tierwise.perf.flags import Flags
+from tierwise.perf.flags import PARAM_GATHER_FOLLOWS, Flags
 from tierwise.perf.train_time import TrainRequest
 from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib
 from tierwise.workload.layout import Layout
@@ -114,8 +114,9 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
         flags.pipeline_schedule,
     )
-    check_framework(runner, layout, dp_shard, flags.microbatch_group_size_per_vp_stage)
-    assumed += idle_options(behaviour, flags, layout) + recompute_cap(layout, spec)
+    check_framework(runner, layout, dp_shard, flags, spec)
+    assumed += idle_options(behaviour, flags, layout, spec) + recompute_cap(layout, spec)
+    assumed += overlap_assumed(behaviour, flags, layout, spec)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
@@ -127,12 +128,48 @@ def estimate_command(
     print_estimate(spec.name, cluster_spec, result)
 
 
-def idle_options(behaviour: Behaviour, flags: Flags, layout: Layout) -> list[str]:
+def idle_options(
+    behaviour: Behaviour, flags: Flags, layout: Layout, model: ModelSpec | None = None
+) -> list[str]:
     """One line for each behaviour option given that changes nothing for `layout`."""
     notes = []
+    given = behaviour.given
+    if given.get("tp_comm_overlap") and layout.tp == 1:
+        notes.append("--tp-comm-overlap changes nothing at --tp 1 (no TP collectives)")
+    if given.get("overlap_param_gather") and not (layout.distributed_optimizer or layout.zero):
+        notes.append(
+            "--overlap-param-gather changes nothing without a sharded optimizer (no weight "
+            "gather); the launch leaves it out"
+        )
+    if model is not None and model.moe is None:
+        for name in (
+            "overlap_moe_expert_parallel_comm",
+            "delay_wgrad_compute",
+            "moe_token_dispatcher_type",
+        ):
+            if given.get(name):
+                notes.append(
+                    f"--{name.replace('_', '-')} changes nothing for a dense model; the launch "
+                    "leaves it out"
+                )
+    runner = flags.runner
+    if given.get("overlap_param_gather") is not None and not runner.param_gather_overlap:
+        notes.append(
+            f"--overlap-param-gather changes nothing under {runner.title}: its ZeRO weight "
+            "gather runs after the optimizer step"
+        )
+    if given.get("align_param_gather") is not None and not runner.dp_buckets:
+        notes.append(
+            f"--align-param-gather changes nothing under {runner.title} (Megatron's weight "
+            "buckets only)"
+        )
+    if given.get("overlap_p2p_communication") is not None and layout.vpp == 1:
+        notes.append(
+            "--overlap-p2p-communication changes nothing at --vpp 1 (Megatron overlaps the "
+            "interleaved schedule's sends only)"
+        )
     if flags.legacy_zero3 and layout.zero < 3:
         notes.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
-    given = behaviour.given
     if given.get("scatter_gather_tensors_in_pipeline") and not layout.pipeline_sends_whole:
         notes.append(
             "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "
@@ -141,6 +178,63 @@ def idle_options(behaviour: Behaviour, flags: Flags, layout: Layout) -> list[str
     if given.get("cp_comm") is not None and layout.cp == 1:
         notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
     return notes
+
+
+def overlap_assumed(
+    behaviour: Behaviour, flags: Flags, layout: Layout, model: ModelSpec
+) -> list[str]:
+    """What the estimate assumed of the overlap flags that matter for `layout` and were not
+    given (each framework's own default beside tierwise's where they differ), and what a
+    framework's way of running a given one implies."""
+    given, runner = behaviour.given, flags.runner
+    dp = layout.dp * layout.cp > 1
+    sharded = dp and (layout.distributed_optimizer or layout.zero >= 1)
+    gather = sharded and runner.param_gather_overlap
+    relevant = {
+        "overlap_grad_reduce": dp,
+        "overlap_param_gather": gather,
+        "tp_comm_overlap": layout.tp > 1,
+        "overlap_p2p_communication": layout.vpp > 1,
+        "align_param_gather": gather and layout.vpp > 1 and runner.dp_buckets,
+        "delay_wgrad_compute": model.moe is not None and flags.overlap_moe_expert_parallel_comm,
+    }
+    notes = []
+    if given.get("overlap_grad_reduce") is False and given.get("overlap_param_gather") is None:
+        notes += [PARAM_GATHER_FOLLOWS] if gather else []
+    picked = [
+        name
+        for name, matters in relevant.items()
+        if matters and given.get(name) is None and name not in runner.fixed_flags
+        and not (name == "overlap_param_gather" and given.get("overlap_grad_reduce") is False)
+    ]  # fmt: skip
+    if picked:
+        megatron_like = runner.overlap_asserts or runner is frameworks.GENERIC
+        own = frameworks.MEGATRON_ARGUMENTS if megatron_like else {}
+        differ = [n for n in picked if n in own and own[n] != getattr(flags, n)]
+        text = ", ".join(option_text(n, getattr(flags, n)) for n in picked)
+        note = f"overlap flags not given, priced as {text}"
+        if differ:
+            theirs = ", ".join(option_text(n, own[n]) for n in differ)
+            note += f" (Megatron-LM's own defaults: {theirs}; --emit writes what is priced)"
+        notes.append(note)
+    if runner.tp_overlap_note and flags.tp_comm_overlap and layout.tp > 1:
+        notes.append(f"--tp-comm-overlap: {runner.tp_overlap_note}")
+    if runner is frameworks.GENERIC:
+        group = flags.microbatch_group_size_per_vp_stage
+        if frameworks.frameworks_for(layout, group) and not frameworks.frameworks_for(
+            layout, group, flags, model
+        ):
+            why = "; ".join(
+                f"{n}: {frameworks.refusal(frameworks.TABLE[n], layout, group, flags, model)}"
+                for n in frameworks.LAUNCHED
+            )
+            notes.append(f"the generic model prices flags no launched framework runs here ({why})")
+    return notes
+
+
+def option_text(name: str, value: object) -> str:
+    """A behaviour flag's value as its option (``--x`` / ``--no-x``)."""
+    return f"--{'' if value else 'no-'}{name.replace('_', '-')}"
 
 
 def recompute_cap(layout: Layout, model: ModelSpec) -> list[str]:
@@ -160,11 +254,11 @@ def check_framework(
     runner: frameworks.Framework | None,
     layout: Layout,
     dp_shard: int | None,
-    group: int | None = None,
+    flags: Flags | None = None,
+    model: ModelSpec | None = None,
 ) -> None:
     """One-line errors: HSDP without a framework that runs it, a layout the framework
-    cannot run (its table row's reason; `group`: --microbatch-group-size-per-virtual-
-    pipeline-stage)."""
+    cannot run, or cannot run with `flags` (its table row's reason, `frameworks.refusal`)."""
     if runner is None and dp_shard is not None:
         hsdp = [n for n in frameworks.LAUNCHED if frameworks.TABLE[n].hsdp]
         raise SpecError(
@@ -172,7 +266,7 @@ def check_framework(
             f"data_parallel_shard_degree); add --framework {' or '.join(hsdp)}"
         )
     if runner is not None:
-        frameworks.check_runs(runner, layout, group=group)
+        frameworks.check_runs(runner, layout, flags=flags, model=model)
 
 
 def add_run_facts(result: dict, cluster: ClusterSpec, mem_headroom: str, train: Any) -> None:

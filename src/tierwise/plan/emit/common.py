@@ -3,7 +3,7 @@ where a model's Hugging Face files (tokenizer, config) live."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tierwise import frameworks
 from tierwise.errors import SpecError
@@ -27,10 +27,12 @@ def refuse(kind: str, reason: str) -> SpecError:
     return SpecError(f"--emit {kind}: {reason}")
 
 
-def check_runs(fw: frameworks.Framework, layout: Layout, group: int | None = None) -> None:
-    """Refuse, in one line, a layout the framework cannot run (its table row's reason;
-    `group`: --microbatch-group-size-per-virtual-pipeline-stage)."""
-    reason = frameworks.refusal(fw, layout, group)
+def check_runs(
+    fw: frameworks.Framework, layout: Layout, flags: Any = None, model: Any = None
+) -> None:
+    """Refuse, in one line, a layout the framework cannot run, or cannot run with the
+    behaviour flags `flags` of `model` (its table row's reason, `frameworks.refusal`)."""
+    reason = frameworks.refusal(fw, layout, None, flags, model)
     if reason is not None:
         raise refuse(str(fw.emitter), reason)
 

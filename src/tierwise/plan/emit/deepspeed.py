@@ -35,8 +35,8 @@ def deepspeed_config(layout: Layout, flags: Flags | None = None) -> dict[str, An
     pipeline stages and whether its sends are partitioned over the model-parallel ranks
     (`flags`, DeepSpeed's defaults when None), and an fp32 gradient reduce where the layout
     has fp32 grads."""
-    check_runs(FW, layout)
     flags = flags or Flags.resolve(FW.name, {})
+    check_runs(FW, layout, flags)
     partitioned = flags.scatter_gather_tensors_in_pipeline
     reduce = {} if layout.grad_reduce_bf16 else {"communication_data_type": "fp32"}
     return {
@@ -47,7 +47,8 @@ def deepspeed_config(layout: Layout, flags: Flags | None = None) -> dict[str, An
         "bf16": {"enabled": True},
         "zero_optimization": {
             "stage": zero_stage(layout),
-            "overlap_comm": True,
+            # the gradient reduce overlapped with backward, as priced (--overlap-grad-reduce)
+            "overlap_comm": flags.overlap_grad_reduce,
             "contiguous_gradients": True,
         },
         "activation_checkpointing": {
@@ -70,5 +71,5 @@ def config_text(model: ModelSpec, layout: Layout, flags: Flags) -> str:
 def launch(model: ModelSpec, layout: Layout, flags: Flags) -> Launch:
     """The user's script with DeepSpeed's config arguments, started by the deepspeed
     launcher (which runs srun itself: `tierwise.plan.emit.slurm`)."""
-    check_runs(FW, layout)
+    check_runs(FW, layout, flags)
     return Launch({}, [SCRIPT, "--deepspeed", f"--deepspeed_config {FILE}"], str(FW.launcher), FILE)

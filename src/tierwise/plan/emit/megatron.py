@@ -281,6 +281,8 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
     args = []
     if flags.cuda_graphs:
         args.append("--enable-cuda-graph")
+    # Every overlap the plan priced (`frameworks.flag_checks` refused those Megatron asserts
+    # against): the param gather only with the grad reduce, TP overlap only with SP.
     if flags.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
         if flags.overlap_param_gather and layout.distributed_optimizer:
@@ -294,7 +296,7 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
         args.append(f"--microbatch-group-size-per-virtual-pipeline-stage {group}")
     if layout.cp > 1:
         args.append(f"--cp-comm-type {flags.cp_comm}")
-    if flags.tp_comm_overlap and layout.tp > 1 and layout.sp_enabled:
+    if flags.tp_comm_overlap and layout.tp > 1:  # (at tp 1 Megatron turns SP off, then asserts)
         args.append("--tp-comm-overlap")
     if flags.attention_backend != "flash":
         args.append(f"--attention-backend {flags.attention_backend}")
@@ -306,8 +308,8 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
             args.append(f"--moe-expert-capacity-factor {model.moe.capacity_factor:g}")
         if flags.overlap_moe_expert_parallel_comm:
             args.append("--overlap-moe-expert-parallel-comm")
-    if flags.delay_wgrad_compute:
-        args.append("--delay-wgrad-compute")
+        if flags.delay_wgrad_compute:  # (priced for the expert all-to-all alone)
+            args.append("--delay-wgrad-compute")
     order = ORDER_FLAG.get(tuple(flags.order))
     if order is not None:
         args.append(order)
@@ -316,7 +318,7 @@ def _behaviour_args(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]
 
 def megatron_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> list[str]:
     """Megatron-LM ``pretrain_gpt.py`` arguments for the layout and model shape."""
-    check_runs(FW, layout, flags.microbatch_group_size_per_vp_stage)
+    check_runs(FW, layout, flags, model)
     if tuple(flags.order) not in (Flags().order, *ORDER_FLAG):
         raise refuse(KIND, f"rank order {'-'.join(flags.order)}: Megatron-LM runs tp-cp-ep-dp-pp "
                      "or, with --use-tp-pp-dp-mapping, tp-cp-ep-pp-dp")  # fmt: skip

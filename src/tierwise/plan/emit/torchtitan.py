@@ -47,6 +47,15 @@ AC_SUBCOMMAND = {
     "full": "activation-checkpoint:full",
 }
 """tyro subcommands of ``Trainer.Config.activation_checkpoint`` (FullAC, SelectiveAC)."""
+ASYNC_TP = [
+    "--compile.enable",
+    "--compile.components model,loss",
+    "--compile.enable_async_tensor_parallel",
+]
+"""torchtitan 0.3.0's async TP (``--tp-comm-overlap``): CompileConfig asserts it runs only
+under torch.compile with "model" in compile.components (a comma-separated list to its
+ConfigManager); tierwise does not price the compiled kernels' other speed-ups."""
+NO_ASYNC_TP = ["--compile.no_enable_async_tensor_parallel"]
 EMBEDDING, FINAL = ["tok_embeddings"], ["norm", "lm_head"]
 """Module FQNs of the first and last model parts (pipeline_parallel._pipeline_module_split)."""
 
@@ -94,7 +103,7 @@ def _pipeline(model: ModelSpec, layout: Layout, flags: Flags) -> list[str]:
 def torchtitan_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) -> list[str]:
     """``--module``, ``--config``, the overrides and the activation-checkpointing
     subcommand (last: tyro reads its options after it)."""
-    check_runs(FW, layout)
+    check_runs(FW, layout, flags, model)
     if layout.fp8_recipe not in (None, *(FW.fp8_recipes or ())):
         raise refuse(KIND, f"fp8_recipe={layout.fp8_recipe}: torchao's float8 runs tensorwise")
     module, config = registered(model, layout.dtype)
@@ -123,6 +132,8 @@ def torchtitan_args(model: ModelSpec, layout: Layout, flags: Flags = Flags()) ->
         args.append(f"--parallelism.fsdp_reshard_after_forward {reshard}")
     if layout.tp > 1 and not layout.sp_enabled:
         args.append("--parallelism.no_enable_sequence_parallel")
+    if layout.tp > 1:  # async TP as priced (llama3_405b's registered config turns it on)
+        args += ASYNC_TP if flags.tp_comm_overlap else NO_ASYNC_TP
     if flags.moe_router_force_load_balancing and model.moe is not None:
         args.append("--debug.moe_force_load_balance")
     return [*args, *_pipeline(model, layout, flags), AC_SUBCOMMAND[layout.recompute]]

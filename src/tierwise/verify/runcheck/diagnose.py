@@ -117,9 +117,10 @@ WHAT_IFS = (
         lambda r: r.with_flags(tp_comm_overlap=True),
         "tensor-parallel communication is not overlapped with the GEMMs",
         "add --tp-comm-overlap (Transformer Engine userbuffers; needs --sequence-parallel)",
-        (
-            "--parallelism.enable_async_tensor_parallel",
-            "add --parallelism.enable_async_tensor_parallel (with --compile.enable)",
+        (  # torchtitan 0.3.0 CompileConfig: async TP only under torch.compile of the model
+            "--compile.enable_async_tensor_parallel",
+            "add --compile.enable_async_tensor_parallel (with --compile.enable and model in "
+            "--compile.components; needs sequence parallelism)",
         ),
     ),
     _WhatIf(
@@ -179,14 +180,27 @@ WHAT_IFS = (
 )
 
 
+def _flag_refusals(run: PricedRun) -> set[str]:
+    """The rules of the run's framework its flags break (`frameworks.flag_checks`)."""
+    row = frameworks.row(run.flags.framework)
+    values = frameworks.layout_values(run.layout)
+    return {
+        why for failed, why in frameworks.flag_checks(row, run.flags, run.model, values) if failed
+    }
+
+
 def _what_ifs(run: PricedRun, base: dict[str, Any]) -> list[RunFinding]:
     step = base["step_time_s"]
     out = []
+    refused = _flag_refusals(run)
     for w in WHAT_IFS:
         if not w.applies(run):
             continue
+        changed = w.change(run)
+        if _flag_refusals(changed) - refused:  # a change the run's framework would refuse
+            continue
         try:
-            alt = predict(w.change(run))
+            alt = predict(changed)
         except SpecError:
             continue
         saved = step - alt["step_time_s"]

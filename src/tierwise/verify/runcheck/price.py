@@ -216,12 +216,15 @@ def _flags(record: RunRecord, layout: Layout, assumed: list[str]) -> Flags:
         for key, default in known.argument_defaults.items():
             if key == "use_distributed_optimizer":
                 continue  # a layout field (_layout)
+            why = f"{whose}; not in the log"
+            if key not in s and key in known.unstated:  # a release before the option
+                default, why = known.unstated[key]
             values[key] = s.get(key, default)
             relevant = (key != "tp_comm_overlap" or layout.tp > 1) and (
                 key != "align_param_gather" or layout.pp > 1
             )
             if key not in s and relevant and (key != "moe_token_dispatcher_type" or layout.ep > 1):
-                assumed.append(f"{key} {default} ({whose}; not in the log)")
+                assumed.append(f"{key} {default} ({why})")
     else:
         for key in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap"):
             if isinstance(s.get(key), bool):
