@@ -167,6 +167,7 @@ LAYOUT_FLAGS = {
         "distributed_optimizer": DistOptOpt,
         "grad_reduce_bf16": GradBf16Opt,
         "pp_layers": PpLayersOpt,
+        "mtp_rank": PpLayoutOpt,  # where a layout string places m apart from the loss
         "dp_shard_degree": DpShardOpt,
     }.items()
 }
