@@ -53,6 +53,9 @@ def test_plan_shards_inside_the_node_when_full_sharding_gathers_over_a_slow_nic(
     shard = group_ranks(degrees(lay), ORDERS["tp-cp-ep-dp-pp"], "dpshard")
     assert list(shard) == list(range(8))  # node 0's GPUs: the gathers stay on NVLink
     assert best["comm_tiers"]["dp"] == "intra"
+    mapped = {m["kind"]: m for m in out["mapping"]}  # torchtitan's mesh names
+    assert (mapped["dp_shard"]["tier"], mapped["dp_shard"]["nodes_per_group"]) == ("intra", 1)
+    assert (mapped["dp_replicate"]["size"], mapped["dp_replicate"]["tier"]) == (2, "leaf")
     full = [p for p in out["plans"] if p["dp_shard"] is None and p["recompute"] == "none"]
     assert full and full[0]["comm_tiers"]["dp"] == "leaf"  # across the nodes
     assert full[0]["step_time_s"] > 2 * best["step_time_s"]  # 38 B against 0.5 B per param
@@ -105,8 +108,8 @@ def test_search_tries_the_node_leaf_and_pod_of_a_three_level_tree() -> None:
     fsdp = a["zero"] >= 2
     # full sharding (2048), one node (8), one leaf (256), one pod (1024 GPUs)
     assert sorted(set(a["dp_shard"][fsdp])) == [8, 256, 1024, 2048]
-    terms = estimate_batch(model, cluster, a, Flags.resolve("torchtitan", {}))
     flags = Flags.resolve("torchtitan", {})
+    terms = estimate_batch(model, cluster, a, flags)
     for i in range(space.size):  # the batch prices each as estimate does
         layout = layout_at(a, i, model.layers)
         assert layout.dp_shard_degree == (a["dp_shard"][i] if a["dp_shard"][i] < 2048 else None)
