@@ -354,10 +354,12 @@ def _hsdp_tiers(cluster: ClusterSpec, fix: Mapping[str, str], fw: Framework) -> 
 
 
 def hsdp_degrees(tier_gpus: int, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """The HSDP shard degree that keeps a replica's shard group (cp x dp_shard ranks of each
-    tp rank, dp inside tp*cp: torchtitan's mesh pp, dp_replicate, dp_shard, cp, tp) within
-    `tier_gpus` GPUs: the largest power of two dividing dp with dp_shard*tp*cp <= tier_gpus
-    (0 where tp*cp alone exceeds it)."""
+    """The HSDP shard degree whose replica (the tp*cp*dp_shard consecutive ranks of one
+    shard group: torchtitan's mesh is pp, dp_replicate, dp_shard, cp, tp, outermost first)
+    spans at most `tier_gpus` GPUs: the largest power of two dividing dp with
+    dp_shard*tp*cp <= tier_gpus (0 where tp*cp alone exceeds it). The groups lie inside one
+    tier where its size is a multiple of theirs (not always in a 72-GPU NVL72 domain, which
+    the estimate then prices as crossing)."""
     per = tier_gpus // (tp * cp)
     power = 2 ** np.floor(np.log2(np.maximum(per, 1))).astype(np.int64)
     return np.where(per >= 1, np.gcd(dp, power), 0)
