@@ -158,15 +158,10 @@ def build_space(
     fw = launched(framework)
     if fw is None:
         return _any_space(model, cluster, gpus, gbs, seq, fix, group)
-    sharded = _hsdp_tiers(cluster, fix, fw) if hsdp else None
     tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts = _degree_options(model, gpus, fix, fw)
     rc_codes, rc_masks, rc_block = _recompute_options(model, fix, fw)
     shard_opts = _shard_options(fix, fw, shardings)
-    if "dp_shard" in fix and all(zero < 2 for zero, _ in shard_opts):
-        raise SpecError(
-            f"--fix: dp_shard={fix['dp_shard']} (HSDP) needs FSDP: zero 2 or 3 "
-            f"({fw.name}'s {', '.join(n for n in SHARDING if SHARDING[n] in shard_opts)} is not)"
-        )
+    sharded = _hsdp_tiers(cluster, fix, fw, shard_opts) if hsdp else None
     codes = _precision_codes(cluster, fix, fw)
     grad16 = _flag(fix, "grad_reduce_bf16", fw.grad_reduce_bf16[0])
     if grad16 not in fw.grad_reduce_bf16:
@@ -325,11 +320,17 @@ class Hsdp:
         return 1 if self.fixed is not None else len(self.tiers) + 1
 
 
-def _hsdp_tiers(cluster: ClusterSpec, fix: Mapping[str, str], fw: Framework) -> Hsdp | None:
+def _hsdp_tiers(
+    cluster: ClusterSpec,
+    fix: Mapping[str, str],
+    fw: Framework,
+    shard_opts: tuple[tuple[int, bool], ...],
+) -> Hsdp | None:
     """What HSDP a framework's space searches (None: it has none, and a fixed dp_shard is a
-    one-line error naming what is allowed): the fixed degree, or a degree per tier of the
-    cluster, smallest first: one NVLink domain, one leaf and one pod where it has several
-    (torchtitan's usual recipe: shard inside a fast tier, replicate across the slower)."""
+    one-line error naming what is allowed; so is one without FSDP among `shard_opts`): the
+    fixed degree, or a degree per tier of the cluster, smallest first: one NVLink domain, one
+    leaf and one pod where it has several (torchtitan's usual recipe: shard inside a fast
+    tier, replicate across the slower)."""
     if not fw.hsdp:
         if "dp_shard" in fix:
             hsdp = ", ".join(TABLE[n].name for n in LAUNCHED if TABLE[n].hsdp)
@@ -342,6 +343,12 @@ def _hsdp_tiers(cluster: ClusterSpec, fix: Mapping[str, str], fw: Framework) -> 
         shard = _ints(fix, "dp_shard", ())[0]
         if "dp" in fix and _ints(fix, "dp", ())[0] % shard:
             raise SpecError(f"--fix: dp_shard={shard} must divide dp ({fix['dp']})")
+        if all(zero < 2 for zero, _ in shard_opts):
+            schemes = ", ".join(n for n in SHARDING if SHARDING[n] in shard_opts)
+            raise SpecError(
+                f"--fix: dp_shard={shard} (HSDP) needs FSDP: zero 2 or 3 ({fw.name}'s "
+                f"{schemes} is not)"
+            )
         return Hsdp(fixed=shard)
     node = cluster.gpus_per_node
     leaf = cluster.nodes_per_leaf * node
