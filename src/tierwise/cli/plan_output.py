@@ -61,6 +61,8 @@ def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) 
     r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
     r["runs in"] = ", ".join(r["frameworks"])
     r["recompute"] = recompute_label(r)
+    if r["dp_shard"]:  # HSDP: sharded over dp_shard ranks, replicated dp/dp_shard times
+        r["sharding"] = f"{r['sharding']} hsdp {r['dp_shard']}x{r['dp'] // r['dp_shard']}"
     if r["pp_layers"]:  # uneven split: first and last stage's layers
         r["pp"] = f"{r['pp']} ({r['pp_layers'][0]}..{r['pp_layers'][-1]})"
     cost = (r["gpus"], f"{r['tokens_per_dollar']:,.0f}") if by_cost else ()

@@ -60,7 +60,9 @@ def batch_comm(
     import numpy as np
 
     # One integer per degree tuple (mixed radix): a 1-D unique is far cheaper than a row one.
-    columns = [np.asarray(arrays[k], dtype=np.int64) for k in ("tp", "cp", "ep", "dp", "pp")]
+    # (HSDP's dp_shard where the layouts carry it: Degrees' next field)
+    keys = ("tp", "cp", "ep", "dp", "pp", "dp_shard")[: 5 + ("dp_shard" in arrays)]
+    columns = [np.asarray(arrays[k], dtype=np.int64) for k in keys]
     dims = tuple(int(c.max()) + 1 for c in columns)
     uniq, inverse = np.unique(np.ravel_multi_index(columns, dims), return_inverse=True)
     rows = np.stack(np.unravel_index(uniq, dims), axis=1)

@@ -37,7 +37,13 @@ from tierwise.workload.flops import (
     mtp_flops,
     pos,
 )
-from tierwise.workload.memory import GiB, MemoryBreakdown, main_grad_bytes, memory_batch
+from tierwise.workload.memory import (
+    GiB,
+    MemoryBreakdown,
+    main_grad_bytes,
+    memory_batch,
+    replica_fields,
+)
 from tierwise.workload.precision import FORMATS, ByCode, peak_of
 from tierwise.workload.recompute import DEFAULT_MASK, framework_mask
 from tierwise.workload.spec import ModelSpec
@@ -56,16 +62,6 @@ def _format_peaks(gpu: GPU) -> ByCode:
     return ByCode(peak_of(gpu, code) or gpu.peak_bf16_tflops for code in range(len(FORMATS)))
 
 
-def memory_fields(f: dict[str, Any]) -> dict[str, Any]:
-    """The layout fields `memory_batch` takes: an HSDP layout holds what FSDP over its
-    dp_shard ranks holds (same micro-batches in flight)."""
-    if "dp_shard" not in f:
-        return f
-    shard = f["dp_shard"]
-    fields = {k: v for k, v in f.items() if k != "dp_shard"}
-    return fields | {"dp": shard, "gbs": f["gbs"] * shard // f["dp"]}
-
-
 def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> MemoryBreakdown:
     """Bytes per GPU of each layout as `step_terms` counts them (a `memory_batch` result):
     cheap beside the step time, so a search prunes on it before pricing."""
@@ -75,7 +71,7 @@ def memory_terms(m: ModelSpec, f: dict[str, Any], flags: Flags = Flags()) -> Mem
     flash = flags.flash_attention
     return memory_batch(
         m,
-        **memory_fields(f),
+        **replica_fields(f),
         flash_attention=flash,
         dropout=not flash,
         low_precision_params=flags.fp8_param_gather and runner.low_precision_param_gather,

@@ -17,19 +17,32 @@ from tierwise.perf.groups import (
     placement_for,
     worst_group,
 )
-from tierwise.workload.layout import Layout
+from tierwise.workload.layout import Layout, hsdp_fields
 
 MAPPED_KINDS = {"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "pp": "pp"}
+HSDP_KINDS = {"dp_shard": "dpshard", "dp_replicate": "dprep"}
+"""An HSDP layout's groups too, by torchtitan's mesh names: the cp x dp_shard ranks that
+shard one replica (its weight gathers and gradient reduce-scatters), and one rank of each
+replica (its gradient all-reduce)."""
+
+
+def _degrees(layout: Layout) -> Degrees:
+    return Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp, **hsdp_fields(layout))
+
+
+def _kinds(d: Degrees) -> dict[str, str]:
+    """The mapped group names and their kinds (HSDP's where the layout has it)."""
+    return MAPPED_KINDS | HSDP_KINDS if d.dp_shard else MAPPED_KINDS
 
 
 def process_groups(
     layout: Layout, order: tuple[str, ...] = DEFAULT_ORDER
 ) -> dict[str, list[list[int]]]:
     """Every group of each kind as lists of global ranks (groups of size 1 are omitted)."""
-    d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    d = _degrees(layout)
     out: dict[str, list[list[int]]] = {}
-    for name, kind in MAPPED_KINDS.items():
-        if getattr(d, kind) < 2:
+    for name, kind in _kinds(d).items():
+        if d.group_size(kind) < 2:
             continue
         _, first, inverse = np.unique(
             group_ids(d, order, kind), return_index=True, return_inverse=True
@@ -73,11 +86,11 @@ def group_summary(
     its slowest stage boundary; dp: the dp x cp gradient group): its GPUs, the nodes, leaves
     and pods it spans, and how many of those groups (`priced_groups`) span more than one
     pod (> 0 exactly where the tier is core)."""
-    d = Degrees(layout.tp, layout.cp, layout.ep, layout.dp, layout.pp)
+    d = _degrees(layout)
     placement = placement_for(cluster, scatter)
     rows = []
     for name, groups in process_groups(layout, order).items():
-        kind = "dpcp" if name == "dp" and layout.cp > 1 else MAPPED_KINDS[name]
+        kind = "dpcp" if name == "dp" and layout.cp > 1 else _kinds(d)[name]
         shape = group_shape_of(cluster, d, kind, order, scatter)
         worst = worst_group(cluster, d, kind, order, scatter)
         if kind == "pp":  # the pipeline holding the slowest pair, and the pipelines crossing

@@ -134,6 +134,9 @@ def plan_row(
     return {
         **{k: lay[k] for k in PLAN_KEYS},
         "sharding": sharding_name(layout),
+        # HSDP: the dp ranks sharding one replica (torchtitan's data_parallel_shard_degree);
+        # null where the states are sharded over every dp rank or not at all
+        "dp_shard": lay.get("dp_shard_degree"),
         "pp_layers": lay.get("pp_layers"),
         "recompute_modules": lay.get("recompute_modules"),
         "recompute_method": lay.get("recompute_method"),

@@ -57,6 +57,8 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
     share = float(arrays["recompute_share"][i]) if "recompute_share" in arrays else 1.0
     block = round(share * layers / (pp * int(arrays["vpp"][i]))) if share < 1 else None
     full = arrays["recompute"][i] == RECOMPUTE["full"]
+    dp = int(arrays["dp"][i])
+    shard = int(arrays["dp_shard"][i]) if "dp_shard" in arrays else dp
     return Layout(
         tp=int(arrays["tp"][i]),
         cp=int(arrays["cp"][i]),
@@ -64,7 +66,7 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
         pp=pp,
         pp_layers=(first, *[middle] * (pp - 2), last) if uneven else None,
         vpp=int(arrays["vpp"][i]),
-        dp=int(arrays["dp"][i]),
+        dp=dp,
         mbs=int(arrays["mbs"][i]),
         gbs=int(arrays["gbs"][i]),
         seq=int(arrays["seq"][i]),
@@ -78,6 +80,7 @@ def layout_at(arrays: Mapping[str, np.ndarray], i: int, layers: int) -> Layout:
         grad_reduce_bf16=bool(arrays["grad_reduce_bf16"][i]),
         dtype=dtype,
         fp8_recipe=recipe,
+        dp_shard_degree=shard if shard < dp else None,  # HSDP (`space.hsdp_degrees`)
     )
 
 
@@ -107,7 +110,11 @@ def effective_tokens_per_s(
     their share (tokens/s x ETTR, `tierwise.perf.train_time`), per candidate."""
     world = arrays["tp"] * arrays["cp"] * arrays["pp"] * arrays["dp"]
     replicas = state_replicas(
-        arrays["zero"], arrays["distributed_optimizer"], arrays["dp"], arrays["cp"]
+        arrays["zero"],
+        arrays["distributed_optimizer"],
+        arrays["dp"],
+        arrays["cp"],
+        arrays.get("dp_shard", 0),
     )
     saved = checkpoint_bytes_per_gpu(terms["memory"].optimizer, replicas)
     t = checkpoint_terms(cluster, saved, world, interval_min)

@@ -48,8 +48,8 @@ FIX_HELP = (
     "every layer, or of the first 1-2 of each virtual stage); zero=0|1|2|3 (1 includes "
     f"Megatron's distributed optimizer); sharding={'|'.join(SHARDING)}; "
     f"dtype={'|'.join(DTYPES)}|any (default bf16); fp8_recipe={'|'.join(FP8_RECIPES)}; "
-    "sp, grad_reduce_bf16=true|false. "
-    "E.g. tp=8,pp=4."
+    "sp, grad_reduce_bf16=true|false; dp_shard (HSDP: the dp ranks sharding one replica, "
+    "dividing dp; torchtitan's data_parallel_shard_degree). E.g. tp=8,pp=4."
 )
 """The `--fix` help of plan and sweep: the keys of `FIXABLE` and their values."""
 FIXABLE = (
@@ -68,6 +68,7 @@ FIXABLE = (
     "sp",
     "grad_reduce_bf16",
     "sharding",
+    "dp_shard",
 )
 
 
@@ -147,10 +148,12 @@ def build_space(
     framework: str = ANY,
     shardings: tuple[str, ...] | None = None,
     group: int | None = None,
+    hsdp: bool = True,
 ) -> Space:
     """All valid candidate layouts (arrays in the `*_batch` functions' keyword form) that
     `framework` can run (`shardings`: the schemes searched instead of its default ones;
-    `group`: --microbatch-group-size-per-virtual-pipeline-stage, `interleave_runs`)."""
+    `group`: --microbatch-group-size-per-virtual-pipeline-stage, `interleave_runs`; `hsdp`:
+    HSDP degrees searched where the framework runs it, `hsdp_degrees`)."""
     fix = dict(fix or {})
     fw = launched(framework)
     if fw is None:
@@ -158,6 +161,7 @@ def build_space(
     tp_opts, cp_opts, pp_opts, vpp_opts, mbs_opts, ep_opts = _degree_options(model, gpus, fix, fw)
     rc_codes, rc_masks, rc_block = _recompute_options(model, fix, fw)
     shard_opts = _shard_options(fix, fw, shardings)
+    sharded = _hsdp_tiers(cluster, fix, fw, shard_opts) if hsdp else None
     codes = _precision_codes(cluster, fix, fw)
     grad16 = _flag(fix, "grad_reduce_bf16", fw.grad_reduce_bf16[0])
     if grad16 not in fw.grad_reduce_bf16:
@@ -180,6 +184,8 @@ def build_space(
     )
     if "dp" in fix:
         ok &= dp == _ints(fix, "dp", ())[0]
+    if "dp_shard" in fix:  # HSDP's shard degree divides dp
+        ok &= dp % _ints(fix, "dp_shard", ())[0] == 0
     if model.moe is not None:
         ok &= model.moe.expert_ffn_hidden % tp == 0
     rest = {
@@ -194,12 +200,16 @@ def build_space(
         if fw.uneven_pp and any(model.layers % p for p in pp[ok])
         else SPLITS[:1],
     }
+    if sharded is not None:  # full sharding (0), then HSDP within each tier (`hsdp_degrees`)
+        rest["hsdp"] = range(sharded.options)
     product = len(ok) * math.prod(len(a) for a in rest.values())
     zero_of = np.array([s[0] for s in shard_opts])
     rules = _rules(
         model.layers, gbs, fw, "vpp" in fix, zero_of, (rc_masks, rc_block), np.array(codes), group
     )
     degrees = {"tp": tp[ok], "cp": cp[ok], "pp": pp[ok], "dp": dp[ok]}
+    if sharded is not None:
+        rules["hsdp"] = _hsdp_rule(sharded, zero_of)
     rows = _pruned_product(degrees, rest, rules)
     n = len(rows["tp"])
     first_u, last_u = uneven_split(model.layers, rows["pp"])
@@ -221,6 +231,8 @@ def build_space(
         "first_stage_layers": np.where(uneven, first_u, even_layers),
         "last_stage_layers": np.where(uneven, last_u, even_layers),
     }
+    if sharded is not None:
+        arrays["dp_shard"] = _hsdp_column(sharded, rows)
     return Space(arrays, product)
 
 
@@ -291,6 +303,105 @@ def _rules(
         ),
         "ends_short": lambda r: np.where(r["ends_short"] == 1, short(r), even(r)),
     }
+
+
+@dataclass(frozen=True)
+class Hsdp:
+    """HSDP searched: full sharding and the shard degree of each tier (`tiers`: the GPUs of
+    one NVLink domain, leaf and pod), or the one `fixed` by ``--fix dp_shard``."""
+
+    tiers: tuple[int, ...] = ()
+    fixed: int | None = None
+
+    @property
+    def options(self) -> int:
+        """Options on the product's ``hsdp`` axis: the fixed degree, or full sharding and
+        one per tier."""
+        return 1 if self.fixed is not None else len(self.tiers) + 1
+
+
+def _hsdp_tiers(
+    cluster: ClusterSpec,
+    fix: Mapping[str, str],
+    fw: Framework,
+    shard_opts: tuple[tuple[int, bool], ...],
+) -> Hsdp | None:
+    """What HSDP a framework's space searches (None: it has none, and a fixed dp_shard is a
+    one-line error naming what is allowed; so is one without FSDP among `shard_opts`): the
+    fixed degree, or a degree per tier of the cluster, smallest first: one NVLink domain, one
+    leaf and one pod where it has several (torchtitan's usual recipe: shard inside a fast
+    tier, replicate across the slower)."""
+    if not fw.hsdp:
+        if "dp_shard" in fix:
+            hsdp = ", ".join(TABLE[n].name for n in LAUNCHED if TABLE[n].hsdp)
+            raise SpecError(
+                f"--fix: dp_shard={fix['dp_shard']}; {fw.title} has no HSDP (it shards over "
+                f"every dp rank): allowed: no dp_shard, or --framework {hsdp}"
+            )
+        return None
+    if "dp_shard" in fix:
+        shard = _ints(fix, "dp_shard", ())[0]
+        if "dp" in fix and _ints(fix, "dp", ())[0] % shard:
+            raise SpecError(f"--fix: dp_shard={shard} must divide dp ({fix['dp']})")
+        if all(zero < 2 for zero, _ in shard_opts):
+            schemes = ", ".join(n for n in SHARDING if SHARDING[n] in shard_opts)
+            raise SpecError(
+                f"--fix: dp_shard={shard} (HSDP) needs FSDP: zero 2 or 3 ({fw.name}'s "
+                f"{schemes} is not)"
+            )
+        return Hsdp(fixed=shard)
+    node = cluster.gpus_per_node
+    leaf = cluster.nodes_per_leaf * node
+    tiers = [cluster.domain_gpus]
+    if cluster.leaves > 1:
+        tiers.append(leaf)
+    if cluster.pods > 1:
+        tiers.append(cluster.leaves_per_pod * leaf)
+    return Hsdp(tiers=tuple(sorted(set(tiers))))
+
+
+def hsdp_degrees(tier_gpus: int, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """The HSDP shard degree whose replica (the tp*cp*dp_shard consecutive ranks of one
+    shard group: torchtitan's mesh is pp, dp_replicate, dp_shard, cp, tp, outermost first)
+    spans at most `tier_gpus` GPUs: the largest power of two dividing dp with
+    dp_shard*tp*cp <= tier_gpus (0 where tp*cp alone exceeds it). The groups lie inside one
+    tier where its size is a multiple of theirs (not always in a 72-GPU NVL72 domain, which
+    the estimate then prices as crossing)."""
+    per = tier_gpus // (tp * cp)
+    power = 2 ** np.floor(np.log2(np.maximum(per, 1))).astype(np.int64)
+    return np.where(per >= 1, np.gcd(dp, power), 0)
+
+
+def _hsdp_rule(hsdp: Hsdp, zero_of: np.ndarray) -> Rule:
+    """Which ``hsdp`` options a row keeps: a fixed degree dividing dp (below dp only with
+    FSDP); full sharding always; a tier's degree where FSDP runs (zero 2 or 3), it lies
+    between 2 and dp - 1 and differs from the tier below's (1 is DDP, dp full sharding)."""
+
+    def rule(r: dict[str, np.ndarray]) -> np.ndarray:
+        dp, option, fsdp = r["dp"], r["hsdp"], zero_of[r["shard"]] >= 2
+        if hsdp.fixed is not None:
+            return (dp % hsdp.fixed == 0) & ((hsdp.fixed == dp) | fsdp)
+        keep = option == 0
+        below = np.zeros_like(dp)
+        for i, tier in enumerate(hsdp.tiers, 1):
+            degree = hsdp_degrees(tier, r["tp"], r["cp"], dp)
+            keep |= (option == i) & fsdp & (degree >= 2) & (degree < dp) & (degree != below)
+            below = degree
+        return keep
+
+    return rule
+
+
+def _hsdp_column(hsdp: Hsdp, rows: dict[str, np.ndarray]) -> np.ndarray:
+    """Each kept row's dp_shard: the fixed degree, dp (full sharding) or its tier's degree."""
+    dp = rows["dp"]
+    if hsdp.fixed is not None:
+        return np.full(len(dp), hsdp.fixed, dtype=np.int64)
+    out = dp.copy()
+    for i, tier in enumerate(hsdp.tiers, 1):
+        chosen = rows["hsdp"] == i
+        out[chosen] = hsdp_degrees(tier, rows["tp"][chosen], rows["cp"][chosen], dp[chosen])
+    return out
 
 
 def _degree_options(
@@ -453,6 +564,12 @@ def _any_space(
             key=lambda s: s == "ddp",
         )
     )
+    if "dp_shard" in fix:  # priced by one framework's FSDP, not the generic model's
+        hsdp = " or ".join(n for n in LAUNCHED if TABLE[n].hsdp)
+        raise SpecError(
+            f"--fix: dp_shard={fix['dp_shard']}: HSDP is a framework's (torchtitan's "
+            f"data_parallel_shard_degree); add --framework {hsdp}"
+        )
     names = (fix["sharding"],) if "sharding" in fix else searched
     if names[0] not in schemes_any:
         raise SpecError(f"--fix: sharding={names[0]!r}; allowed: {', '.join(SHARDING)}")
@@ -463,7 +580,9 @@ def _any_space(
         if not schemes:
             continue
         try:
-            spaces.append(build_space(model, cluster, gpus, gbs, seq, fix, name, schemes, group))
+            spaces.append(
+                build_space(model, cluster, gpus, gbs, seq, fix, name, schemes, group, hsdp=False)
+            )
         except SpecError as exc:  # a fix this framework cannot run: the others may
             errors[name] = str(exc).removeprefix("--fix: ")
     if spaces:

@@ -205,11 +205,13 @@ def fastest_run(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 def layout_summary(layout: Mapping[str, Any]) -> dict[str, Any]:
     """The degrees and per-step choices of a plan's layout, for sweep rows (Megatron's
-    recompute modules where the plan names them)."""
+    recompute modules and HSDP's shard degree where the plan has them)."""
     keys = ("tp", "cp", "ep", "pp", "vpp", "dp", "mbs", "recompute", "zero", "dtype")
     summary = {k: layout[k] for k in keys}
     if layout.get("recompute_modules"):
         summary["recompute_modules"] = list(layout["recompute_modules"])
+    if layout.get("dp_shard_degree"):  # HSDP: the dp ranks sharding one replica
+        summary["dp_shard"] = layout["dp_shard_degree"]
     return summary
 
 

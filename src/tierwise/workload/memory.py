@@ -708,6 +708,16 @@ def _dual_ranks(
     return [(first, 0, True), (last, pp - 1, True), (middle, 1, pp > 2)]
 
 
+def replica_fields(f: dict[str, Any]) -> dict[str, Any]:
+    """The layout fields `memory_batch` takes: an HSDP layout (``dp_shard`` in the fields)
+    holds what FSDP over its dp_shard ranks holds (same micro-batches in flight)."""
+    if "dp_shard" not in f:
+        return f
+    shard = f["dp_shard"]
+    fields = {k: v for k, v in f.items() if k != "dp_shard"}
+    return fields | {"dp": shard, "gbs": f["gbs"] * shard // f["dp"]}
+
+
 def memory(
     m: ModelSpec,
     layout: Layout,
@@ -719,7 +729,7 @@ def memory(
 ) -> MemoryBreakdown:
     """Memory per GPU of one layout (python scalars: a few microseconds); `framework`: whose
     selective recompute runs (``recompute.framework_mask``)."""
-    fields = layout_fields(layout, m)
+    fields = replica_fields(layout_fields(layout, m))
     fields["recompute_modules"] = framework_mask(framework, fields["recompute_modules"])
     return memory_batch(
         m,
