@@ -126,11 +126,17 @@ def test_every_behaviour_option_is_a_flags_field_with_its_default_in_the_help() 
             shown = "on" if value else "off"
         own = frameworks.MEGATRON_ARGUMENTS.get(name)
         if own is not None and own != value:  # Megatron-LM's own default, where it differs
-            shown += f", as priced and emitted; Megatron-LM's own: {'on' if own else 'off'}"
+            theirs = ("on" if own else "off") if isinstance(value, bool) else own
+            shown += f", as priced and emitted; Megatron-LM's own: {theirs}"
         assert help_text.endswith(f"[default: {shown}]"), help_text
     # the overlaps tierwise assumes on where Megatron-LM's own default is off say so
     for name in ("overlap_grad_reduce", "overlap_param_gather"):
         assert "Megatron-LM's own: off" in options[name][0].__metadata__[0].help
+    # a value, not on/off: Megatron-LM's own dispatcher is allgather
+    dispatcher = options["moe_token_dispatcher_type"][0].__metadata__[0].help
+    assert dispatcher.endswith(
+        "[default: alltoall, as priced and emitted; Megatron-LM's own: allgather]"
+    )
 
 
 def test_estimate_without_options_prices_flags_defaults() -> None:

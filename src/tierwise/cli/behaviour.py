@@ -183,7 +183,8 @@ def _flag_option(field: dataclasses.Field[Any], kind: Any) -> tuple[Any, Any]:
         shown = "on" if shown else "off"
     own = MEGATRON_ARGUMENTS.get(field.name)
     if own is not None and own != field.default:  # the estimate assumes otherwise: say so
-        shown = f"{shown}, as priced and emitted; Megatron-LM's own: {'on' if own else 'off'}"
+        theirs = ("on" if own else "off") if kind is bool else own
+        shown = f"{shown}, as priced and emitted; Megatron-LM's own: {theirs}"
     # "\\[": a literal bracket in the help, which typer renders as rich markup
     text = f"{text} \\[default: {shown}]"
     if kind is bool:  # --x/--no-x, so a framework's default can be switched either way
