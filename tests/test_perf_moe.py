@@ -145,7 +145,9 @@ def test_moe_flags_end_to_end() -> None:
 
 
 def test_megatron_emitter_states_the_moe_choices() -> None:
-    layout = Layout(tp=2, etp=1, ep=8, pp=2, vpp=2, dp=8, seq=4096, gbs=256, distributed_optimizer=True)
+    layout = Layout(
+        tp=2, etp=1, ep=8, pp=2, vpp=2, dp=8, seq=4096, gbs=256, distributed_optimizer=True
+    )
     flags = Flags(
         moe_token_dispatcher_type="flex",
         moe_router_force_load_balancing=True,
