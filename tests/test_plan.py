@@ -25,6 +25,7 @@ from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.mapping import process_groups
 from tierwise.plan.placement import placement_ratios
 from tierwise.plan.search import PlanResult, search
+from tierwise.plan.space import parse_fix
 from tierwise.plan.sweep import workload_needed_bandwidth
 from tierwise.workload.layout import Layout, layout_fields, layouts_to_arrays
 from tierwise.workload.load import load_model
@@ -307,6 +308,14 @@ def test_fix_pins_degrees() -> None:
         "tp=8,pp=2",
     )
     assert {(p["tp"], p["pp"]) for p in out["plans"]} == {(8, 2)}
+
+
+def test_fix_with_two_values_of_one_key_is_a_user_error() -> None:
+    proc = run_cli(
+        "plan", "-m", "llama3-8b", "--nodes", "4", "--fix", "tp=8,pp=1,tp=4", check=False
+    )
+    assert_user_error(proc, "--fix", "tp=8", "tp=4", "one value per key")
+    assert parse_fix("tp=8,tp=8") == {"tp": "8"}  # the same value twice says one thing
 
 
 def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:

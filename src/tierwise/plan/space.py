@@ -102,6 +102,10 @@ def parse_fix(text: str | None) -> dict[str, str]:
         key = key.strip()
         if not sep or key not in FIXABLE:
             raise SpecError(f"--fix: {item!r} is not KEY=VALUE with KEY in {', '.join(FIXABLE)}")
+        if key in out and out[key] != value.strip():  # which one was meant is not ours to pick
+            raise SpecError(
+                f"--fix: {key}={out[key]} and {key}={value.strip()}; allowed: one value per key"
+            )
         out[key] = value.strip()
     recipe = out.get("fp8_recipe")
     if recipe is not None and recipe not in FP8_RECIPES:
