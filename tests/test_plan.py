@@ -482,6 +482,21 @@ def test_sweep_cli() -> None:
     assert_user_error(run_cli("sweep", "--vary", "colour=red", check=False), "--vary")
 
 
+@pytest.mark.parametrize(
+    ("varies", "needles"),
+    [
+        (["nodes=2,4", "nodes=8"], ["--vary nodes: given twice", "two different keys"]),
+        (["nodes=2,2"], ["--vary nodes: 2 given twice", "each value once"]),
+    ],
+)
+def test_sweep_of_one_key_twice_is_a_user_error(varies: list[str], needles: list[str]) -> None:
+    """--vary nodes=2,4 --vary nodes=8 printed two 'nodes' columns both 8 (the later value
+    won); nodes=2,2 two identical rows; both exited 0."""
+    args = [a for v in varies for a in ("--vary", v)]
+    proc = run_cli("sweep", "-m", "llama3-8b", "--nodes", "4", *args, check=False)
+    assert_user_error(proc, *needles)
+
+
 def test_nvl72_domain_makes_wider_ep_attractive() -> None:
     # A DeepSeek-V3-sized MoE (MHA in place of MLA) on 2,304 GPUs, 4 sequences per GPU and
     # step: inside NVL72 racks running 64 GPUs each (16 of their 18 trays, so that groups of

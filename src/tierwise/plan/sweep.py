@@ -58,7 +58,24 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
         ) from None
     for value in parsed if key in CATALOG_KEYS else []:
         CATALOG_KEYS[key](value, field=f"--vary {key}")
+    twice = next((v for i, v in enumerate(parsed) if v in parsed[:i]), None)
+    if twice is not None:  # the same search twice, a row that looks like a second result
+        raise SpecError(f"--vary {key}: {twice} given twice; allowed: each value once")
     return key, parsed
+
+
+def parse_varies(texts: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    """The one or two `--vary` options as (key, values); a key varied twice is an error (the
+    rows would show two columns of one key, each the later value)."""
+    varies = [parse_vary(text) for text in texts]
+    if len(varies) > 2:
+        raise SpecError("--vary: give at most two parameters")
+    if len(varies) == 2 and varies[0][0] == varies[1][0]:
+        raise SpecError(
+            f"--vary {varies[0][0]}: given twice; allowed: two different keys, or one --vary "
+            f"{varies[0][0]}=V1,V2,... with every value"
+        )
+    return varies
 
 
 def with_params(cluster: ClusterSpec, params: Mapping[str, Any]) -> ClusterSpec:
