@@ -225,6 +225,11 @@ def test_schedule_commands_have_json(tmp_path: Path, args: list[str], keys: set[
         ),
         (["--routing", "ecmp"], "--routing ecmp changes nothing"),
         (["--pod-oversubscription", "7"], "--pod-oversubscription 7 changes nothing"),
+        (["--leaves-per-pod", "2"], "--leaves-per-pod 2 changes nothing: dgx-h100 has 1 leaf"),
+        (
+            ["--nodes", "64", "--nodes-per-leaf", "16", "--leaves-per-pod", "8"],
+            "--leaves-per-pod 8 changes nothing: dgx-h100 has 4 leaf switch(es), all under one",
+        ),
     ],
 )
 def test_fabric_options_that_change_nothing_are_said(options: list[str], said: str) -> None:

@@ -549,6 +549,11 @@ def idle_overrides(cluster: ClusterSpec, overrides: dict[str, Any]) -> list[str]
             f"{cluster.name} routes adaptively, spreading every flow's packets over the "
             "uplinks, so the number of flows does not matter"
         )
+    if "leaves_per_pod" in given and cluster.pods == 1:
+        notes.append(
+            f"--leaves-per-pod {overrides['leaves_per_pod']} changes nothing: {cluster.name} "
+            f"has {cluster.leaves} leaf switch(es), all under one pod"
+        )
     if "pod_oversubscription" in given and cluster.pods == 1:
         notes.append(
             f"--pod-oversubscription {overrides['pod_oversubscription']:g} changes nothing: "
