@@ -90,6 +90,37 @@ def test_refusals_are_one_line_naming_the_field(
         frameworks.check_runs(frameworks.TABLE[framework], lay)
 
 
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--scatter-gather-tensors-in-pipeline"], "--scatter-gather-tensors-in-pipeline: "),
+        (
+            [
+                "--vpp",
+                "2",
+                "--gbs",
+                "64",
+                "--microbatch-group-size-per-virtual-pipeline-stage",
+                "2",
+            ],
+            "--microbatch-group-size-per-virtual-pipeline-stage 2: ",
+        ),
+    ],
+)
+def test_torchtitan_refuses_the_megatron_pipeline_options_it_has_not(
+    option: list[str], said: str
+) -> None:
+    """Both were priced under --framework torchtitan (split sends; micro-batch groups changed
+    the step and the memory) while its launch could state neither."""
+    base = ["estimate", "-m", "llama3-8b", "--nodes", "4", "--tp", "2", "--no-sp", "--pp", "2"]
+    run = run_cli(*base, "--framework", "torchtitan", *option, check=False)
+    assert_user_error(run, "--framework torchtitan: ", said, "torchtitan")
+    assert cli_json(*base, "--framework", "megatron", *option)["step_time_s"] > 0  # Megatron's
+    flags = Flags(framework="torchtitan", scatter_gather_tensors_in_pipeline=True)
+    lay = Layout(tp=2, sp=False, pp=2, dp=8, gbs=64, seq=4096, zero=3)
+    assert "torchtitan" not in frameworks.frameworks_for(lay, None, flags, load_model("llama3-8b"))
+
+
 def test_frameworks_for_matches_each_rows_space() -> None:
     """A planned layout runs in the framework whose space found it (the rules stated once)."""
     model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)

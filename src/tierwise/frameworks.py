@@ -322,6 +322,18 @@ TORCHTITAN = Framework(
                 False,
                 "torchtitan has no Megatron combined-1F1B expert all-to-all overlap",
             ),
+            # torch.distributed.pipelining sends each stage's output tensor as it is (its
+            # PipelineStage send/recv buffers), and its interleaved schedules run the
+            # micro-batches in rounds of their own: torchtitan 0.3.0 has neither option.
+            "scatter_gather_tensors_in_pipeline": (
+                False,
+                "torchtitan's pipeline sends each stage's output whole (no scatter-gather)",
+            ),
+            "microbatch_group_size_per_vp_stage": (
+                None,
+                "torchtitan's interleaved schedules (torch.distributed.pipelining) have no "
+                "micro-batch group size",
+            ),
         }
     ),
     # Its TP overlap is async TP (compile.enable_async_tensor_parallel, which needs
@@ -573,9 +585,18 @@ def interleave_runs(pp: Any, vpp: Any, micro: Any, group: Any = None) -> Any:
     return (vpp == 1) | ((pp <= group) & (group <= micro) & ((rest == 0) | (rest >= pp)))
 
 
+_OPTION_NAMES = {
+    "microbatch_group_size_per_vp_stage": "microbatch-group-size-per-virtual-pipeline-stage"
+}
+"""Behaviour flags whose option is not their field's name with dashes."""
+
+
 def _option(field_name: str, value: Any) -> str:
-    """A boolean behaviour flag as Megatron-LM spells it (``--x`` or ``--no-x``)."""
-    return f"--{'' if value else 'no-'}{field_name.replace('_', '-')}"
+    """A behaviour flag as Megatron-LM spells it: ``--x`` or ``--no-x``, ``--x VALUE``."""
+    name = _OPTION_NAMES.get(field_name, field_name.replace("_", "-"))
+    if not isinstance(value, bool) and value is not None:
+        return f"--{name} {value}"
+    return f"--{'' if value else 'no-'}{name}"
 
 
 def layout_values(layout: Layout) -> dict[str, Any]:
