@@ -482,6 +482,28 @@ def test_sweep_says_a_fleet_value_that_changes_nothing(
 
 
 @pytest.mark.parametrize(
+    ("varies", "said"),
+    [
+        (
+            ["qps_per_connection=1,4", "nodes=4"],
+            "--vary qps_per_connection changes nothing: dgx-h100 routes adaptively",
+        ),
+        (["routing=ecmp,static"], "--vary routing changes nothing: no traffic of dgx-h100"),
+        (["oversubscription=1,2"], "--vary oversubscription changes nothing: all 4 node(s)"),
+    ],
+)
+def test_sweep_says_a_fabric_value_that_changes_nothing(varies: list[str], said: str) -> None:
+    """The option given once says so (`idle_overrides`); varied, it gave identical rows and
+    said nothing."""
+    base = (*_SWEEP, "--nodes-per-leaf", "2") if "nodes=4" in varies else _SWEEP
+    out = cli_json(*base, *(a for v in varies for a in ("--vary", v)))
+    assert [n for n in out["notes"] if n.startswith(said)], out["notes"]
+    assert len({r["step_time_s"] for r in out["rows"]}) == 1
+    spread = cli_json(*_SWEEP, "--nodes-per-leaf", "2", "--vary", "routing=ecmp,static")
+    assert spread["notes"] == []  # 2 leaves: routing spreads the uplinks' flows
+
+
+@pytest.mark.parametrize(
     ("varies", "needles"),
     [
         (["qps_per_connection=0"], ["--vary qps_per_connection: 0", "allowed: 1 to 128"]),

@@ -12,7 +12,13 @@ from tierwise.bounds import MAX_NICS_PER_NODE
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import NIC
-from tierwise.hardware.cluster import ClusterSpec, apply_overrides, dump_cluster, override_path
+from tierwise.hardware.cluster import (
+    ClusterSpec,
+    apply_overrides,
+    dump_cluster,
+    idle_overrides,
+    override_path,
+)
 from tierwise.perf.step import Flags
 from tierwise.perf.train_time import RUN_KEYS, estimate_train_time
 from tierwise.plan.search import search
@@ -114,9 +120,20 @@ _FLEET_PAIRS = {"slow_node_share": "slow_node_slowdown", "slow_node_slowdown": "
 
 def idle_varies(cluster: ClusterSpec, varies: Sequence[tuple[str, list[Any]]]) -> list[str]:
     """One line for each varied key that changes nothing in any row: the slow-node share
-    while the slowdown is 0 in every row, or the slowdown while the share is."""
+    while the slowdown is 0 in every row, or the slowdown while the share is; a fabric key
+    that changes nothing on any row's cluster, as the same option would say
+    (`idle_overrides`: routing or queue pairs where no traffic crosses an uplink, queue pairs
+    under adaptive routing, pods of one pod...)."""
     given = dict(varies)
     notes = []
+    rows = [(p, c) for p, c in sweep_clusters(cluster, varies) if isinstance(c, ClusterSpec)]
+    for key in given:
+        why = [idle_overrides(c, {key: p[key]}) for p, c in rows]
+        if rows and all(why):
+            reason = why[0][0].split(" changes nothing: ", 1)[1]
+            notes.append(
+                f"--vary {key} changes nothing: " + reason.replace(rows[0][1].name, cluster.name)
+            )
     for key, other in _FLEET_PAIRS.items():
         if key not in given:
             continue
