@@ -106,6 +106,20 @@ def test_recompute_num_layers_over_a_virtual_stage_is_said_and_priced_as_all() -
     assert "recompute=full (uniform 4)" in shown
 
 
+def test_recompute_num_layers_without_a_method_says_the_method_it_prices() -> None:
+    """Block and uniform price differently; without --recompute-method the estimate took
+    uniform and said nothing."""
+    base = ("estimate", "-m", "llama3-8b", "--nodes", "4", "--recompute", "full")
+    bare = cli_json(*base, "--recompute-num-layers", "2")
+    uniform = cli_json(*base, "--recompute-num-layers", "2", "--recompute-method", "uniform")
+    assert bare["step_time_s"] == uniform["step_time_s"]
+    assert said(bare)[-1].startswith(
+        "--recompute-method not given with --recompute-num-layers 2: priced as uniform"
+    )
+    assert not any("--recompute-method" in note for note in said(uniform))
+    assert not any("--recompute-method" in note for note in said(cli_json(*base)))
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [

@@ -240,8 +240,14 @@ def option_text(name: str, value: object) -> str:
 def recompute_cap(layout: Layout, model: ModelSpec) -> list[str]:
     """One line where a block's --recompute-num-layers is over the layers a virtual stage
     holds: Megatron's block method stops at the stage's last layer, so more changes nothing
-    (uniform groups that overrun a stage are refused: `Layout`)."""
+    (uniform groups that overrun a stage are refused: `Layout`); or where it was given
+    without --recompute-method, which Megatron requires and tierwise takes as uniform."""
     n, chunk = layout.recompute_num_layers, model.layers / (layout.pp * layout.vpp)
+    if n is not None and layout.recompute_method is None:  # block prices otherwise: say which
+        return [
+            f"--recompute-method not given with --recompute-num-layers {n}: priced as uniform "
+            "(groups of that many layers, every layer recomputed), as --emit writes it"
+        ]
     if n is None or n <= chunk or layout.recompute_method != "block":
         return []
     return [
