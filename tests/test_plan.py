@@ -310,6 +310,16 @@ def test_fix_pins_degrees() -> None:
     assert {(p["tp"], p["pp"]) for p in out["plans"]} == {(8, 2)}
 
 
+def test_plan_table_says_none_where_no_framework_runs_the_plan() -> None:
+    """DualPipe runs in DeepSeek's own framework only: the 'runs in' cell was left blank."""
+    args = ("plan", "-m", "llama3-8b", "--nodes", "2", "--gbs", "64", "--top", "1")
+    dual = (*args, "--pipeline-schedule", "DualPipe", "--fix", "pp=2")
+    assert cli_json(*dual)["plans"][0]["frameworks"] == []
+    text = run_cli(*dual).stdout
+    row = next(line for line in text.splitlines() if line.startswith("│ 1 "))
+    assert [c.strip() for c in row.split("│")][13] == "none"
+
+
 def test_fix_with_two_values_of_one_key_is_a_user_error() -> None:
     proc = run_cli(
         "plan", "-m", "llama3-8b", "--nodes", "4", "--fix", "tp=8,pp=1,tp=4", check=False

@@ -59,7 +59,7 @@ def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
 def _plan_cells(i: int, p: dict[str, Any], outcome: PlanOutcome, by_cost: bool) -> tuple:
     r = plan_row(p, outcome.request.cluster, outcome.request.flags, outcome.request.model)
     r["grads"] = "bf16" if r["grad_reduce_bf16"] else "fp32"
-    r["runs in"] = ", ".join(r["frameworks"])
+    r["runs in"] = ", ".join(r["frameworks"]) or "none"  # priced by the generic model only
     r["recompute"] = recompute_label(r)
     if r["dp_shard"]:  # HSDP: sharded over dp_shard ranks, replicated dp/dp_shard times
         r["sharding"] = f"{r['sharding']} hsdp {r['dp_shard']}x{r['dp'] // r['dp_shard']}"
