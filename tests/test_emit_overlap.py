@@ -144,6 +144,22 @@ def test_delay_wgrad_compute_needs_the_expert_all_to_all_overlap() -> None:
     assert config.delay_wgrad_compute and config.overlap_moe_expert_parallel_comm
 
 
+def test_delay_wgrad_compute_on_a_dense_model_is_left_out_not_refused() -> None:
+    """A dense model's launch drops the MoE-only flag (estimate says so), so no framework
+    refuses the plan over it, and megatron-core accepts Megatron's launch."""
+    base = ["-m", "llama3-8b", "-c", "dgx-h100", "--nodes", "4", "--dp", "32"]
+    priced = cli_json("estimate", *base, *MEGATRON, "--delay-wgrad-compute")
+    assert any("--delay-wgrad-compute changes nothing" in n for n in priced["assumed"])
+    plan = ["plan", *base[:6], "--top", "1"]
+    with_flag = cli_json(*plan, "--delay-wgrad-compute")["plans"][0]["frameworks"]
+    assert with_flag and with_flag == cli_json(*plan)["plans"][0]["frameworks"]
+    model = load_model("llama3-8b")
+    lay = Layout(dp=32, gbs=32, seq=4096, distributed_optimizer=True)
+    args = megatron_args(model, lay, Flags(delay_wgrad_compute=True))
+    assert "--delay-wgrad-compute" not in args
+    megatron_ok(args, lay)
+
+
 @pytest.mark.parametrize(
     ("options", "layout", "needle", "core"),
     [

@@ -452,6 +452,13 @@ GENERIC = Framework(
 TABLE: Mapping[str, Framework] = MappingProxyType(
     {row.name: row for row in (MEGATRON, TORCHTITAN, DEEPSPEED, GENERIC)}
 )
+MOE_ONLY_FLAGS = (
+    "overlap_moe_expert_parallel_comm",
+    "delay_wgrad_compute",
+    "moe_token_dispatcher_type",
+)
+"""Behaviour flags (`Flags` fields) of MoE layers only: they change nothing for a dense model,
+whose launch leaves them out, so no framework refuses them there."""
 LAUNCHED = tuple(name for name, row in TABLE.items() if row.emitter is not None)
 
 
@@ -625,9 +632,11 @@ def flag_checks(
     --overlap-moe-expert-parallel-comm, and that one only with ep > 1, virtual stages where
     pp > 1, the alltoall or flex dispatcher, no full recompute, at most one MTP layer (and then
     pp > 1) and no CUDA graph other than Transformer Engine's (--enable-cuda-graph is not)."""
+    moe = model is not None and getattr(model, "moe", None) is not None
     checks: list[tuple[Any, str]] = [
         (getattr(flags, name) != value, f"{_option(name, getattr(flags, name))}: {why}")
         for name, (value, why) in fw.fixed_flags.items()
+        if moe or name not in MOE_ONLY_FLAGS  # a dense model's launch leaves those out
     ]
     schedule = flags.pipeline_schedule
     if schedule is not None and schedule not in fw.schedules:
@@ -665,7 +674,7 @@ def flag_checks(
             )
         )
     a2a = flags.overlap_moe_expert_parallel_comm
-    if flags.delay_wgrad_compute and not a2a:
+    if flags.delay_wgrad_compute and not a2a and moe:
         checks.append(
             (
                 True,
@@ -673,7 +682,6 @@ def flag_checks(
                 "0.16.1's TransformerConfig asserts it",
             )
         )
-    moe = model is not None and getattr(model, "moe", None) is not None
     if not (a2a and moe):
         return checks
     mtp = getattr(model, "mtp_layers", 0) or 0

@@ -142,11 +142,7 @@ def idle_options(
             "gather); the launch leaves it out"
         )
     if model is not None and model.moe is None:
-        for name in (
-            "overlap_moe_expert_parallel_comm",
-            "delay_wgrad_compute",
-            "moe_token_dispatcher_type",
-        ):
+        for name in frameworks.MOE_ONLY_FLAGS:
             if given.get(name):
                 notes.append(
                     f"--{name.replace('_', '-')} changes nothing for a dense model; the launch "
