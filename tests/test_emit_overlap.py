@@ -297,6 +297,17 @@ def test_cuda_graphs_and_the_expert_all_to_all_overlap_are_refused_together() ->
         judge.megatron_config([*plain, "--overlap-moe-expert-parallel-comm"])
 
 
+def test_plan_says_the_options_that_change_nothing_for_its_best_plan() -> None:
+    """plan says them too, of plan 1 (it was silent); a switch given off is named --no-x."""
+    args = ["plan", "-m", "llama3-8b", "--nodes", "4", "--top", "1", "--fix", "vpp=1"]
+    idle = [*args, "--delay-wgrad-compute", "--no-overlap-p2p-communication"]
+    notes = cli_json(*idle)["notes"]
+    assert any(n.startswith("--delay-wgrad-compute changes nothing") for n in notes)
+    assert any(n.startswith("--no-overlap-p2p-communication changes nothing") for n in notes)
+    assert "note: plan 1: --delay-wgrad-compute changes nothing" in run_cli(*idle).stdout
+    assert cli_json(*args)["notes"] == []
+
+
 def test_options_that_change_nothing_are_said_and_left_out() -> None:
     dense = cli_json(
         "estimate", *L70, "--tp", "8", "--overlap-moe-expert-parallel-comm",

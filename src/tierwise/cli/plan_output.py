@@ -52,6 +52,7 @@ def plan_json(outcome: PlanOutcome, written: list[str]) -> dict[str, Any]:
         "rank_order": "-".join(order_name(outcome.order)),
         "emitted": outcome.emitted,
         "emit_refused": outcome.refused,
+        "notes": outcome.notes,
         "written": written,
     }
 
@@ -140,6 +141,8 @@ def print_plan(outcome: PlanOutcome, written: list[str]) -> None:
         "others (step time / tp-cp-ep-dp-pp's): "
         + ", ".join(f"{name} {t / aware:.2f}x" for name, t in ratios["orders_step_time_s"].items())
     )
+    for note in outcome.notes:
+        console.print(line(styled("note:", "yellow"), f" plan 1: {note}"))
     from rich.rule import Rule
 
     for kind, text in outcome.emitted.items():

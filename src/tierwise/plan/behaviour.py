@@ -8,9 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tierwise import frameworks
 from tierwise.errors import SpecError
 from tierwise.perf.flags import Flags
 from tierwise.plan.routing import resolve_routing
+from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
 DEFAULT_HEADROOM = "5%"
@@ -56,3 +58,61 @@ class Behaviour:
         )
         given["moe_router_force_load_balancing"] = balanced if routed else None
         return spec, Flags.resolve(framework, given)
+
+
+def _option(name: str, value: Any) -> str:
+    """The command-line form of behaviour option `name` as given: ``--no-x`` for a switch
+    given off."""
+    flag = name.replace("_", "-")
+    return f"--no-{flag}" if value is False else f"--{flag}"
+
+
+def idle_options(
+    given: Mapping[str, Any], flags: Flags, layout: Layout, model: ModelSpec | None = None
+) -> list[str]:
+    """One line for each behaviour option in `given` (`Behaviour.given`) that changes nothing
+    for `layout` of `model` under `flags`."""
+    notes = []
+    if given.get("tp_comm_overlap") and layout.tp == 1:
+        notes.append("--tp-comm-overlap changes nothing at --tp 1 (no TP collectives)")
+    if given.get("overlap_param_gather") and not (layout.distributed_optimizer or layout.zero):
+        notes.append(
+            "--overlap-param-gather changes nothing without a sharded optimizer (no weight "
+            "gather); the launch leaves it out"
+        )
+    if model is not None and model.moe is None:
+        notes += [
+            f"{_option(name, given[name])} changes nothing for a dense model; the launch "
+            "leaves it out"
+            for name in frameworks.MOE_ONLY_FLAGS
+            if given.get(name)
+        ]
+    runner = flags.runner
+    gather = given.get("overlap_param_gather")
+    if gather is not None and not runner.param_gather_overlap:
+        notes.append(
+            f"{_option('overlap_param_gather', gather)} changes nothing under {runner.title}: "
+            "its ZeRO weight gather runs after the optimizer step"
+        )
+    align = given.get("align_param_gather")
+    if align is not None and not runner.dp_buckets:
+        notes.append(
+            f"{_option('align_param_gather', align)} changes nothing under {runner.title} "
+            "(Megatron's weight buckets only)"
+        )
+    p2p = given.get("overlap_p2p_communication")
+    if p2p is not None and layout.vpp == 1:
+        notes.append(
+            f"{_option('overlap_p2p_communication', p2p)} changes nothing at --vpp 1 "
+            "(Megatron overlaps the interleaved schedule's sends only)"
+        )
+    if flags.legacy_zero3 and layout.zero < 3:
+        notes.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
+    if given.get("scatter_gather_tensors_in_pipeline") and not layout.pipeline_sends_whole:
+        notes.append(
+            "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "
+            "sends (pp > 1) over tp > 1 ranks without sequence parallelism"
+        )
+    if given.get("cp_comm") is not None and layout.cp == 1:
+        notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
+    return notes

@@ -14,6 +14,7 @@ from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import Flags
 from tierwise.perf.groups import ORDERS
 from tierwise.perf.train_time import run_train_time
+from tierwise.plan.behaviour import idle_options
 from tierwise.plan.emit import emit
 from tierwise.plan.mapping import group_members, group_summary
 from tierwise.plan.placement import placement_ratios
@@ -54,6 +55,8 @@ class PlanOutcome:
     """The rank order the best plan runs (and is emitted) in."""
     runs: list[dict[str, Any]] = field(default_factory=list)
     """Each plan's whole run with --train-tokens (`perf.train_time`; empty dicts without)."""
+    notes: list[str] = field(default_factory=list)
+    """The behaviour options given that change nothing for the best plan (`idle_options`)."""
 
     @property
     def members(self) -> dict[str, list[list[str]]]:
@@ -105,6 +108,7 @@ def run_plan(request: PlanRequest) -> PlanOutcome:
         refused=refused,
         order=flags.order,
         runs=runs,
+        notes=idle_options(request.given, flags, layout, request.model),
     )
 
 

@@ -8,7 +8,9 @@ same flags; the CLI only parses options and prints.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tierwise import frameworks
 from tierwise.errors import SpecError
@@ -46,6 +48,8 @@ class PlanRequest:
     """HBM each plan leaves free (``--mem-headroom``)."""
     train: TrainRequest = field(default_factory=TrainRequest)
     """``--train-tokens`` and its options: each plan's whole run (`perf.train_time`)."""
+    given: Mapping[str, Any] = field(default_factory=dict)
+    """The behaviour options as given (`Behaviour.given`): which to say change nothing."""
 
     @property
     def runner(self) -> frameworks.Framework:
@@ -108,6 +112,7 @@ def plan_request(
         emit=kinds,
         headroom_gib=headroom_gib(mem_headroom, cluster.gpu.hbm_gib),
         train=train or TrainRequest(),
+        given=behaviour.given,
     )
 
 

@@ -18,7 +18,7 @@ from tierwise.hardware.cluster import ClusterSpec
 from tierwise.perf.estimate import estimate
 from tierwise.perf.flags import PARAM_GATHER_FOLLOWS, Flags
 from tierwise.perf.train_time import TrainRequest
-from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib
+from tierwise.plan.behaviour import DEFAULT_HEADROOM, Behaviour, headroom_gib, idle_options
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.pipeline import split_text, with_split
@@ -115,7 +115,7 @@ def estimate_command(
         flags.pipeline_schedule,
     )
     check_framework(runner, layout, dp_shard, flags, spec)
-    assumed += idle_options(behaviour, flags, layout, spec) + recompute_cap(layout, spec)
+    assumed += idle_options(behaviour.given, flags, layout, spec) + recompute_cap(layout, spec)
     assumed += overlap_assumed(behaviour, flags, layout, spec)
     if layout.world != cluster_spec.world:
         layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
@@ -126,54 +126,6 @@ def estimate_command(
         print_json({"model": spec.name, "cluster": cluster_spec.name, **result})
         return
     print_estimate(spec.name, cluster_spec, result)
-
-
-def idle_options(
-    behaviour: Behaviour, flags: Flags, layout: Layout, model: ModelSpec | None = None
-) -> list[str]:
-    """One line for each behaviour option given that changes nothing for `layout`."""
-    notes = []
-    given = behaviour.given
-    if given.get("tp_comm_overlap") and layout.tp == 1:
-        notes.append("--tp-comm-overlap changes nothing at --tp 1 (no TP collectives)")
-    if given.get("overlap_param_gather") and not (layout.distributed_optimizer or layout.zero):
-        notes.append(
-            "--overlap-param-gather changes nothing without a sharded optimizer (no weight "
-            "gather); the launch leaves it out"
-        )
-    if model is not None and model.moe is None:
-        for name in frameworks.MOE_ONLY_FLAGS:
-            if given.get(name):
-                notes.append(
-                    f"--{name.replace('_', '-')} changes nothing for a dense model; the launch "
-                    "leaves it out"
-                )
-    runner = flags.runner
-    if given.get("overlap_param_gather") is not None and not runner.param_gather_overlap:
-        notes.append(
-            f"--overlap-param-gather changes nothing under {runner.title}: its ZeRO weight "
-            "gather runs after the optimizer step"
-        )
-    if given.get("align_param_gather") is not None and not runner.dp_buckets:
-        notes.append(
-            f"--align-param-gather changes nothing under {runner.title} (Megatron's weight "
-            "buckets only)"
-        )
-    if given.get("overlap_p2p_communication") is not None and layout.vpp == 1:
-        notes.append(
-            "--overlap-p2p-communication changes nothing at --vpp 1 (Megatron overlaps the "
-            "interleaved schedule's sends only)"
-        )
-    if flags.legacy_zero3 and layout.zero < 3:
-        notes.append(f"--legacy-zero3 changes nothing at --zero {layout.zero} (ZeRO-3 only)")
-    if given.get("scatter_gather_tensors_in_pipeline") and not layout.pipeline_sends_whole:
-        notes.append(
-            "--scatter-gather-tensors-in-pipeline changes nothing here: it splits pipeline "
-            "sends (pp > 1) over tp > 1 ranks without sequence parallelism"
-        )
-    if given.get("cp_comm") is not None and layout.cp == 1:
-        notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
-    return notes
 
 
 def overlap_assumed(
