@@ -328,6 +328,22 @@ def test_fix_with_two_values_of_one_key_is_a_user_error() -> None:
     assert parse_fix("tp=8,tp=8") == {"tp": "8"}  # the same value twice says one thing
 
 
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (
+            "recompute_num_layers=2",
+            "--fix: 'recompute_num_layers' (in 'recompute_num_layers=2'); allowed: tp,",
+        ),
+        ("tp", "--fix: 'tp' is not KEY=VALUE; KEY one of tp,"),
+    ],
+)
+def test_fix_names_an_unknown_key_apart_from_a_missing_value(text: str, needle: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_fix(text)
+    assert str(caught.value).startswith(needle)
+
+
 def test_pipeline_ends_one_layer_short_when_layers_do_not_divide() -> None:
     # Llama 3 405B: 126 layers over 16 stages as 7 + 14 x 8 + 7 (Dubey et al. 2024).
     model = load_model("llama3-405b")

@@ -100,8 +100,10 @@ def parse_fix(text: str | None) -> dict[str, str]:
     for item in text.split(","):
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or key not in FIXABLE:
-            raise SpecError(f"--fix: {item!r} is not KEY=VALUE with KEY in {', '.join(FIXABLE)}")
+        if not sep:
+            raise SpecError(f"--fix: {item!r} is not KEY=VALUE; KEY one of {', '.join(FIXABLE)}")
+        if key not in FIXABLE:
+            raise SpecError(f"--fix: {key!r} (in {item!r}); allowed: {', '.join(FIXABLE)}")
         if key in out and out[key] != value.strip():  # which one was meant is not ours to pick
             raise SpecError(
                 f"--fix: {key}={out[key]} and {key}={value.strip()}; allowed: one value per key"
