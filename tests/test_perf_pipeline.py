@@ -218,6 +218,7 @@ def test_megatron_layout_strings() -> None:
         ("Et|(tt|)*62L", 8, "holds 125 decoder layers"),
         ("Et|(tt|)*62tLm", 8, "the loss L must come once, last"),
         ("Ex|tL", 2, "has 'x'"),
+        ("Et*63|t*63L", 1, "2 virtual stages on one pipeline rank; give --pp"),
     ]:
         with pytest.raises(SpecError, match=re.escape(needle)):
             parse_layout(text, pp, 126)

@@ -154,6 +154,8 @@ def parse_layout(
     with_m = [i for i, stage in enumerate(stages) if "m" in stage]
     if len(stages) % pp:
         problem = f"{len(stages)} virtual stages are not a multiple of pp ({pp})"
+    elif pp == 1 and len(stages) > 1:
+        problem = f"{len(stages)} virtual stages on one pipeline rank; give --pp (pp > 1)"
     elif flat.count("E") != 1 or not flat.startswith("E"):
         problem = "the embedding E must come once, first"
     elif flat.count("L") != 1 or not flat.endswith("L"):
