@@ -145,6 +145,9 @@ def test_nodes_per_leaf_override_on_the_cli() -> None:
     out = _json(["show", "cluster", "-c", "dgx-h100", "--nodes", "100", "--nodes-per-leaf", "16"])
     assert out["nodes"] == 100 and out["nodes_per_leaf"] == 16
     assert (out["leaves"], out["smallest_leaf_nodes"], out["pods"]) == (7, 4, 1)
+    pods = ["--nodes-per-leaf", "8", "--leaves-per-pod", "5"]
+    split = _json(["show", "cluster", "-c", "dgx-h100", "--nodes", "64", *pods])
+    assert (split["leaves_per_pod"], split["smallest_pod_leaves"], split["pods"]) == (5, 3, 2)
     assert [t["name"] for t in out["tiers"]] == ["intra", "leaf", "spine"]
     assert with_params(load_cluster("dgx-h100"), {"nodes_per_leaf": 8}).leaves == 4
 

@@ -36,6 +36,8 @@ def cluster_summary(cluster: ClusterSpec) -> dict[str, Any]:
         "nodes_per_leaf": cluster.nodes_per_leaf,
         "leaves": cluster.leaves,
         "smallest_leaf_nodes": min(cluster.leaf_sizes),
+        "leaves_per_pod": cluster.leaves_per_pod,
+        "smallest_pod_leaves": min(cluster.pod_sizes),
         "pods": cluster.pods,
         "oversubscription": cluster.topology.oversubscription,
         "pod_oversubscription": cluster.topology.pod_oversubscription,
