@@ -26,7 +26,7 @@ from tierwise.hardware.placement import (
     hierarchy,
     nic_sharing,
 )
-from tierwise.memo import by_identity
+from tierwise.memo import Filled, by_identity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -644,6 +644,8 @@ class LayoutGroups:
             kind: shapes[kind].top_tier if kind in shapes else "none" for kind in GROUP_KINDS
         }
         self._tiers: dict[tuple[tuple[str, str], ...], KindTiers] = {}
+        # (kind, op, size) -> `time_s` of one python-float size
+        self._scalar_s: Filled[tuple[str, str, float], float] = Filled(self._price_scalar, kept=256)
 
     def tiers_of(self, kinds: dict[str, str]) -> KindTiers:
         """The top tier of each of `kinds` (name -> group kind) and, in order, the (name,
@@ -658,21 +660,28 @@ class LayoutGroups:
 
     def time_s(self, kind: str, op: str, size_bytes: float | np.ndarray) -> float | np.ndarray:
         """Seconds of the fastest candidate of `op` for `size_bytes` on the `kind` group (0
-        where the layout has no such group); python scalars skip numpy."""
+        where the layout has no such group); python scalars skip numpy, memoised by size (the
+        layouts sharing these groups share their sizes: one model's DP buffers, one
+        micro-batch shape's activations)."""
         if size_bytes.__class__ is not float and isinstance(size_bytes, (float, int)):
             size_bytes = float(size_bytes)  # any other python or numpy scalar
-        scalar = size_bytes.__class__ is float
-        if scalar:
-            fastest_us = self._fastest_us.get((kind, op))
-            if fastest_us is not None:  # priced before: the hot path
-                return fastest_us(size_bytes) * 1e-6
+        if size_bytes.__class__ is float:
+            return self._scalar_s[kind, op, size_bytes]
         shape = self.shapes.get(kind)
         if shape is None:
             return 0.0 * size_bytes
-        if not scalar:
-            return comm_time_s(op, shape, size_bytes)
-        fastest_us = ScalarCandidates.of(auto_candidates(op, shape)).fastest_us
-        self._fastest_us[kind, op] = fastest_us
+        return comm_time_s(op, shape, size_bytes)
+
+    def _price_scalar(self, key: tuple[str, str, float]) -> float:
+        """`time_s` of one (kind, op, size in bytes), priced: the memo's fill."""
+        kind, op, size_bytes = key
+        fastest_us = self._fastest_us.get((kind, op))
+        if fastest_us is None:
+            shape = self.shapes.get(kind)
+            if shape is None:
+                return 0.0 * size_bytes
+            fastest_us = ScalarCandidates.of(auto_candidates(op, shape)).fastest_us
+            self._fastest_us[kind, op] = fastest_us
         return fastest_us(size_bytes) * 1e-6
 
 
