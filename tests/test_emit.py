@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -216,6 +217,20 @@ def test_megatron_refuses_a_plan_priced_without_its_async_tp_backward() -> None:
     no_tp = lay.model_copy(update={"tp": 1, "dp": 16})  # no TP collective: nothing to refuse
     assert "--tensor-model-parallel-size 1" in emit("megatron", model, cluster, no_tp, flags=sync)
     assert "--tensor-model-parallel-size 2" in emit("megatron", model, cluster, lay)
+
+
+def test_deepspeed_refuses_a_plan_priced_as_its_legacy_zero3() -> None:
+    model, cluster = load_model("llama3-8b"), load_cluster("dgx-h100", nodes=2)
+    lay = Layout(dp=16, mbs=1, gbs=64, seq=4096, zero=3)
+    legacy = Flags.resolve("deepspeed", {"legacy_zero3": True})
+    with pytest.raises(SpecError, match=r"--emit deepspeed: --legacy-zero3: .* before 0\.5\.5"):
+        emit("deepspeed", model, cluster, lay, flags=legacy)
+    with pytest.raises(SpecError, match="--legacy-zero3"):  # the Slurm script runs it too
+        emit("slurm", model, cluster, lay, flags=legacy, framework="deepspeed")
+    zero1 = lay.model_copy(update={"zero": 1})  # priced as today's: nothing to refuse
+    for layout, flags, stage in ((zero1, legacy, 1), (lay, Flags.resolve("deepspeed", {}), 3)):
+        config = json.loads(emit("deepspeed", model, cluster, layout, flags=flags))
+        assert config["zero_optimization"]["stage"] == stage
 
 
 def test_deepspeed_space_pairs_pp_only_with_zero1_and_never_fp8() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tierwise import frameworks
 from tierwise.perf.flags import Flags
-from tierwise.plan.emit.common import Launch, check_runs
+from tierwise.plan.emit.common import Launch, check_runs, refuse
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
@@ -30,13 +30,27 @@ def zero_stage(layout: Layout) -> int:
     return max(layout.zero, 1 if layout.distributed_optimizer else 0)
 
 
+def check_launchable(layout: Layout, flags: Flags) -> None:
+    """Refuse, in one line, what today's DeepSpeed cannot run as the plan was priced: the
+    table row's refusals, and ZeRO-3 priced as the releases before `legacy_zero3_before`."""
+    check_runs(FW, layout, flags)
+    if flags.legacy_zero3 and layout.zero >= 3:
+        raise refuse(
+            KIND,
+            f"--legacy-zero3: the plan is priced as DeepSpeed before {FW.legacy_zero3_before} "
+            "ran ZeRO-3 (every gather and reduce-scatter waited on); today's DeepSpeed runs "
+            "this config with its prefetching ZeRO-3, which the plan did not price; drop "
+            "--legacy-zero3 to launch it",
+        )
+
+
 def deepspeed_config(layout: Layout, flags: Flags | None = None) -> dict[str, Any]:
     """A DeepSpeed JSON config: batch sizes, ZeRO stage, bf16, activation checkpointing,
     pipeline stages and whether its sends are partitioned over the model-parallel ranks
     (`flags`, DeepSpeed's defaults when None), and an fp32 gradient reduce where the layout
     has fp32 grads."""
     flags = flags or Flags.resolve(FW.name, {})
-    check_runs(FW, layout, flags)
+    check_launchable(layout, flags)
     partitioned = flags.scatter_gather_tensors_in_pipeline
     reduce = {} if layout.grad_reduce_bf16 else {"communication_data_type": "fp32"}
     return {
@@ -71,5 +85,5 @@ def config_text(model: ModelSpec, layout: Layout, flags: Flags) -> str:
 def launch(model: ModelSpec, layout: Layout, flags: Flags) -> Launch:
     """The user's script with DeepSpeed's config arguments, started by the deepspeed
     launcher (which runs srun itself: `tierwise.plan.emit.slurm`)."""
-    check_runs(FW, layout, flags)
+    check_launchable(layout, flags)
     return Launch({}, [SCRIPT, "--deepspeed", f"--deepspeed_config {FILE}"], str(FW.launcher), FILE)
