@@ -293,3 +293,16 @@ def test_topology_fields_that_would_be_ignored_are_refused(
         f"inter: {{nic: roce400, nics_per_node: 8}}\ntopology: {topology}\n"
     )
     assert_user_error(run_cli("show", "cluster", "-c", str(spec), check=False), "topology", said)
+
+
+def test_sweep_fleet_value_out_of_bounds_is_a_row_not_an_internal_error() -> None:
+    """The first fleet override was validated before the second was applied: a pydantic error,
+    exit 3, instead of the row naming `--vary slow_node_share`."""
+    out = cli_json(
+        "sweep", "-m", "llama3-8b", "--nodes", "2",
+        "--vary", "slow_node_share=-0.1,0.1", "--vary", "slow_node_slowdown=0.1",
+    )  # fmt: skip
+    bad, good = out["rows"]
+    assert "--vary slow_node_share: -0.1; allowed: >= 0.0" in bad["error"]
+    assert bad["tokens_per_s"] is None and good["tokens_per_s"] > 0
+

@@ -66,11 +66,30 @@ class FleetSpec(BaseModel):
         return node_term + spread
 
 
-# Named fleets (fractions); sources in the module docstring.
+# Named fleets (fractions, every field); sources in the module docstring.
 FLEETS: dict[str, dict[str, float]] = {
     "well-run": {"slow_node_share": 0.0, "slow_node_slowdown": 0.0, "gpu_speed_spread": 0.0},
-    "megascale-nsdi24": {"slow_node_share": 0.005, "slow_node_slowdown": 0.10},
+    "megascale-nsdi24": {
+        "slow_node_share": 0.005,
+        "slow_node_slowdown": 0.10,
+        "gpu_speed_spread": 0.0,
+    },
 }
+
+
+def _named_fleet(value: Any) -> dict[str, float] | None:
+    """The fields of the named fleet `value` is (a name) or names (a mapping's `name`)."""
+    name = value.get("name") if isinstance(value, dict) else value
+    return FLEETS.get(name) if isinstance(name, str) else None
+
+
+def fleet_fields(value: Any) -> Any:
+    """A fleet as its fields, unvalidated: a named fleet's (`megascale-nsdi24`), a mapping
+    naming one over the named fleet's fields; anything else as given (the validator judges)."""
+    named = _named_fleet(value)
+    if named is None:
+        return value
+    return {**named, **value} if isinstance(value, dict) else {"name": value, **named}
 
 
 _GRID = 1601  # points of the integral over [-8, 8 + sqrt(2 ln n)] (error < 1e-6)
