@@ -306,3 +306,19 @@ def test_sweep_fleet_value_out_of_bounds_is_a_row_not_an_internal_error() -> Non
     assert "--vary slow_node_share: -0.1; allowed: >= 0.0" in bad["error"]
     assert bad["tokens_per_s"] is None and good["tokens_per_s"] > 0
 
+
+def test_fleet_mapping_naming_a_fleet_takes_its_fields(tmp_path: Path) -> None:
+    """`fleet: {name: megascale-nsdi24}` was a fleet of no slow nodes under MegaScale's name;
+    a field that contradicts the named fleet is refused rather than mislabelled."""
+    base = (REPO / "examples" / "cluster.yaml").read_text()
+    stragglers = {}
+    for tag, fleet in (("named", "megascale-nsdi24"), ("mapping", "{name: megascale-nsdi24}")):
+        (tmp_path / f"{tag}.yaml").write_text(f"{base}fleet: {fleet}\n")
+        out = cli_json("estimate", "-c", str(tmp_path / f"{tag}.yaml"), "--tp", "8")
+        stragglers[tag] = out["breakdown"]["straggler_s"]
+    assert stragglers["mapping"] == stragglers["named"] > 0
+    (tmp_path / "both.yaml").write_text(
+        f"{base}fleet: {{name: well-run, slow_node_share: 0.1, slow_node_slowdown: 0.1}}\n"
+    )
+    proc = run_cli("show", "cluster", str(tmp_path / "both.yaml"), check=False)
+    assert_user_error(proc, "fleet 'well-run' has slow_node_share 0, not 0.1", "allowed:")

@@ -51,11 +51,18 @@ class FleetSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _named(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if value not in FLEETS:
-                raise ValueError(f"unknown fleet {value!r}; allowed: {', '.join(FLEETS)}")
-            return {"name": value, **FLEETS[value]}
-        return value
+        """A fleet's name stands for its fields; a mapping naming a fleet takes the fields it
+        leaves out from it and may not contradict it (the name would describe another fleet)."""
+        if isinstance(value, str) and value not in FLEETS:
+            raise ValueError(f"unknown fleet {value!r}; allowed: {', '.join(FLEETS)}")
+        named = _named_fleet(value)
+        for key, given in value.items() if named and isinstance(value, dict) else ():
+            if key in named and given != named[key]:
+                raise ValueError(
+                    f"fleet {value['name']!r} has {key} {named[key]:g}, not {given!r}; allowed: "
+                    f"leave {key} out, or name the fleet yourself (e.g. custom)"
+                )
+        return fleet_fields(value)
 
     def step_slowdown(self, nodes: int, gpus: int) -> float:
         """Expected relative slowdown of a synchronous step over `nodes` nodes holding `gpus`
