@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from math import inf, nan
+
 import numpy as np
 import pytest
 
@@ -95,6 +97,8 @@ def test_bad_input_is_one_line() -> None:
         (lambda: FabricConfig(nodes=3, rate_bit=10**8, oversubscription=2), "even"),
         (lambda: FabricConfig(nodes=2, rate_bit=10**8, qdisc="netem"), "--qdisc"),
         (lambda: FabricConfig(nodes=0, rate_bit=10**8), "--nodes"),
+        (lambda: FabricConfig(nodes=2, rate_bit=10**8, oversubscription=nan), "finite"),
+        (lambda: FabricConfig(nodes=2, rate_bit=10**8, oversubscription=inf), "finite"),
         (lambda: parse_sizes("1M:x"), "--sizes"),
         (lambda: parse_rate("5kbit"), "between"),
         (lambda: netns.lab_prefix("Bad_"), "prefix"),
