@@ -82,7 +82,7 @@ def test_plot_is_written(tmp_path: Path) -> None:
         (["--algo", "sharp"], ["sharp", "available"]),
         (["-b", "12Q"], ["--min-bytes", "12Q"]),
         (["-b", "1G", "-e", "8"], ["--min-bytes"]),
-        (["--gpus", "100000"], ["world size 100000"]),
+        (["--gpus", "100000"], ["world size 100000", "allowed: at most 16 ranks"]),
     ],
 )
 def test_bad_input(args: list[str], needles: list[str]) -> None:
