@@ -282,6 +282,8 @@ def test_pod_options_reach_the_collective() -> None:
             "not both",
         ),
         ("{kind: single-switch, pod_oversubscription: 7}", "single-switch has no uplinks"),
+        ("{kind: single-switch, routing: ecmp}", "no uplinks; routing is allowed only"),
+        ("{kind: single-switch, qps_per_connection: 4}", "no uplinks; qps_per_connection"),
     ],
 )
 def test_topology_fields_that_would_be_ignored_are_refused(

@@ -127,7 +127,7 @@ class TopologySpec(_Spec):
     @model_validator(mode="after")
     def _one_way_to_say_each_level(self) -> TopologySpec:
         """Refuse fields that would be silently ignored: two ways to size the leaves or the
-        pods, or leaves and pods under a single switch."""
+        pods, or leaves, pods and uplink routing under a single switch."""
         for listed, scalar in (("pod_sizes", "leaves_per_pod"), ("leaf_sizes", "nodes_per_leaf")):
             sizes, size = getattr(self, listed), getattr(self, scalar)
             if sizes and size is not None and size != max(sizes):
@@ -145,6 +145,8 @@ class TopologySpec(_Spec):
                     ("pod_sizes", self.pod_sizes),
                     ("oversubscription", self.oversubscription > 1),
                     ("pod_oversubscription", self.pod_oversubscription > 1),
+                    ("routing", self.routing),  # (flows spread over uplinks)
+                    ("qps_per_connection", self.qps_per_connection > 1),
                 )
                 if value
             ]
