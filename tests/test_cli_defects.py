@@ -324,3 +324,25 @@ def test_fleet_mapping_naming_a_fleet_takes_its_fields(tmp_path: Path) -> None:
     )
     proc = run_cli("show", "cluster", str(tmp_path / "both.yaml"), check=False)
     assert_user_error(proc, "fleet 'well-run' has slow_node_share 0, not 0.1", "allowed:")
+
+
+def test_show_cluster_states_the_fleet_and_an_idle_slow_node_field(tmp_path: Path) -> None:
+    """`show cluster` said nothing of the fleet (stragglers priced by estimate), nor that a
+    slow-node share without a slowdown adds nothing."""
+    base = (REPO / "examples" / "cluster.yaml").read_text()
+    named = tmp_path / "named.yaml"
+    named.write_text(f"{base}fleet: megascale-nsdi24\n")
+    out = cli_json("show", "cluster", str(named))
+    assert (out["fleet"], out["slow_node_share"], out["slow_node_slowdown"]) == (
+        "megascale-nsdi24", 0.005, 0.1,
+    )  # fmt: skip
+    assert out["gpu_speed_spread"] == 0.0 and out["notes"] == []
+    assert (
+        "fleet megascale-nsdi24: 0.50% of nodes run 10% slower"
+        in run_cli("show", "cluster", str(named)).stdout
+    )
+    idle = tmp_path / "idle.yaml"
+    idle.write_text(f"{base}fleet: {{slow_node_share: 0.1}}\n")
+    said = "fleet.slow_node_share 0.1 changes nothing: fleet.slow_node_slowdown is 0"
+    assert any(said in note for note in cli_json("show", "cluster", str(idle))["notes"])
+    assert said in run_cli("show", "cluster", str(idle)).stdout

@@ -64,6 +64,18 @@ class FleetSpec(BaseModel):
                 )
         return fleet_fields(value)
 
+    def idle_note(self) -> str | None:
+        """Why a slow-node field given changes nothing (a share while the slowdown is 0, or
+        the reverse: a slow node needs both), else None."""
+        share, slow = self.slow_node_share, self.slow_node_slowdown
+        if bool(share) == bool(slow):
+            return None
+        given, zero = ("slow_node_share", "slow_node_slowdown")[:: 1 if share else -1]
+        return (
+            f"fleet.{given} {share or slow:g} changes nothing: fleet.{zero} is 0 (a slow node "
+            "needs both)"
+        )
+
     def step_slowdown(self, nodes: int, gpus: int) -> float:
         """Expected relative slowdown of a synchronous step over `nodes` nodes holding `gpus`
         GPUs: the slow node's s * (1 - (1 - p)^n) plus the spread's expected slowest GPU."""
