@@ -82,7 +82,7 @@ def test_plot_is_written(tmp_path: Path) -> None:
         (["--algo", "sharp"], ["sharp", "available"]),
         (["-b", "12Q"], ["--min-bytes", "12Q"]),
         (["-b", "1G", "-e", "8"], ["--min-bytes"]),
-        (["--gpus", "100000"], ["world size 100000"]),
+        (["--gpus", "100000"], ["world size 100000", "allowed: at most 16 ranks"]),
     ],
 )
 def test_bad_input(args: list[str], needles: list[str]) -> None:
@@ -101,3 +101,19 @@ def test_explain_shows_the_nvls_pipeline_fill() -> None:
         "fill_loops": 2.0,
     }
     assert by_algo[("ring", "Simple")]["nvls_pipeline"] is None
+
+
+@pytest.mark.parametrize(("datatype", "element"), [("float", 4), ("bfloat16", 2), ("f8e4m3", 1)])
+def test_datatype_sets_count_and_type_as_nccl_tests_does(datatype: str, element: int) -> None:
+    """nccl-tests' -d/--datatype: the count and type columns follow it; time does not."""
+    args = ("collective", "-c", "dgx-h100", "--nodes", "2", "-b", "1M", "-e", "4M")
+    (test,) = parse_log(run_cli(*args, "-d", datatype).stdout)
+    assert {row.type for row in test.rows} == {datatype}
+    assert [row.count for row in test.rows] == [r.size_bytes // element for r in test.rows]
+    out = cli_json(*args, "--datatype", datatype)
+    assert out["datatype"] == datatype and out["rows"] == cli_json(*args)["rows"]
+
+
+def test_unknown_datatype_is_a_user_error() -> None:
+    proc = run_cli("collective", "-d", "bf16", check=False)
+    assert_user_error(proc, "--datatype: 'bf16'", "allowed: int8,", "bfloat16")

@@ -282,6 +282,8 @@ def test_pod_options_reach_the_collective() -> None:
             "not both",
         ),
         ("{kind: single-switch, pod_oversubscription: 7}", "single-switch has no uplinks"),
+        ("{kind: single-switch, routing: ecmp}", "no uplinks; routing is allowed only"),
+        ("{kind: single-switch, qps_per_connection: 4}", "no uplinks; qps_per_connection"),
     ],
 )
 def test_topology_fields_that_would_be_ignored_are_refused(
@@ -293,3 +295,54 @@ def test_topology_fields_that_would_be_ignored_are_refused(
         f"inter: {{nic: roce400, nics_per_node: 8}}\ntopology: {topology}\n"
     )
     assert_user_error(run_cli("show", "cluster", "-c", str(spec), check=False), "topology", said)
+
+
+def test_sweep_fleet_value_out_of_bounds_is_a_row_not_an_internal_error() -> None:
+    """The first fleet override was validated before the second was applied: a pydantic error,
+    exit 3, instead of the row naming `--vary slow_node_share`."""
+    out = cli_json(
+        "sweep", "-m", "llama3-8b", "--nodes", "2",
+        "--vary", "slow_node_share=-0.1,0.1", "--vary", "slow_node_slowdown=0.1",
+    )  # fmt: skip
+    bad, good = out["rows"]
+    assert "--vary slow_node_share: -0.1; allowed: >= 0.0" in bad["error"]
+    assert bad["tokens_per_s"] is None and good["tokens_per_s"] > 0
+
+
+def test_fleet_mapping_naming_a_fleet_takes_its_fields(tmp_path: Path) -> None:
+    """`fleet: {name: megascale-nsdi24}` was a fleet of no slow nodes under MegaScale's name;
+    a field that contradicts the named fleet is refused rather than mislabelled."""
+    base = (REPO / "examples" / "cluster.yaml").read_text()
+    stragglers = {}
+    for tag, fleet in (("named", "megascale-nsdi24"), ("mapping", "{name: megascale-nsdi24}")):
+        (tmp_path / f"{tag}.yaml").write_text(f"{base}fleet: {fleet}\n")
+        out = cli_json("estimate", "-c", str(tmp_path / f"{tag}.yaml"), "--tp", "8")
+        stragglers[tag] = out["breakdown"]["straggler_s"]
+    assert stragglers["mapping"] == stragglers["named"] > 0
+    (tmp_path / "both.yaml").write_text(
+        f"{base}fleet: {{name: well-run, slow_node_share: 0.1, slow_node_slowdown: 0.1}}\n"
+    )
+    proc = run_cli("show", "cluster", str(tmp_path / "both.yaml"), check=False)
+    assert_user_error(proc, "fleet 'well-run' has slow_node_share 0, not 0.1", "allowed:")
+
+
+def test_show_cluster_states_the_fleet_and_an_idle_slow_node_field(tmp_path: Path) -> None:
+    """`show cluster` said nothing of the fleet (stragglers priced by estimate), nor that a
+    slow-node share without a slowdown adds nothing."""
+    base = (REPO / "examples" / "cluster.yaml").read_text()
+    named = tmp_path / "named.yaml"
+    named.write_text(f"{base}fleet: megascale-nsdi24\n")
+    out = cli_json("show", "cluster", str(named))
+    assert (out["fleet"], out["slow_node_share"], out["slow_node_slowdown"]) == (
+        "megascale-nsdi24", 0.005, 0.1,
+    )  # fmt: skip
+    assert out["gpu_speed_spread"] == 0.0 and out["notes"] == []
+    assert (
+        "fleet megascale-nsdi24: 0.50% of nodes run 10% slower"
+        in run_cli("show", "cluster", str(named)).stdout
+    )
+    idle = tmp_path / "idle.yaml"
+    idle.write_text(f"{base}fleet: {{slow_node_share: 0.1}}\n")
+    said = "fleet.slow_node_share 0.1 changes nothing: fleet.slow_node_slowdown is 0"
+    assert any(said in note for note in cli_json("show", "cluster", str(idle))["notes"])
+    assert said in run_cli("show", "cluster", str(idle)).stdout

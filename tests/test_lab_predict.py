@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from math import inf, nan
+
 import numpy as np
 import pytest
 
@@ -95,7 +97,11 @@ def test_bad_input_is_one_line() -> None:
         (lambda: FabricConfig(nodes=3, rate_bit=10**8, oversubscription=2), "even"),
         (lambda: FabricConfig(nodes=2, rate_bit=10**8, qdisc="netem"), "--qdisc"),
         (lambda: FabricConfig(nodes=0, rate_bit=10**8), "--nodes"),
+        (lambda: FabricConfig(nodes=2, rate_bit=10**8, oversubscription=nan), "finite"),
+        (lambda: FabricConfig(nodes=2, rate_bit=10**8, oversubscription=inf), "finite"),
         (lambda: parse_sizes("1M:x"), "--sizes"),
+        (lambda: parse_sizes("1M:1K"), "--sizes MIN 1048576 is larger than --sizes MAX 1024"),
+        (lambda: parse_sizes("1M:16M:1"), "--sizes FACTOR: must be an integer >= 2, got 1"),
         (lambda: parse_rate("5kbit"), "between"),
         (lambda: netns.lab_prefix("Bad_"), "prefix"),
         (lambda: LabRun(FabricConfig(nodes=2, rate_bit=10**8), 2, "broadcast", (1,)), "--op"),

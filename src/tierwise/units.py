@@ -92,12 +92,19 @@ def parse_duration(text: str, field: str = "duration") -> float:
     return seconds
 
 
-def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
-    """nccl-tests' sizes: min, min*factor, ... while <= max."""
+def size_sweep(
+    min_bytes: int,
+    max_bytes: int,
+    factor: int,
+    flags: tuple[str, str, str] = ("--min-bytes", "--max-bytes", "--factor"),
+) -> list[int]:
+    """nccl-tests' sizes: min, min*factor, ... while <= max; an error names the three by
+    `flags` (as the user gave them)."""
+    low, high, step = flags
     if min_bytes > max_bytes:
-        raise TierwiseError(f"--min-bytes {min_bytes} is larger than --max-bytes {max_bytes}")
+        raise TierwiseError(f"{low} {min_bytes} is larger than {high} {max_bytes}")
     if factor < 2:
-        raise TierwiseError(f"--factor: must be an integer >= 2, got {factor}")
+        raise TierwiseError(f"{step}: must be an integer >= 2, got {factor}")
     sizes = [min_bytes]
     while sizes[-1] * factor <= max_bytes:
         sizes.append(sizes[-1] * factor)

@@ -45,7 +45,10 @@ FIELD_NOTES: dict[str, str] = {
         "added; megascale-nsdi24: 0.5% of nodes 10% slower) or the fields below. A step "
         "waits for its slowest rank: breakdown term straggler_s."
     ),
-    "FleetSpec.name": "Name of the fleet (a named example, or custom).",
+    "FleetSpec.name": (
+        "Name of the fleet: a named fleet's name fills the fields left out (a field given must "
+        "agree with it), or a name of your own (custom)."
+    ),
     "InterSpec.nic": "NIC: a catalog key (`tierwise catalog nics`) or an inline NIC object.",
     "InterSpec.nics_per_node": "Compute NIC ports per node (0: a single node, no fabric).",
     "TopologySpec.kind": (

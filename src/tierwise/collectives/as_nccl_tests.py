@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from tierwise.collectives.predict import Prediction
+from tierwise.errors import SpecError
+from tierwise.formats.infer import TYPE_BYTES
 from tierwise.formats.nccl_tests import NcclHalf, NcclRow, NcclTest
 
-ELEMENT_BYTES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4, "int8": 1}
+DATATYPES = (
+    "int8", "uint8", "int32", "uint32", "int64", "uint64",
+    "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2",
+)  # fmt: skip
+"""nccl-tests' `-d` type names (`test_typenames` in src/common.cu), as its table prints them."""
 _REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
 _ROOTED = {"broadcast", "reduce"}
 
@@ -15,7 +21,7 @@ def prediction_test(
 ) -> NcclTest:
     """nccl-tests rows for a prediction (in-place = out-of-place), with `algo`/`proto` columns
     and the runner-up candidate (`next`) with its `margin` (how much slower it is)."""
-    elem = ELEMENT_BYTES[dtype]
+    elem = element_bytes(dtype)
     rows = []
     for r in pred.rows():
         half = NcclHalf(
@@ -51,3 +57,11 @@ def prediction_test(
         avg_busbw_GBps=round(sum(busbw) / len(busbw), 3) if busbw else None,
         out_of_bounds=0,
     )
+
+
+def element_bytes(dtype: str) -> int:
+    """Bytes per element of nccl-tests' type `dtype` (its `-d`); another name is the user's
+    error."""
+    if dtype not in DATATYPES:
+        raise SpecError(f"--datatype: {dtype!r}; allowed: {', '.join(DATATYPES)}")
+    return TYPE_BYTES[dtype]

@@ -18,7 +18,7 @@ from tierwise.bounds import MAX_DOMAIN_GPUS, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NI
 from tierwise.errors import SpecError
 from tierwise.hardware import catalog
 from tierwise.hardware.catalog import GPU, NIC, Link
-from tierwise.hardware.fleet import FleetSpec
+from tierwise.hardware.fleet import FleetSpec, fleet_fields
 from tierwise.hardware.reliability import PowerSpec, ReliabilitySpec
 from tierwise.specio import build, data_yaml, read_yaml
 from tierwise.textio import is_file
@@ -127,7 +127,7 @@ class TopologySpec(_Spec):
     @model_validator(mode="after")
     def _one_way_to_say_each_level(self) -> TopologySpec:
         """Refuse fields that would be silently ignored: two ways to size the leaves or the
-        pods, or leaves and pods under a single switch."""
+        pods, or leaves, pods and uplink routing under a single switch."""
         for listed, scalar in (("pod_sizes", "leaves_per_pod"), ("leaf_sizes", "nodes_per_leaf")):
             sizes, size = getattr(self, listed), getattr(self, scalar)
             if sizes and size is not None and size != max(sizes):
@@ -145,6 +145,8 @@ class TopologySpec(_Spec):
                     ("pod_sizes", self.pod_sizes),
                     ("oversubscription", self.oversubscription > 1),
                     ("pod_oversubscription", self.pod_oversubscription > 1),
+                    ("routing", self.routing),  # (flows spread over uplinks)
+                    ("qps_per_connection", self.qps_per_connection > 1),
                 )
                 if value
             ]
@@ -488,8 +490,11 @@ def apply_overrides(data: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         if key in {"nodes", "gpus_per_node", "intra", "nvlink_domain_gpus"}:
             out[key] = value
         elif key in FLEET_OVERRIDES:
-            fleet = {**FleetSpec.model_validate(fleet or "well-run").model_dump(), key: value}
-            out["fleet"] = fleet = {**fleet, "name": "custom"}
+            # unvalidated: `build` names an override out of bounds by its flag, and an
+            # unknown fleet name as the spec's
+            base = fleet_fields(fleet or "well-run")
+            if isinstance(base, dict):
+                out["fleet"] = fleet = {**base, key: value, "name": "custom"}
         elif key in TOPOLOGY_OVERRIDES:
             if key == "leaves_per_pod":  # replaces the listed pods
                 topo.pop("pod_sizes", None)

@@ -51,11 +51,30 @@ class FleetSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _named(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if value not in FLEETS:
-                raise ValueError(f"unknown fleet {value!r}; allowed: {', '.join(FLEETS)}")
-            return {"name": value, **FLEETS[value]}
-        return value
+        """A fleet's name stands for its fields; a mapping naming a fleet takes the fields it
+        leaves out from it and may not contradict it (the name would describe another fleet)."""
+        if isinstance(value, str) and value not in FLEETS:
+            raise ValueError(f"unknown fleet {value!r}; allowed: {', '.join(FLEETS)}")
+        named = _named_fleet(value)
+        for key, given in value.items() if named and isinstance(value, dict) else ():
+            if key in named and given != named[key]:
+                raise ValueError(
+                    f"fleet {value['name']!r} has {key} {named[key]:g}, not {given!r}; allowed: "
+                    f"leave {key} out, or name the fleet yourself (e.g. custom)"
+                )
+        return fleet_fields(value)
+
+    def idle_note(self) -> str | None:
+        """Why a slow-node field given changes nothing (a share while the slowdown is 0, or
+        the reverse: a slow node needs both), else None."""
+        share, slow = self.slow_node_share, self.slow_node_slowdown
+        if bool(share) == bool(slow):
+            return None
+        given, zero = ("slow_node_share", "slow_node_slowdown")[:: 1 if share else -1]
+        return (
+            f"fleet.{given} {share or slow:g} changes nothing: fleet.{zero} is 0 (a slow node "
+            "needs both)"
+        )
 
     def step_slowdown(self, nodes: int, gpus: int) -> float:
         """Expected relative slowdown of a synchronous step over `nodes` nodes holding `gpus`
@@ -66,11 +85,30 @@ class FleetSpec(BaseModel):
         return node_term + spread
 
 
-# Named fleets (fractions); sources in the module docstring.
+# Named fleets (fractions, every field); sources in the module docstring.
 FLEETS: dict[str, dict[str, float]] = {
     "well-run": {"slow_node_share": 0.0, "slow_node_slowdown": 0.0, "gpu_speed_spread": 0.0},
-    "megascale-nsdi24": {"slow_node_share": 0.005, "slow_node_slowdown": 0.10},
+    "megascale-nsdi24": {
+        "slow_node_share": 0.005,
+        "slow_node_slowdown": 0.10,
+        "gpu_speed_spread": 0.0,
+    },
 }
+
+
+def _named_fleet(value: Any) -> dict[str, float] | None:
+    """The fields of the named fleet `value` is (a name) or names (a mapping's `name`)."""
+    name = value.get("name") if isinstance(value, dict) else value
+    return FLEETS.get(name) if isinstance(name, str) else None
+
+
+def fleet_fields(value: Any) -> Any:
+    """A fleet as its fields, unvalidated: a named fleet's (`megascale-nsdi24`), a mapping
+    naming one over the named fleet's fields; anything else as given (the validator judges)."""
+    named = _named_fleet(value)
+    if named is None:
+        return value
+    return {**named, **value} if isinstance(value, dict) else {"name": value, **named}
 
 
 _GRID = 1601  # points of the integral over [-8, 8 + sqrt(2 ln n)] (error < 1e-6)

@@ -63,8 +63,8 @@ class Placement:
         needed = -(-world // k)
         if needed > len(node_list):
             raise SpecError(
-                f"world size {world} needs {needed} nodes of {k} ranks; "
-                f"the cluster has {len(node_list)}"
+                f"world size {world} needs {needed} nodes of {k} ranks; the cluster has "
+                f"{len(node_list)}; allowed: at most {len(node_list) * k} ranks"
             )
         if world <= SMALL_WORLD:
             ranks = range(world)

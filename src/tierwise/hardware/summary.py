@@ -45,6 +45,11 @@ def cluster_summary(cluster: ClusterSpec) -> dict[str, Any]:
         "routing_is_default": cluster.topology.routing is None,
         "qps_per_connection": cluster.topology.qps_per_connection,
         "in_network_reduction": cluster.in_network_reduction,
+        "fleet": cluster.fleet.name,
+        "slow_node_share": cluster.fleet.slow_node_share,
+        "slow_node_slowdown": cluster.fleet.slow_node_slowdown,
+        "gpu_speed_spread": cluster.fleet.gpu_speed_spread,
+        "notes": [note for note in (cluster.fleet.idle_note(),) if note],
         "tiers": [
             {
                 "name": t.name,

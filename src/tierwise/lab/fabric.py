@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -74,9 +75,10 @@ class FabricConfig:
         shaping.check_qdisc(self.qdisc)
         if not 1 <= self.nodes <= MAX_NODES:
             raise TierwiseError(f"--nodes: {self.nodes} must be between 1 and {MAX_NODES}")
-        if self.oversubscription < 1:
+        if not 1 <= self.oversubscription < math.inf:  # (nan too)
             raise TierwiseError(
-                f"--oversubscription: {self.oversubscription:g} must be >= 1 (2 means 2:1)"
+                f"--oversubscription: {self.oversubscription:g} must be a finite number >= 1 "
+                "(2 means 2:1)"
             )
         if self.spines and not (MIN_SPINES <= self.spines <= MAX_SPINES):
             raise TierwiseError(

@@ -9,7 +9,7 @@ import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, table, writable
-from tierwise.collectives.as_nccl_tests import prediction_test
+from tierwise.collectives.as_nccl_tests import element_bytes, prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, link_patterns
 from tierwise.collectives.predict import group_shape, predict
 from tierwise.collectives.shape import Shape
@@ -40,6 +40,15 @@ def collective(
     min_bytes: Annotated[str, typer.Option("--min-bytes", "-b")] = "8",
     max_bytes: Annotated[str, typer.Option("--max-bytes", "-e")] = "8G",
     factor: Annotated[int, typer.Option("--factor", "-f")] = 2,
+    datatype: Annotated[
+        str,
+        typer.Option(
+            "--datatype",
+            "-d",
+            help="Element type, as nccl-tests' -d: the count and type columns (time depends "
+            "on bytes only).",
+        ),
+    ] = "float",
     algo: Annotated[
         str,
         typer.Option(
@@ -63,6 +72,7 @@ def collective(
 ) -> None:
     """Predict time, algbw and busbw of a collective per message size, as nccl-tests prints."""
     op = canonical_op(op)
+    element_bytes(datatype)
     for flag, value in (("--gpus", gpus), ("--ranks-per-node", ranks_per_node)):
         if value is not None and value < 1:
             raise SpecError(f"{flag}: {value}; allowed: 1 or more ranks")
@@ -93,6 +103,7 @@ def collective(
                 "nranks": world,
                 "nodes": nodes,
                 "ranks_per_node": k,
+                "datatype": datatype,
                 "cluster": cluster_spec.name,
                 "rows": pred.rows(),
                 **(
@@ -105,7 +116,8 @@ def collective(
         return
     typer.echo(
         format_test(
-            prediction_test(pred, nodes, k), extra_columns=("algo", "proto", "next", "margin")
+            prediction_test(pred, nodes, k, datatype),
+            extra_columns=("algo", "proto", "next", "margin"),
         ),
         nl=False,
     )

@@ -27,6 +27,8 @@ OverOpt = Annotated[
 ]
 QdiscOpt = Annotated[str, typer.Option("--qdisc", help="Shaper: htb or tbf.")]
 DEFAULT_RATE = "100mbit"
+SIZES_PARTS = ("--sizes MIN", "--sizes MAX", "--sizes FACTOR")
+"""How a bad sweep of --sizes MIN:MAX:FACTOR names its parts."""
 
 
 def _config(nodes: int, rate: str, over: float, qdisc: str) -> Any:
@@ -55,9 +57,8 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise TierwiseError(
                 f"--sizes: factor {parts[2][:20]!r} must be an integer >= 2"
             ) from None
-        return tuple(
-            size_sweep(parse_size(parts[0], "--sizes"), parse_size(parts[1], "--sizes"), factor)
-        )
+        low, high = (parse_size(part, "--sizes") for part in parts[:2])
+        return tuple(size_sweep(low, high, factor, SIZES_PARTS))
     return tuple(sorted({parse_size(p, "--sizes") for p in text.split(",") if p.strip()}))
 
 

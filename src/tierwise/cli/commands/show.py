@@ -49,6 +49,16 @@ def show_cluster(cluster_spec: ClusterSpec, as_json: JsonOpt = False) -> None:
         f"routing {s['routing']}{default}, {plural(s['qps_per_connection'], 'queue pair')} "
         f"per connection; priced for {nccl}"
     )
+    share, slow, spread = s["slow_node_share"], s["slow_node_slowdown"], s["gpu_speed_spread"]
+    stragglers = (share and slow) or spread
+    console.print(
+        f"fleet {s['fleet']}: "
+        + (f"{share:.2%} of nodes run {slow:.0%} slower" if share and slow else "no slow nodes")
+        + (f", GPU speed spread {spread:.1%}" if spread else ", no GPU speed spread")
+        + (" (a step waits for its slowest rank: straggler_s)" if stragglers else "")
+    )
+    for note in s["notes"]:
+        console.print(note)
     rows = [
         (
             t["name"],
