@@ -284,6 +284,9 @@ def test_pod_options_reach_the_collective() -> None:
         ("{kind: single-switch, pod_oversubscription: 7}", "single-switch has no uplinks"),
         ("{kind: single-switch, routing: ecmp}", "no uplinks; routing is allowed only"),
         ("{kind: single-switch, qps_per_connection: 4}", "no uplinks; qps_per_connection"),
+        # 12 GPUs of 8-GPU nodes: used to be rounded down to one node per leaf, unsaid
+        ("{kind: spine-leaf, gpus_per_leaf: 12}", "allowed: multiples of 8"),
+        ("{kind: rail-optimized, gpus_per_leaf: 3, planes: 4}", "allowed: multiples of 2"),
     ],
 )
 def test_topology_fields_that_would_be_ignored_are_refused(

@@ -6,6 +6,7 @@ objects at validation time, so a loaded spec is self-contained and dumps reprodu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
 from itertools import accumulate
@@ -247,6 +248,14 @@ class ClusterSpec(_Spec):
                 f"nvlink_domain_gpus={domain} must be a multiple of "
                 f"gpus_per_node={self.gpus_per_node}"
             )
+        per_leaf, planes = self.topology.gpus_per_leaf, self.topology.planes
+        if per_leaf is not None and (per_leaf * planes) % self.gpus_per_node:
+            raise ValueError(
+                f"topology.gpus_per_leaf={per_leaf} is not a whole number of "
+                f"{self.gpus_per_node}-GPU nodes per leaf (x {planes} plane(s)); allowed: "
+                f"multiples of {self.gpus_per_node // math.gcd(self.gpus_per_node, planes)}, "
+                "or give nodes_per_leaf"
+            )
         listed = self.topology.leaf_sizes
         if listed and self.topology.kind != "single-switch" and self.nodes > sum(listed):
             raise ValueError(
@@ -374,7 +383,7 @@ def _leaf_sizes(nodes: int, gpus_per_node: int, topo: TopologySpec) -> tuple[int
     if topo.nodes_per_leaf:
         npl = topo.nodes_per_leaf * topo.planes
     elif topo.gpus_per_leaf:
-        npl = max(1, topo.gpus_per_leaf * topo.planes // gpus_per_node)
+        npl = topo.gpus_per_leaf * topo.planes // gpus_per_node  # whole nodes (_check_shape)
     else:
         npl = nodes
     return _blocks(nodes, topo.leaf_sizes, npl)
