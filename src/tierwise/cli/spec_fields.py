@@ -58,7 +58,7 @@ FIELD_NOTES: dict[str, str] = {
         "(every node under one switch)."
     ),
     "TopologySpec.nodes_per_leaf": "Nodes under one leaf switch group; default all nodes.",
-    "TopologySpec.gpus_per_leaf": "The same in GPUs (nodes_per_leaf wins when both are given).",
+    "TopologySpec.gpus_per_leaf": "The same in GPUs (whole nodes x planes), or nodes_per_leaf.",
     "TopologySpec.oversubscription": "Leaf downlink:uplink ratio (2.0 means 2:1); 1 = full.",
     "TopologySpec.leaves_per_pod": "Leaves under one pod (spine group); default one pod.",
     "TopologySpec.pod_oversubscription": "The same ratio one level up, pod to core.",
