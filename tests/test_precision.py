@@ -23,11 +23,9 @@ from tierwise.perf.efficiency import (
 from tierwise.perf.estimate import estimate
 from tierwise.perf.precision import quantize_bytes, quantize_seconds
 from tierwise.perf.step import Flags
-from tierwise.perf.terms.compute import cast_matrices, layer_gemms
 from tierwise.plan.emit.megatron import megatron_args
 from tierwise.plan.emit.torchtitan import torchtitan_args
 from tierwise.plan.search import search
-from tierwise.workload.flops import layer_flops
 from tierwise.workload.layout import Layout
 from tierwise.workload.load import load_model
 from tierwise.workload.memory import memory
@@ -38,7 +36,7 @@ from tierwise.workload.precision import (
     dtype_and_recipe,
     precision_code,
 )
-from tierwise.workload.spec import ModelSpec, model_dims
+from tierwise.workload.spec import ModelSpec
 
 H100, B200, A100 = gpu("h100-sxm"), gpu("b200"), gpu("a100-sxm-80gb")
 L8 = load_model("llama3-8b")
@@ -122,31 +120,6 @@ def test_quantize_bytes_by_hand() -> None:
     twice = quantize_bytes(H100, g, tensorwise, 2) - quantize_bytes(H100, g, tensorwise, 1)
     assert twice == pytest.approx(1024 * 4096 * 6)
     assert quantize_seconds(H100, g, precision_code("bf16"), 1) == 0
-
-
-@pytest.mark.parametrize(
-    ("name", "mlp_matrices", "expert_matrices"),
-    [("llama3-8b", 2, 0), ("qwen3-30b-a3b", 0, 2), ("deepseek-v3", 2, 2)],
-)
-def test_casts_count_each_weight_matrix(name: str, mlp_matrices: int, expert_matrices: int) -> None:
-    # Per forward, every low-precision weight matrix casts its input (tokens x its K); per
-    # backward, its output gradient (tokens x its N). The MLP and the experts are two
-    # matrices each: fc1 (gate and up fused: 2 x ffn wide, gated) and fc2 (ffn in, hidden out).
-    m, tokens, tp, fp8 = load_model(name), 4096.0, 2, precision_code("fp8")
-    layer = layer_flops(m, 4096, 1, tp=tp, moe_layer=m.moe is not None)
-    gemms = layer_gemms(m, layer, tokens, tp, 1, 1, fp8)
-    matrices = cast_matrices(m, gemms)
-    assert len(matrices) == 2 + mlp_matrices + expert_matrices
-    h, d = m.hidden, model_dims(m)
-    attention = h + (d.q_dim + 2 * d.kv_dim) / tp + d.q_dim / tp + h  # qkv, out
-    ffn = m.moe.shared_ffn if m.moe else d.ffn  # the shared experts' MLP in a MoE layer
-    mlp = (mlp_matrices > 0) * (h + 2 * ffn / tp + ffn / tp + h)
-    # an expert rank's tokens per token of the micro-batch (ep 1, expert-TP 1: 1/tp of them)
-    routed = m.moe.top_k / m.moe.experts / tp if m.moe else 0.0
-    experts = routed * (h + 3 * m.moe.expert_ffn_hidden + h) if m.moe else 0.0
-    elements = tokens * (attention + mlp + experts)
-    # Delayed FP8 on Hopper: read the 16-bit tensor, write two FP8 copies (4 B an element).
-    assert quantize_bytes(H100, matrices, fp8, 1) == pytest.approx(elements * 4, rel=1e-9)
 
 
 @pytest.mark.parametrize("shape", [(8192, 8192, 8192), (16384, 28672 // 8, 8192)])

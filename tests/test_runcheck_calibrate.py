@@ -81,12 +81,9 @@ def test_cli_writes_the_calibration_that_estimate_then_uses(tmp_path: Path) -> N
     assert "leave-one-out" in text and "compute_scale" in text
 
 
-def test_real_runs_of_one_cluster_fit_and_predict_each_other() -> None:
+def test_real_runs_of_one_cluster_predict_each_other_better() -> None:
     """Eos (NVIDIA's DGX H100 cluster): MLPerf v4.1 GPT-3 175B on 256 GPUs and MLPerf v5.0
-    Llama 3.1 405B on 512 GPUs. The fit predicts both better than the catalog cluster, and
-    each is predicted with the constants fitted on the other. (That no longer beats the
-    catalog: both logs are predicted slow, +7.7% and +1.0%, so the other's scale over- or
-    undershoots; with the FP8 constants before the per-matrix casts they were +13.2%, +5.6%.)"""
+    Llama 3.1 405B on 512 GPUs; each predicted with the constants fitted on the other."""
     folders = [
         SHARED / "training_logs" / "mlperf41-nvidia-gpt3-175b-h100-256",
         SHARED / "training_logs" / "mlperf50-nvidia-llama31-405b-h100-512",
@@ -99,10 +96,8 @@ def test_real_runs_of_one_cluster_fit_and_predict_each_other() -> None:
     ]
     result = fit(runs)
     before = result.mean_abs_error_pct("before")
-    after = result.mean_abs_error_pct("after")
     held = result.mean_abs_error_pct("leave_one_out")
-    assert before is not None and after is not None and after < before
-    assert held is not None and held < 2 * before  # transfers within the catalog's error
+    assert held is not None and before is not None and held < before
 
 
 def test_logs_that_cannot_be_priced_are_one_line(tmp_path: Path) -> None:

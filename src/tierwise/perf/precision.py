@@ -1,7 +1,6 @@
 """Time a low-precision format adds outside the GEMMs: quantizing their operands in HBM.
 
-Per micro-batch, each low-precision weight matrix (M x K) @ (K x N) (one by one: the MLP's fc1
-and fc2 apart, `perf.terms.compute.cast_matrices`) casts its input (M x K) in
+Per micro-batch, each low-precision weight GEMM (M x K) @ (K x N) casts its input (M x K) in
 every forward pass (twice under full recompute) and its output gradient (M x N) once in the
 backward pass; each cast reads the 16-bit tensor (twice with an amax pass: current scaling,
 NVFP4's per-tensor scale) and writes its quantized copies (``workload.precision``). Weights

@@ -122,34 +122,15 @@ def layer_gemms(
     ]
 
 
-def cast_matrices(m: ModelSpec, gemms: list[Gemm]) -> tuple[Gemm, ...]:
-    """`layer_gemms`' weight matrices one by one, for the casts of each one's input and output
-    gradient (`tierwise.perf.precision.quantize_bytes`; no FLOPs): the MLP and the routed
-    experts are one GEMM each where their time is priced, two matrices here, fc1 (the gate
-    and up projections fused: twice the width when gated) and fc2 (its input fc1's width,
-    its output the hidden size); a MoE layer without shared experts has no MLP, a dense
-    model no experts. The router runs in BF16: nothing to cast."""
-    qkv, out, mlp, experts, _ = gemms
-    moe, fc1_width = m.moe, model_dims(m).matmuls_per_mlp - 1
-    matrices = [qkv, out]
-    for g, present in ((mlp, moe is None or moe.shared_experts > 0), (experts, moe is not None)):
-        if present:
-            low, width = g.low_share, g.n
-            matrices.append(record(Gemm, (0.0, g.m, fc1_width * width, g.k, low, None)))
-            matrices.append(record(Gemm, (0.0, g.m, g.k, width, low, None)))
-    return tuple(matrices)
-
-
-PricedGemms: TypeAlias = "tuple[Array, Array, tuple[Gemm, ...]]"
-"""One layer's weight GEMMs (`layer_gemms`): their seconds per FLOP; the logits GEMM's
-seconds; the layer's weight matrices one by one (`cast_matrices`)."""
+PricedGemms: TypeAlias = "tuple[tuple[Gemm, ...], Array, Array]"
+"""One layer's weight GEMMs (`layer_gemms`), their seconds per FLOP, the logits GEMM's
+seconds."""
 
 
 def priced_gemms(m: ModelSpec, gpu: GPU, args: tuple) -> PricedGemms:
-    """The seconds per FLOP on `gpu` of `layer_gemms(m, *args[:7])`, the seconds of `args[7]`
-    logits FLOPs and the layer's `cast_matrices`; one layout's (python numbers) memoised per
-    spec by the GPU's identity and `args`: (layer, tokens, tp, ep, etp, precision,
-    expert_load, logits_flops)."""
+    """`layer_gemms(m, *args[:7])` and their seconds per FLOP on `gpu`, and the seconds of
+    `args[7]` logits FLOPs; one layout's (python numbers) memoised per spec by the GPU's
+    identity and `args`: (layer, tokens, tp, ep, etp, precision, expert_load, logits_flops)."""
     _, tokens, tp, ep, etp, precision, expert_load, logits_flops = args
     if not (  # arrays (or numpy scalars): no memo (a generator costs more than these tests)
         type(tokens) is float
@@ -180,14 +161,13 @@ def _priced_by_gpu(m: ModelSpec) -> dict[int, Filled[tuple, PricedGemms]]:
 
 
 def _priced(m: ModelSpec, gpu: GPU, args: tuple) -> PricedGemms:
-    """`priced_gemms`, computed (the matrices a tuple: a memoised value is shared)."""
+    """`priced_gemms`, computed (the GEMMs a tuple: a memoised value is shared)."""
     layer, tokens, tp, _, _, precision, _, logits_flops = args
-    gemms = layer_gemms(m, *args[:7])
+    gemms = tuple(layer_gemms(m, *args[:7]))
     flops = layer.qkv + layer.out + layer.mlp + layer.experts + layer.router
     # The output layer is a plain (BF16) linear in Megatron.
     logits = record(Gemm, (logits_flops, tokens, m.vocab / tp, m.hidden, 0.0, None))
-    per_flop = gemm_seconds(gpu, gemms, precision) / flops
-    return per_flop, gemm_seconds(gpu, [logits]), cast_matrices(m, gemms)
+    return gemms, gemm_seconds(gpu, gemms, precision) / flops, gemm_seconds(gpu, [logits])
 
 
 def permute_bytes(s: Stage) -> Array:
@@ -228,10 +208,10 @@ def compute(
     # One layer's GEMMs scaled to the stage's FLOPs (the busiest expert rank's time); the
     # casts of every layer's operands.
     args = (layer, tokens, tp, f["ep"], f["etp"], precision, expert_load, logits_flops)
-    per_flop, logits, matrices = priced_gemms(m, gpu, args)
+    gemms, per_flop, logits = priced_gemms(m, gpu, args)
     gemm = (hardware - attention_flops - logits_flops) * per_flop
     casts = passes - 1  # forward passes
-    quantize = n * quantize_seconds(gpu, matrices, precision, casts)
+    quantize = n * quantize_seconds(gpu, gemms, precision, casts)
     work = CAUSAL_WORK_FRACTION if flash_attention else 1.0
     attention = (
         attention_flops * work / (attention_tflops(gpu, fp8_attention, flash_attention) * 1e12)
