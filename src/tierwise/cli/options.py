@@ -171,11 +171,12 @@ def _as_choice(cluster: str | None, overrides: dict[str, Any]) -> dict[str, Any]
 
 
 def _load(cluster: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    from tierwise.hardware.cluster import idle_overrides, load_cluster  # only to run
+    """The spec, saying each override that changes nothing on it (stderr and --json)."""
+    from tierwise.cli.output import say_notes  # only to run
+    from tierwise.hardware.cluster import idle_overrides, load_cluster
 
     spec = load_cluster(cluster, CLUSTER_FLAGS, **overrides)
-    for note in idle_overrides(spec, overrides):
-        typer.echo(f"note: {note}", err=True)
+    say_notes(idle_overrides(spec, overrides))
     return {"cluster_spec": spec}
 
 
@@ -197,7 +198,7 @@ def _with_cluster(
             cluster = positional
         return resolve(cluster, picked)
 
-    return with_options(func, options, resolve_cluster, _RESOLVED)
+    return with_options(func, options, resolve_cluster, _RESOLVED, scoped=True)
 
 
 def with_options(
@@ -205,11 +206,15 @@ def with_options(
     options: dict[str, tuple[Any, Any]],
     resolve: Callable[[dict[str, Any]], dict[str, Any]],
     resolved: tuple[str, ...],
+    scoped: bool = False,
 ) -> F:
     """`func` with the typer options `options` (name -> (Annotated type, default)) added to
     its signature and its parameters named in `resolved` removed: a call picks the options'
     values and passes what `resolve` makes of them (keyword arguments among `resolved`). The
-    one mechanism behind every shared option group (cluster, behaviour flags)."""
+    one mechanism behind every shared option group (cluster, behaviour flags). `scoped`: the
+    call (resolve and func) is one command's run, whose notes join its JSON object
+    (`tierwise.cli.output.notes_scope`; one per command: notes said in a nested scope would
+    not reach the outer one's object)."""
     sig = inspect.signature(func)
     hints = typing.get_type_hints(func, include_extras=True)
     kept = [
@@ -225,7 +230,12 @@ def with_options(
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
         picked = {name: kwargs.pop(name) for name in options}
-        return func(**resolve(picked), **kwargs)
+        if not scoped:
+            return func(**resolve(picked), **kwargs)
+        from tierwise.cli.output import notes_scope  # only to run
+
+        with notes_scope():
+            return func(**resolve(picked), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
