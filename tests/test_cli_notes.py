@@ -1,5 +1,5 @@
 """Cluster options that change nothing are said in every command's --json (its `notes`) as on
-stderr, before the command's own notes."""
+stderr, before the command's own notes; a collective's group says the ones idle for it."""
 
 from __future__ import annotations
 
@@ -59,3 +59,40 @@ def test_notes_of_one_invocation_do_not_leak_into_the_next() -> None:
     assert _in_process("collective", "-c", "dgx-h100", *ONE_GB)["notes"] == []
     assert _in_process(*idle)["notes"] == first  # said again, once
     assert "notes" not in _in_process("catalog", "gpus")  # no cluster options: untouched
+
+
+def test_collective_group_inside_one_node_says_the_fabric_options_change_nothing() -> None:
+    """The cluster (4 nodes) uses its NICs; an 8-rank group does not."""
+    args = ["collective", "-c", "dgx-h100", "--gpus", "8", "--nic", "roce400", *ONE_GB]
+    notes = cli_json(*args)["notes"]
+    assert notes == [
+        "--nic roce400 changes nothing for this group: its 8 ranks sit in one NVLink domain, "
+        "so no traffic uses a NIC"
+    ]
+    assert f"note: {notes[0]}" in run_cli(*args).stderr
+    assert cli_json("collective", "-c", "dgx-h100", "--nic", "roce400", *ONE_GB)["notes"] == []
+
+
+def test_collective_group_notes_follow_the_cluster_notes_and_do_not_repeat_them() -> None:
+    args = ["collective", "-c", "dgx-h100", "--gpus", "8", "--nic", "roce400"]
+    notes = cli_json(*args, "--routing", "ecmp", *ONE_GB)["notes"]
+    assert notes[0].startswith("--routing ecmp changes nothing: no traffic of dgx-h100")
+    assert [n.split(" changes")[0] for n in notes] == ["--routing ecmp", "--nic roce400"]
+
+
+def test_collective_group_under_one_leaf_or_pod() -> None:
+    big = ["collective", "-c", "dgx-h100", "--nodes", "64", "--nodes-per-leaf", "8", *ONE_GB]
+    fabric = ["--oversubscription", "2", "--routing", "ecmp", "--leaves-per-pod", "2"]
+    leaf = cli_json(*big, "--gpus", "64", *fabric)["notes"]
+    assert [n.split(" changes")[0] for n in leaf] == [
+        "--oversubscription 2",
+        "--routing ecmp",
+        "--leaves-per-pod 2",
+    ]
+    assert all("its 64 ranks sit under one leaf switch" in n for n in leaf)
+    pod = cli_json(*big, "--gpus", "128", *fabric)["notes"]  # two leaves, one pod
+    assert pod == [
+        "--leaves-per-pod 2 changes nothing for this group: its 128 ranks sit in one pod, so "
+        "no traffic crosses between pods"
+    ]
+    assert cli_json(*big, "--gpus", "256", *fabric)["notes"] == []  # two pods: all matter

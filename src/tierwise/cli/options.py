@@ -148,7 +148,8 @@ def cluster_argument(func: F) -> F:
 
 
 def cluster_options(func: F) -> F:
-    """Give a command --cluster and the shape overrides; it receives `cluster_spec`."""
+    """Give a command --cluster and the shape overrides; it receives `cluster_spec` (and,
+    where it has that parameter, `cluster_overrides`: the overrides, None meaning not given)."""
     return _with_cluster(func, _CLUSTER_OPTIONS)
 
 
@@ -188,6 +189,8 @@ def _with_cluster(
     options: dict[str, tuple[Any, Any]],
     resolve: Callable[[Any, dict[str, Any]], dict[str, Any]] = _load,
 ) -> F:
+    wants_overrides = "cluster_overrides" in inspect.signature(func).parameters
+
     def resolve_cluster(picked: dict[str, Any]) -> dict[str, Any]:
         cluster, positional = picked.pop("cluster"), picked.pop("cluster_arg", None)
         if positional is not None:
@@ -196,7 +199,8 @@ def _with_cluster(
                     f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
                 )
             cluster = positional
-        return resolve(cluster, picked)
+        resolved = resolve(cluster, picked)
+        return {"cluster_overrides": picked, **resolved} if wants_overrides else resolved
 
     return with_options(func, options, resolve_cluster, _RESOLVED, scoped=True)
 
