@@ -148,7 +148,8 @@ def cluster_argument(func: F) -> F:
 
 
 def cluster_options(func: F) -> F:
-    """Give a command --cluster and the shape overrides; it receives `cluster_spec`."""
+    """Give a command --cluster and the shape overrides; it receives `cluster_spec` (and,
+    where it has that parameter, `cluster_overrides`: the overrides, None meaning not given)."""
     return _with_cluster(func, _CLUSTER_OPTIONS)
 
 
@@ -171,11 +172,12 @@ def _as_choice(cluster: str | None, overrides: dict[str, Any]) -> dict[str, Any]
 
 
 def _load(cluster: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    from tierwise.hardware.cluster import idle_overrides, load_cluster  # only to run
+    """The spec, saying each override that changes nothing on it (stderr and --json)."""
+    from tierwise.cli.output import say_notes  # only to run
+    from tierwise.hardware.cluster import idle_overrides, load_cluster
 
     spec = load_cluster(cluster, CLUSTER_FLAGS, **overrides)
-    for note in idle_overrides(spec, overrides):
-        typer.echo(f"note: {note}", err=True)
+    say_notes(idle_overrides(spec, overrides))
     return {"cluster_spec": spec}
 
 
@@ -187,6 +189,8 @@ def _with_cluster(
     options: dict[str, tuple[Any, Any]],
     resolve: Callable[[Any, dict[str, Any]], dict[str, Any]] = _load,
 ) -> F:
+    wants_overrides = "cluster_overrides" in inspect.signature(func).parameters
+
     def resolve_cluster(picked: dict[str, Any]) -> dict[str, Any]:
         cluster, positional = picked.pop("cluster"), picked.pop("cluster_arg", None)
         if positional is not None:
@@ -195,9 +199,10 @@ def _with_cluster(
                     f"CLUSTER {positional!r} and --cluster {cluster!r}: give the cluster once"
                 )
             cluster = positional
-        return resolve(cluster, picked)
+        resolved = resolve(cluster, picked)
+        return {"cluster_overrides": picked, **resolved} if wants_overrides else resolved
 
-    return with_options(func, options, resolve_cluster, _RESOLVED)
+    return with_options(func, options, resolve_cluster, _RESOLVED, scoped=True)
 
 
 def with_options(
@@ -205,11 +210,15 @@ def with_options(
     options: dict[str, tuple[Any, Any]],
     resolve: Callable[[dict[str, Any]], dict[str, Any]],
     resolved: tuple[str, ...],
+    scoped: bool = False,
 ) -> F:
     """`func` with the typer options `options` (name -> (Annotated type, default)) added to
     its signature and its parameters named in `resolved` removed: a call picks the options'
     values and passes what `resolve` makes of them (keyword arguments among `resolved`). The
-    one mechanism behind every shared option group (cluster, behaviour flags)."""
+    one mechanism behind every shared option group (cluster, behaviour flags). `scoped`: the
+    call (resolve and func) is one command's run, whose notes join its JSON object
+    (`tierwise.cli.output.notes_scope`; one per command: notes said in a nested scope would
+    not reach the outer one's object)."""
     sig = inspect.signature(func)
     hints = typing.get_type_hints(func, include_extras=True)
     kept = [
@@ -225,7 +234,12 @@ def with_options(
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
         picked = {name: kwargs.pop(name) for name in options}
-        return func(**resolve(picked), **kwargs)
+        if not scoped:
+            return func(**resolve(picked), **kwargs)
+        from tierwise.cli.output import notes_scope  # only to run
+
+        with notes_scope():
+            return func(**resolve(picked), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=kept + added)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

@@ -13,7 +13,9 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,10 +61,48 @@ json_printed = False
 """Whether this process printed its JSON result (an error after it adds no second object)."""
 
 
+_said: ContextVar[list[str] | None] = ContextVar("tierwise_said_notes", default=None)
+"""The notes `say_notes` gave in the current `notes_scope` (None outside one)."""
+
+
+@contextmanager
+def notes_scope() -> Iterator[None]:
+    """The run of one command: the notes said in it (`say_notes`) join its JSON object's
+    ``notes``; they end with it, so a second run in one process starts with none."""
+    token = _said.set([])
+    try:
+        yield
+    finally:
+        _said.reset(token)
+
+
+def say_notes(notes: Iterable[str]) -> None:
+    """Say each note as a ``note: ...`` line on stderr and keep it for this command's JSON
+    object (`print_json`: its top-level ``notes``, before the command's own)."""
+    kept = _said.get()
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
+        if kept is not None and note not in kept:
+            kept.append(note)
+
+
+def with_said_notes(obj: Any) -> Any:
+    """`obj` with the notes said in this scope first in its ``notes``, a key every object a
+    command with cluster options prints has (empty when nothing was said). A dict only: a
+    top-level list has no place for them (they are on stderr)."""
+    said = _said.get()
+    if said is None or not isinstance(obj, dict):
+        return obj
+    own = obj.get("notes") or []
+    return {**obj, "notes": list(dict.fromkeys([*said, *own]))}
+
+
 def print_json(obj: Any) -> None:
-    """Print one JSON object to stdout (key order as built; inf and NaN as null)."""
+    """Print one JSON object to stdout (key order as built; inf and NaN as null), with the
+    notes said while the command ran (`say_notes`)."""
     global json_printed
-    sys.stdout.write(json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")
+    text = json.dumps(finite(with_said_notes(obj)), indent=2, allow_nan=False)
+    sys.stdout.write(text + "\n")
     json_printed = True
 
 

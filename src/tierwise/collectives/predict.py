@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from tierwise.collectives.model import (
 )
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, idle_overrides
 from tierwise.hardware.placement import Placement
 
 
@@ -78,6 +79,48 @@ def group_shape(
     placement = placement or Placement.contiguous(cluster)
     ranks = list(range(placement.world)) if ranks is None else ranks
     return shape_of(cluster, placement.span(ranks), nic_share, uplink_share)
+
+
+_BEYOND_DOMAIN = ("nic", "nics_per_node")
+"""Overrides of the NICs: nothing of a group inside one NVLink domain uses them."""
+_ABOVE_LEAF = ("oversubscription", "routing", "qps_per_connection")
+"""Overrides of the switch uplinks above a leaf, where routing spreads flows."""
+_ABOVE_POD = ("leaves_per_pod", "pod_oversubscription")
+"""Overrides of the pods: nothing of a group inside one pod crosses between pods."""
+
+
+def idle_for_group(cluster: ClusterSpec, shape: Shape, overrides: dict[str, Any]) -> list[str]:
+    """The fabric overrides given (not None) that change nothing for the group `shape` although
+    they matter on `cluster` (those idle on the whole cluster are `idle_overrides`'), each as a
+    sentence saying why: a group inside one NVLink domain uses no NIC, one under a single
+    leaf switch (whose rails change without the spine) crosses no uplink, one inside a pod
+    crosses no pod's uplinks."""
+    said = {note.split(" ", 1)[0] for note in idle_overrides(cluster, overrides)}
+    one = shape.p == 1
+    ranks = "its 1 rank sits" if one else f"its {shape.p} ranks sit"
+    if not shape.crosses_domains:
+        names, why = (
+            (*_BEYOND_DOMAIN, *_ABOVE_LEAF, *_ABOVE_POD),
+            f"{ranks} in one NVLink domain, so no traffic uses a NIC",
+        )
+    elif shape.n_leaf == 1 and shape.relay != "spine":
+        names, why = (
+            (*_ABOVE_LEAF, *_ABOVE_POD),
+            f"{ranks} under one leaf switch, so no traffic crosses a switch uplink",
+        )
+    elif shape.n_pod == 1:
+        names, why = _ABOVE_POD, f"{ranks} in one pod, so no traffic crosses between pods"
+    else:
+        return []
+    notes = []
+    for name in names:
+        value = overrides.get(name)
+        flag = f"--{name.replace('_', '-')}"
+        if value is None or flag in said:
+            continue
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        notes.append(f"{flag} {shown} changes nothing for this group: {why}")
+    return notes
 
 
 def pick(op: str, shape: Shape, algo: str = "auto") -> tuple[Candidate, ...]:

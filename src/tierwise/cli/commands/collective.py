@@ -8,10 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
-from tierwise.cli.output import console, print_json, table, writable
+from tierwise.cli.output import console, print_json, say_notes, table, writable
 from tierwise.collectives.as_nccl_tests import element_bytes, prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, link_patterns
-from tierwise.collectives.predict import group_shape, predict
+from tierwise.collectives.predict import group_shape, idle_for_group, predict
 from tierwise.collectives.shape import Shape
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
@@ -24,6 +24,7 @@ from tierwise.units import parse_size, size_sweep
 @cluster_options
 def collective(
     cluster_spec: ClusterSpec,
+    cluster_overrides: dict[str, Any],
     op: Annotated[
         str,
         typer.Option(
@@ -81,6 +82,7 @@ def collective(
     world = gpus if gpus is not None else cluster_spec.nodes * k
     placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
     shape = group_shape(cluster_spec, placement=placement)
+    say_notes(idle_for_group(cluster_spec, shape, cluster_overrides))  # --json: its notes
     memory = int(cluster_spec.gpu.hbm_gib * (1 << 30))
     sizes = size_sweep(
         parse_size(min_bytes, "--min-bytes", memory),
