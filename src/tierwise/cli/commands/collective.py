@@ -11,7 +11,7 @@ from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, say_notes, table, writable
 from tierwise.collectives.as_nccl_tests import element_bytes, prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, link_patterns
-from tierwise.collectives.predict import group_shape, idle_for_group, predict
+from tierwise.collectives.predict import Prediction, group_shape, idle_for_group, predict
 from tierwise.collectives.shape import Shape
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
@@ -95,6 +95,23 @@ def collective(
         from tierwise.report.figures import busbw_figure_file
 
         busbw_figure_file(cluster_spec, op, sizes, plot, ranks_per_node=k, world=world)
+    _report(op, shape, pred, (world, nodes, k), datatype, cluster_spec.name, algo, explain, as_json)
+
+
+def _report(
+    op: str,
+    shape: Shape,
+    pred: Prediction,
+    ranks: tuple[int, int, int],
+    datatype: str,
+    cluster: str,
+    algo: str,
+    explain: bool,
+    as_json: bool,
+) -> None:
+    """Print the prediction (`ranks`: world, nodes, ranks per node) as nccl-tests does, or as
+    JSON; with `explain`, every candidate and the busiest links of the chosen algorithms."""
+    world, nodes, k = ranks
     explained = _explained(op, shape) if explain else []
     priced = list(dict.fromkeys(pred.algo))  # the algorithms chosen at some size
     links = _busiest_links(op, priced, shape) if explain else []
@@ -106,7 +123,7 @@ def collective(
                 "nodes": nodes,
                 "ranks_per_node": k,
                 "datatype": datatype,
-                "cluster": cluster_spec.name,
+                "cluster": cluster,
                 "rows": pred.rows(),
                 **(
                     {"candidates": explained, "priced_algos": priced, "busiest_links": links}
