@@ -598,7 +598,7 @@ _OPTION_NAMES = {
 """Behaviour flags whose option is not their field's name with dashes."""
 
 
-def _option(field_name: str, value: Any) -> str:
+def option_text(field_name: str, value: Any) -> str:
     """A behaviour flag as Megatron-LM spells it: ``--x`` or ``--no-x``, ``--x VALUE``."""
     name = _OPTION_NAMES.get(field_name, field_name.replace("_", "-"))
     if not isinstance(value, bool) and value is not None:
@@ -634,7 +634,7 @@ def flag_checks(
     pp > 1) and no CUDA graph other than Transformer Engine's (--enable-cuda-graph is not)."""
     moe = model is not None and getattr(model, "moe", None) is not None
     checks: list[tuple[Any, str]] = [
-        (getattr(flags, name) != value, f"{_option(name, getattr(flags, name))}: {why}")
+        (getattr(flags, name) != value, f"{option_text(name, getattr(flags, name))}: {why}")
         for name, (value, why) in fw.fixed_flags.items()
         if moe or name not in MOE_ONLY_FLAGS  # a dense model's launch leaves those out
     ]

@@ -10,6 +10,7 @@ from typing import Any
 
 from tierwise import frameworks
 from tierwise.errors import SpecError
+from tierwise.frameworks import option_text
 from tierwise.perf.flags import Flags
 from tierwise.plan.routing import resolve_routing
 from tierwise.workload.layout import Layout
@@ -60,13 +61,6 @@ class Behaviour:
         return spec, Flags.resolve(framework, given)
 
 
-def _option(name: str, value: Any) -> str:
-    """The command-line form of behaviour option `name` as given: ``--no-x`` for a switch
-    given off."""
-    flag = name.replace("_", "-")
-    return f"--no-{flag}" if value is False else f"--{flag}"
-
-
 def idle_options(
     given: Mapping[str, Any], flags: Flags, layout: Layout, model: ModelSpec | None = None
 ) -> list[str]:
@@ -82,7 +76,7 @@ def idle_options(
         )
     if model is not None and model.moe is None:
         notes += [
-            f"{_option(name, given[name])} changes nothing for a dense model; the launch "
+            f"{option_text(name, given[name])} changes nothing for a dense model; the launch "
             "leaves it out"
             for name in frameworks.MOE_ONLY_FLAGS
             if given.get(name)
@@ -91,19 +85,19 @@ def idle_options(
     gather = given.get("overlap_param_gather")
     if gather is not None and not runner.param_gather_overlap:
         notes.append(
-            f"{_option('overlap_param_gather', gather)} changes nothing under {runner.title}: "
+            f"{option_text('overlap_param_gather', gather)} changes nothing under {runner.title}: "
             "its ZeRO weight gather runs after the optimizer step"
         )
     align = given.get("align_param_gather")
     if align is not None and not runner.dp_buckets:
         notes.append(
-            f"{_option('align_param_gather', align)} changes nothing under {runner.title} "
+            f"{option_text('align_param_gather', align)} changes nothing under {runner.title} "
             "(Megatron's weight buckets only)"
         )
     p2p = given.get("overlap_p2p_communication")
     if p2p is not None and layout.vpp == 1:
         notes.append(
-            f"{_option('overlap_p2p_communication', p2p)} changes nothing at --vpp 1 "
+            f"{option_text('overlap_p2p_communication', p2p)} changes nothing at --vpp 1 "
             "(Megatron overlaps the interleaved schedule's sends only)"
         )
     if flags.legacy_zero3 and layout.zero < 3:

@@ -159,10 +159,10 @@ def overlap_assumed(
         megatron_like = runner.overlap_asserts or runner is frameworks.GENERIC
         own = frameworks.MEGATRON_ARGUMENTS if megatron_like else {}
         differ = [n for n in picked if n in own and own[n] != getattr(flags, n)]
-        text = ", ".join(option_text(n, getattr(flags, n)) for n in picked)
+        text = ", ".join(frameworks.option_text(n, getattr(flags, n)) for n in picked)
         note = f"overlap flags not given, priced as {text}"
         if differ:
-            theirs = ", ".join(option_text(n, own[n]) for n in differ)
+            theirs = ", ".join(frameworks.option_text(n, own[n]) for n in differ)
             note += f" (Megatron-LM's own defaults: {theirs}; --emit writes what is priced)"
         notes.append(note)
     if runner.tp_overlap_note and flags.tp_comm_overlap and layout.tp > 1:
@@ -178,11 +178,6 @@ def overlap_assumed(
             )
             notes.append(f"the generic model prices flags no launched framework runs here ({why})")
     return notes
-
-
-def option_text(name: str, value: object) -> str:
-    """A behaviour flag's value as its option (``--x`` / ``--no-x``)."""
-    return f"--{'' if value else 'no-'}{name.replace('_', '-')}"
 
 
 def recompute_cap(layout: Layout, model: ModelSpec) -> list[str]:
