@@ -19,7 +19,7 @@ from tierwise.collectives.model import (
 )
 from tierwise.collectives.shape import Shape, shape_of
 from tierwise.errors import SpecError
-from tierwise.hardware.cluster import ClusterSpec, idle_overrides
+from tierwise.hardware.cluster import ClusterSpec, idle_override_reasons, override_note
 from tierwise.hardware.placement import Placement
 
 
@@ -95,7 +95,7 @@ def idle_for_group(cluster: ClusterSpec, shape: Shape, overrides: dict[str, Any]
     sentence saying why: a group inside one NVLink domain uses no NIC, one under a single
     leaf switch (whose rails change without the spine) crosses no uplink, one inside a pod
     crosses no pod's uplinks."""
-    said = {note.split(" ", 1)[0] for note in idle_overrides(cluster, overrides)}
+    said = idle_override_reasons(cluster, overrides)
     one = shape.p == 1
     ranks = "its 1 rank sits" if one else f"its {shape.p} ranks sit"
     if not shape.crosses_domains:
@@ -112,15 +112,11 @@ def idle_for_group(cluster: ClusterSpec, shape: Shape, overrides: dict[str, Any]
         names, why = _ABOVE_POD, f"{ranks} in one pod, so no traffic crosses between pods"
     else:
         return []
-    notes = []
-    for name in names:
-        value = overrides.get(name)
-        flag = f"--{name.replace('_', '-')}"
-        if value is None or flag in said:
-            continue
-        shown = f"{value:g}" if isinstance(value, float) else str(value)
-        notes.append(f"{flag} {shown} changes nothing for this group: {why}")
-    return notes
+    return [
+        override_note(name, overrides[name], why, " for this group")
+        for name in names
+        if overrides.get(name) is not None and name not in said
+    ]
 
 
 def pick(op: str, shape: Shape, algo: str = "auto") -> tuple[Candidate, ...]:

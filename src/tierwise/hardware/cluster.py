@@ -536,41 +536,45 @@ def dump_cluster(spec: ClusterSpec) -> dict[str, Any]:
 def idle_overrides(cluster: ClusterSpec, overrides: dict[str, Any]) -> list[str]:
     """The shape overrides given (not None) that change nothing on `cluster`, each as a
     sentence saying why (a user is told rather than left to think it mattered)."""
+    reasons = idle_override_reasons(cluster, overrides)
+    return [override_note(name, overrides[name], why) for name, why in reasons.items()]
+
+
+def override_note(name: str, value: Any, why: str, where: str = "") -> str:
+    """``--name VALUE changes nothing{where}: {why}``: an override that changes nothing."""
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"--{name.replace('_', '-')} {shown} changes nothing{where}: {why}"
+
+
+def idle_override_reasons(cluster: ClusterSpec, overrides: dict[str, Any]) -> dict[str, str]:
+    """Each shape override given (not None) that changes nothing on `cluster`, with why."""
     given = {k for k, v in overrides.items() if v is not None}
-    notes = []
+    reasons = {}
     if "oversubscription" in given and cluster.leaves == 1:
-        notes.append(
-            f"--oversubscription {overrides['oversubscription']:g} changes nothing: all "
-            f"{cluster.nodes} node(s) of {cluster.name} sit under one leaf switch, so no "
+        reasons["oversubscription"] = (
+            f"all {cluster.nodes} node(s) of {cluster.name} sit under one leaf switch, so no "
             "traffic crosses a leaf uplink"
         )
     for name in ("nic", "nics_per_node"):
         if name in given and cluster.world <= cluster.domain_gpus:
-            notes.append(
-                f"--{name.replace('_', '-')} {overrides[name]} changes nothing: all "
-                f"{cluster.world} GPUs share one NVLink domain, so no traffic uses a NIC"
+            reasons[name] = (
+                f"all {cluster.world} GPUs share one NVLink domain, so no traffic uses a NIC"
             )
     uplinks = cluster.leaves > 1 and cluster.world > cluster.domain_gpus
     for name in ("routing", "qps_per_connection"):
         if name in given and not uplinks:
-            notes.append(
-                f"--{name.replace('_', '-')} {overrides[name]} changes nothing: no traffic of "
-                f"{cluster.name} crosses a switch uplink, where routing spreads flows"
+            reasons[name] = (
+                f"no traffic of {cluster.name} crosses a switch uplink, where routing spreads flows"
             )
     if "qps_per_connection" in given and uplinks and cluster.routing == "adaptive":
-        notes.append(
-            f"--qps-per-connection {overrides['qps_per_connection']} changes nothing: "
+        reasons["qps_per_connection"] = (
             f"{cluster.name} routes adaptively, spreading every flow's packets over the "
             "uplinks, so the number of flows does not matter"
         )
     if "leaves_per_pod" in given and cluster.pods == 1:
-        notes.append(
-            f"--leaves-per-pod {overrides['leaves_per_pod']} changes nothing: {cluster.name} "
-            f"has {cluster.leaves} leaf switch(es), all under one pod"
+        reasons["leaves_per_pod"] = (
+            f"{cluster.name} has {cluster.leaves} leaf switch(es), all under one pod"
         )
     if "pod_oversubscription" in given and cluster.pods == 1:
-        notes.append(
-            f"--pod-oversubscription {overrides['pod_oversubscription']:g} changes nothing: "
-            f"{cluster.name} has one pod"
-        )
-    return notes
+        reasons["pod_oversubscription"] = f"{cluster.name} has one pod"
+    return reasons

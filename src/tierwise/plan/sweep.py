@@ -16,7 +16,7 @@ from tierwise.hardware.cluster import (
     ClusterSpec,
     apply_overrides,
     dump_cluster,
-    idle_overrides,
+    idle_override_reasons,
     override_path,
 )
 from tierwise.perf.step import Flags
@@ -128,12 +128,10 @@ def idle_varies(cluster: ClusterSpec, varies: Sequence[tuple[str, list[Any]]]) -
     notes = []
     rows = [(p, c) for p, c in sweep_clusters(cluster, varies) if isinstance(c, ClusterSpec)]
     for key in given:
-        why = [idle_overrides(c, {key: p[key]}) for p, c in rows]
-        if rows and all(why):
-            reason = why[0][0].split(" changes nothing: ", 1)[1]
-            notes.append(
-                f"--vary {key} changes nothing: " + reason.replace(rows[0][1].name, cluster.name)
-            )
+        reasons = [idle_override_reasons(c, {key: p[key]}).get(key) for p, c in rows]
+        if rows and all(reasons):
+            why = str(reasons[0]).replace(rows[0][1].name, cluster.name)
+            notes.append(f"--vary {key} changes nothing: {why}")
     for key, other in _FLEET_PAIRS.items():
         if key not in given:
             continue
