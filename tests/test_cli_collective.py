@@ -27,7 +27,9 @@ def test_json_rows_and_busbw_factor() -> None:
         "4",
     )
     rows = out["rows"]
-    assert [r["size_bytes"] for r in rows][:3] == [8, 32, 128]
+    # 8 and 32 B hold no float for each of 16 ranks: left out, and said
+    assert [r["size_bytes"] for r in rows][:3] == [128, 512, 2048]
+    assert any("2 of 14 sizes left out" in note for note in out["notes"])
     assert set(rows[0]) >= {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algo"}
     last = rows[-1]
     assert last["busbw_GBps"] == pytest.approx(last["algbw_GBps"] * 15 / 16)
@@ -82,7 +84,7 @@ def test_plot_is_written(tmp_path: Path) -> None:
         (["--algo", "sharp"], ["sharp", "available"]),
         (["-b", "12Q"], ["--min-bytes", "12Q"]),
         (["-b", "1G", "-e", "8"], ["--min-bytes"]),
-        (["--gpus", "100000"], ["world size 100000", "allowed: at most 16 ranks"]),
+        (["--gpus", "100000"], ["--gpus: 100000", "allowed: at most 16 ranks (2 nodes of 8"]),
     ],
 )
 def test_bad_input(args: list[str], needles: list[str]) -> None:
@@ -112,6 +114,18 @@ def test_datatype_sets_count_and_type_as_nccl_tests_does(datatype: str, element:
     assert [row.count for row in test.rows] == [r.size_bytes // element for r in test.rows]
     out = cli_json(*args, "--datatype", datatype)
     assert out["datatype"] == datatype and out["rows"] == cli_json(*args)["rows"]
+
+
+def test_sizes_are_cut_to_whole_elements_per_rank_as_nccl_tests_does() -> None:
+    """nccl-tests runs (size / element / ranks) whole elements of a split op per rank and
+    prints that per-rank count: 1,000 B of floats on 16 ranks runs 15 per rank, 960 B."""
+    args = ("collective", "-c", "dgx-h100", "--nodes", "2", "--op", "all_gather")
+    (test,) = parse_log(run_cli(*args, "-b", "1000", "-e", "4000").stdout)
+    assert [(r.size_bytes, r.count) for r in test.rows] == [(960, 15), (1984, 31), (3968, 62)]
+    (reduce,) = parse_log(run_cli("collective", "-b", "6", "-e", "6", "-d", "half").stdout)
+    assert [(r.size_bytes, r.count) for r in reduce.rows] == [(6, 3)]
+    proc = run_cli(*args, "-b", "1", "-e", "32", check=False)
+    assert_user_error(proc, "--max-bytes: 32", "64 B for all_gather on 16 ranks")
 
 
 def test_unknown_datatype_is_a_user_error() -> None:

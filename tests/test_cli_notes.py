@@ -71,6 +71,16 @@ def test_collective_group_inside_one_node_says_the_fabric_options_change_nothing
     ]
     assert f"note: {notes[0]}" in run_cli(*args).stderr
     assert cli_json("collective", "-c", "dgx-h100", "--nic", "roce400", *ONE_GB)["notes"] == []
+    leafed = cli_json(
+        "collective", "-c", "dgx-h100", "--gpus", "8", "--nodes-per-leaf", "2", *ONE_GB
+    )
+    assert leafed["notes"] == [
+        "--nodes-per-leaf 2 changes nothing for this group: its 8 ranks sit in one NVLink "
+        "domain, so no traffic uses a NIC"
+    ]
+    # a group under one leaf is there because of the leaf size: the option is not idle
+    under_leaf = ("collective", "-c", "dgx-h100", "--gpus", "16", "--nodes-per-leaf", "2")
+    assert cli_json(*under_leaf, *ONE_GB)["notes"] == []
 
 
 def test_collective_group_notes_follow_the_cluster_notes_and_do_not_repeat_them() -> None:
@@ -96,3 +106,11 @@ def test_collective_group_under_one_leaf_or_pod() -> None:
         "no traffic crosses between pods"
     ]
     assert cli_json(*big, "--gpus", "256", *fabric)["notes"] == []  # two pods: all matter
+
+
+def test_leaf_size_of_a_cluster_inside_one_nvlink_domain_changes_nothing() -> None:
+    args = ("estimate", "-c", "dgx-h100", "--nodes", "1", "-m", "llama3-8b")
+    assert cli_json(*args, "--nodes-per-leaf", "2")["notes"] == [
+        "--nodes-per-leaf 2 changes nothing: all 8 GPUs share one NVLink domain, so no traffic "
+        "uses a NIC"
+    ]

@@ -12,6 +12,7 @@ from tests.test_lab_fabric import PREFIX, lab_env, leftovers  # noqa: F401
 from tierwise.collectives.links import expected_max_load
 from tierwise.errors import TierwiseError
 from tierwise.lab import netns
+from tierwise.lab.cluster import host_memory_bytes
 from tierwise.lab.ecmp import (
     TCP_PAYLOAD_SHARE,
     EcmpRun,
@@ -91,6 +92,9 @@ def test_bad_runs_are_one_line_errors() -> None:
         EcmpRun(hashed_ports, RingTask(1 << 20))
     with pytest.raises(TierwiseError, match="--iters >= 1"):
         RingTask(1 << 20, iters=0)
+    spined = FabricConfig(nodes=4, rate_bit=100 * MBIT, spines=2)
+    with pytest.raises(TierwiseError, match=r"--size: \d+ B; allowed: .* \(4 ranks x 2 buffers"):
+        EcmpRun(spined, RingTask(host_memory_bytes()))
 
 
 @pytest.mark.lab

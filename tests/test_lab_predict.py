@@ -105,6 +105,10 @@ def test_bad_input_is_one_line() -> None:
         (lambda: parse_rate("5kbit"), "between"),
         (lambda: netns.lab_prefix("Bad_"), "prefix"),
         (lambda: LabRun(FabricConfig(nodes=2, rate_bit=10**8), 2, "broadcast", (1,)), "--op"),
+        (
+            lambda: LabRun(FabricConfig(nodes=2, rate_bit=10**8), 2, "all_reduce", (1 << 50,)),
+            r"--sizes: 1125899906842624 B; allowed: at most \d+ B \(4 ranks x 3 buffers",
+        ),
     ],
 )
 def test_validation_names_the_field(build, needle: str) -> None:

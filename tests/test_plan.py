@@ -505,7 +505,10 @@ def test_sweep_cli() -> None:
     assert [r["nics_per_node"] for r in out["rows"]] == [1, 8]
     assert out["rows"][0]["tokens_per_s"] <= out["rows"][1]["tokens_per_s"]
     assert out["needed_Gbps_per_gpu"] > 0
-    assert_user_error(run_cli("sweep", "--vary", "colour=red", check=False), "--vary")
+    assert_user_error(
+        run_cli("sweep", "--vary", "colour=red", check=False),
+        "--vary: 'colour' in 'colour=red'; allowed keys: nodes,",
+    )
 
 
 @pytest.mark.parametrize(

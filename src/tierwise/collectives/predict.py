@@ -81,8 +81,9 @@ def group_shape(
     return shape_of(cluster, placement.span(ranks), nic_share, uplink_share)
 
 
-_BEYOND_DOMAIN = ("nic", "nics_per_node")
-"""Overrides of the NICs: nothing of a group inside one NVLink domain uses them."""
+_BEYOND_DOMAIN = ("nic", "nics_per_node", "nodes_per_leaf")
+"""Overrides of the NICs and the leaf switches behind them: nothing of a group inside one
+NVLink domain uses them."""
 _ABOVE_LEAF = ("oversubscription", "routing", "qps_per_connection")
 """Overrides of the switch uplinks above a leaf, where routing spreads flows."""
 _ABOVE_POD = ("leaves_per_pod", "pod_oversubscription")

@@ -555,7 +555,7 @@ def idle_override_reasons(cluster: ClusterSpec, overrides: dict[str, Any]) -> di
             f"all {cluster.nodes} node(s) of {cluster.name} sit under one leaf switch, so no "
             "traffic crosses a leaf uplink"
         )
-    for name in ("nic", "nics_per_node"):
+    for name in ("nic", "nics_per_node", "nodes_per_leaf"):
         if name in given and cluster.world <= cluster.domain_gpus:
             reasons[name] = (
                 f"all {cluster.world} GPUs share one NVLink domain, so no traffic uses a NIC"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from tierwise.errors import TierwiseError
 from tierwise.hardware.catalog import GPU, NIC, Link
 from tierwise.hardware.cluster import ClusterSpec, InterSpec, TopologySpec
 from tierwise.lab.fabric import FabricConfig
@@ -21,12 +22,27 @@ UNPROBED_INTRA_GBPS, UNPROBED_LATENCY_US = 1.0, 100.0
 RANK_MEMORY_TBPS = 0.01
 
 
+def host_memory_bytes() -> int:
+    """This machine's physical memory, bytes (every lab rank runs on it)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_buffers_fit(size_bytes: int, ranks: int, buffers: int, flag: str) -> None:
+    """Refuse a size whose `buffers` buffers on each of `ranks` ranks exceed host memory."""
+    limit = host_memory_bytes() // (ranks * buffers)
+    if size_bytes > limit:
+        raise TierwiseError(
+            f"{flag}: {size_bytes} B; allowed: at most {limit} B ({ranks} ranks x {buffers} "
+            f"buffers in {host_memory_bytes() / 2**30:.1f} GiB of host memory)"
+        )
+
+
 def lab_cluster(config: FabricConfig, ranks_per_node: int, probe: ProbeResult) -> ClusterSpec:
     """The lab as a cluster the collective model can predict for."""
     line_GBps = config.rate_bit / 8e9
     intra = probe.intra
     leaf = probe.leaf
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    mem_gib = host_memory_bytes() / 2**30
     ranks = config.nodes * ranks_per_node
     return ClusterSpec(
         name=f"lab-{config.nodes}x{ranks_per_node}",

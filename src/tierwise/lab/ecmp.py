@@ -29,8 +29,9 @@ from typing import Any
 from tierwise.collectives.links import busiest_load
 from tierwise.errors import TierwiseError
 from tierwise.lab import netns
+from tierwise.lab.cluster import check_buffers_fit
 from tierwise.lab.fabric import Fabric, FabricConfig
-from tierwise.lab.ring_worker import TASK_ENV, RingTask
+from tierwise.lab.ring_worker import RING_BUFFERS, TASK_ENV, RingTask
 from tierwise.runtime.launch import launch
 
 #: Rendezvous port on the ring's first node (a fresh namespace has every port free).
@@ -56,6 +57,7 @@ class EcmpRun:
             raise TierwiseError(
                 "lab ecmp: --hash-policy 1 hashes ports the lab cannot choose; use 0"
             )
+        check_buffers_fit(self.task.size_bytes, self.fabric.nodes, RING_BUFFERS, "--size")
 
 
 def ring_flows(ring: list[int]) -> list[tuple[int, int]]:

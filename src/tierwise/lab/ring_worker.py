@@ -26,6 +26,10 @@ from tierwise.runtime.mesh import init_distributed
 TASK_ENV = "TIERWISE_LAB_RING_TASK"
 
 
+RING_BUFFERS = 2
+"""Buffers of `RingTask.size_bytes` each rank holds: the one it sends and the one it receives."""
+
+
 @dataclass(frozen=True)
 class RingTask:
     """Bytes each rank sends per step, untimed and timed steps, the deadline (s), and where

@@ -18,7 +18,7 @@ from typing import Any
 from tierwise.errors import TierwiseError
 from tierwise.hardware.cluster import ClusterSpec, dump_cluster
 from tierwise.lab import netns
-from tierwise.lab.cluster import lab_cluster
+from tierwise.lab.cluster import check_buffers_fit, lab_cluster
 from tierwise.lab.fabric import Fabric, FabricConfig
 from tierwise.lab.predict import LAB_OPS, predict_lab, rank_nodes
 from tierwise.lab.probe import ProbeResult, TierFit
@@ -31,6 +31,11 @@ from tierwise.runtime.launch import RankSpec, launch
 MASTER_PORT = 29500
 #: Most ranks per namespace (the machine's cores are shared by every rank).
 MAX_RANKS_PER_NODE = 8
+
+
+BUFFERS_PER_RANK = 3
+"""Buffers of the largest size each bench rank holds: send, receive and the expected result
+(`runtime.bench.build_case`)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class LabRun:
                 f"need --warmup >= 0 and --iters >= 1, got {self.warmup}, {self.iters}"
             )
         rank_nodes(self.fabric.nodes, self.ranks_per_node, self.placement)
+        check_buffers_fit(max(self.sizes), self.world, BUFFERS_PER_RANK, "--sizes")
 
     @property
     def world(self) -> int:

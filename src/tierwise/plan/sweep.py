@@ -54,7 +54,9 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
     (`nic=foo`) is the user's error here, a value whose cluster does not validate is a row."""
     key, sep, values = text.partition("=")
     key = key.strip().replace("-", "_")
-    if not sep or key not in SWEEPABLE or not values.strip():
+    if sep and values.strip() and key not in SWEEPABLE:
+        raise SpecError(f"--vary: {key!r} in {text!r}; allowed keys: {', '.join(SWEEPABLE)}")
+    if not sep or not values.strip():
         raise SpecError(f"--vary: {text!r} is not KEY=V1,V2,... with KEY in {', '.join(SWEEPABLE)}")
     try:
         parsed = [SWEEPABLE[key](v.strip()) for v in values.split(",")]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from tierwise.collectives.as_nccl_tests import whole_element_sizes
 from tierwise.errors import TierwiseError
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
@@ -39,8 +40,6 @@ DTYPES: dict[str, int] = {
     "int32": 4,
     "int64": 8,
 }
-#: Ops whose buffer of ``size`` bytes is split evenly over the ranks (nccl-tests convention).
-SPLIT_OPS: frozenset[str] = frozenset({"all_gather", "reduce_scatter", "alltoall"})
 #: Ops that take a reduction operator (the others print ``none`` in the redop column).
 REDUCING_OPS: frozenset[str] = frozenset({"all_reduce", "reduce_scatter"})
 
@@ -134,22 +133,10 @@ class BenchConfig:
                 return
             size *= self.factor
 
-    def counts(self, nranks: int) -> Iterator[tuple[int, int]]:
-        """``(size_bytes, elements per rank chunk)`` actually run for ``nranks`` ranks.
-
-        Split ops round the size down to a multiple of ``nranks`` elements; sizes that hold
-        no element are skipped, and so are sizes repeating the previous count.
-        """
-        seen: set[int] = set()
-        for size in self.sizes():
-            count = size // self.elem_bytes
-            if self.op in SPLIT_OPS:
-                count //= nranks
-            if count == 0 or count in seen:
-                continue
-            seen.add(count)
-            per_size = count * nranks if self.op in SPLIT_OPS else count
-            yield per_size * self.elem_bytes, count
+    def counts(self, nranks: int) -> list[tuple[int, int]]:
+        """``(size_bytes, elements per rank chunk)`` actually run for ``nranks`` ranks
+        (`whole_element_sizes`: whole elements, empty and repeated sizes left out)."""
+        return whole_element_sizes(self.op, self.sizes(), nranks, self.elem_bytes)
 
     def to_json(self) -> str:
         """The config as a JSON string (passed to launched ranks)."""

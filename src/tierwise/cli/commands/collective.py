@@ -9,7 +9,12 @@ import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, say_notes, table, writable
-from tierwise.collectives.as_nccl_tests import element_bytes, prediction_test
+from tierwise.collectives.as_nccl_tests import (
+    SPLIT_OPS,
+    element_bytes,
+    prediction_test,
+    whole_element_sizes,
+)
 from tierwise.collectives.model import auto_candidates, candidates, link_patterns
 from tierwise.collectives.predict import Prediction, group_shape, idle_for_group, predict
 from tierwise.collectives.shape import Shape
@@ -73,22 +78,41 @@ def collective(
 ) -> None:
     """Predict time, algbw and busbw of a collective per message size, as nccl-tests prints."""
     op = canonical_op(op)
-    element_bytes(datatype)
     for flag, value in (("--gpus", gpus), ("--ranks-per-node", ranks_per_node)):
         if value is not None and value < 1:
             raise SpecError(f"{flag}: {value}; allowed: 1 or more ranks")
     writable(plot, "--plot")
     k = ranks_per_node or cluster_spec.gpus_per_node
     world = gpus if gpus is not None else cluster_spec.nodes * k
+    if world > cluster_spec.nodes * k:
+        raise SpecError(
+            f"--gpus: {world}; allowed: at most {cluster_spec.nodes * k} ranks "
+            f"({cluster_spec.nodes} nodes of {k} ranks)"
+        )
     placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
     shape = group_shape(cluster_spec, placement=placement)
     say_notes(idle_for_group(cluster_spec, shape, cluster_overrides))  # --json: its notes
     memory = int(cluster_spec.gpu.hbm_gib * (1 << 30))
-    sizes = size_sweep(
+    requested = size_sweep(
         parse_size(min_bytes, "--min-bytes", memory),
         parse_size(max_bytes, "--max-bytes", memory),
         factor,
     )
+    sizes = [size for size, _ in whole_element_sizes(op, requested, world, element_bytes(datatype))]
+    if not sizes:
+        raise SpecError(
+            f"--max-bytes: {max_bytes}; allowed: at least one {datatype} element per rank "
+            f"({element_bytes(datatype) * (world if op in SPLIT_OPS else 1)} B for {op} "
+            f"on {world} ranks)"
+        )
+    if len(sizes) < len(requested):
+        say_notes(
+            [
+                f"{len(requested) - len(sizes)} of {len(requested)} sizes left out: they hold no "
+                f"whole {datatype} element per rank, or the same elements as a smaller size "
+                "(nccl-tests cuts each size to whole elements)"
+            ]
+        )
     pred = predict(op, shape, sizes, algo)
     nodes = len(placement.nodes_used())
     if plot is not None:
