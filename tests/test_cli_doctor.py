@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import assert_user_error, run_cli
+from tests.conftest import SHARED, assert_user_error, run_cli
 
 DATA = Path(__file__).parent / "data" / "doctor"
 
@@ -167,3 +167,13 @@ def test_weak_evidence_is_likely_with_a_command_to_confirm() -> None:
 
 def test_a_device_is_not_read() -> None:
     assert_user_error(run_cli("doctor", "/dev/null", check=False), "/dev/null", "regular file")
+
+
+def test_a_cluster_option_that_changes_nothing_is_said() -> None:
+    """One node: no traffic reaches a switch uplink, so --routing changes nothing; said on
+    stderr and in the JSON's notes, as every cluster command does."""
+    log = str(SHARED / "doctor_cases" / "nccl-1338-nvls-invalid-argument-h800" / "log.txt")
+    proc = run_cli("doctor", log, "--routing", "ecmp", "--json", check=False)
+    said = "--routing ecmp changes nothing: no traffic of dgx-h100 crosses a switch uplink"
+    assert json.loads(proc.stdout)["notes"][0].startswith(said)
+    assert f"note: {said}" in proc.stderr

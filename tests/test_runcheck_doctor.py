@@ -197,3 +197,9 @@ def test_the_tp_overlap_is_advised_only_where_megatron_runs_it(tmp_path: Path, s
 
     ids = {f["id"] for f in json.loads(proc.stdout)["findings"]}
     assert ("tp-comm-overlap-off" in ids) is sp
+
+
+def test_a_cluster_option_that_changes_nothing_is_said_for_a_training_log() -> None:
+    log = str(DATA / "megatron_2024_llama8b.log")
+    out = cli_json_any("doctor", log, "-c", "dgx-h100", "--nodes", "1", "--routing", "ecmp")
+    assert out["notes"][0].startswith("--routing ecmp changes nothing: no traffic of dgx-h100")

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise import frameworks
-from tierwise.cli.output import console, fmt, line, print_json, styled, table
+from tierwise.cli.output import console, fmt, line, print_json, say_notes, styled, table
 from tierwise.hardware.cluster import ClusterSpec
 from tierwise.verify.trainlog.record import RunRecord
 
@@ -56,6 +56,7 @@ def doctor_training(
     files: list[Path], cluster: str | None, overrides: dict[str, Any], as_json: bool
 ) -> int:
     """`tierwise doctor LOG [CONFIG...]` on a training log; the exit code (1: findings)."""
+    from tierwise.hardware.cluster import idle_overrides
     from tierwise.verify.runcheck.diagnose import compare
     from tierwise.verify.runcheck.price import CannotPrice, price
     from tierwise.verify.trainlog.read import read_run
@@ -64,7 +65,9 @@ def doctor_training(
     record = read_run(log, configs)
     if record.measured.get("step_time_s") is None:
         raise CannotPrice(f"{log}: the log states no step time to compare with")
-    result = compare(price(record, cluster, overrides))
+    priced = price(record, cluster, overrides)
+    say_notes(idle_overrides(priced.cluster, overrides))
+    result = compare(priced)
     nccl = _nccl(log, cluster, overrides)
     out = {
         "kind": "training-log",

@@ -132,10 +132,11 @@ def nccl_doctor(
 ) -> bool:
     """Diagnose NCCL logs and tool printouts of one run and print the findings (JSON or the
     human view); returns whether anything was found."""
-    from tierwise.cli.output import print_json
+    from tierwise.cli.output import print_json, say_notes
     from tierwise.verify.doctor import diagnose
 
     diagnosis = diagnose(files, cluster_name, cluster_overrides)
+    say_notes(diagnosis.idle_overrides)
     if as_json:
         print_json(diagnosis.as_dict())
     else:

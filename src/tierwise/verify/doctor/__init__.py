@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, idle_overrides
 from tierwise.verify.doctor.expect import ClusterChoice, choose_cluster
 from tierwise.verify.doctor.facts import Facts
 from tierwise.verify.doctor.model import CATEGORIES, Diagnosis, Evidence, Finding, Gap
@@ -74,4 +74,5 @@ def diagnose(
         facts=facts.as_dict(),
         files=tuple(files),
         cluster_source=choice.as_dict(),
+        idle_overrides=tuple(idle_overrides(cluster, overrides or {})),
     )

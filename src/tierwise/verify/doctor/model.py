@@ -122,6 +122,7 @@ class Diagnosis:
     facts: dict[str, Any] = field(default_factory=dict)
     files: tuple[dict[str, Any], ...] = ()
     cluster_source: dict[str, Any] = field(default_factory=dict)  # expect.ClusterChoice
+    idle_overrides: tuple[str, ...] = ()  # cluster options that change nothing (the CLI says)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form: ``findings`` ordered by rank; ``cluster_source`` the cluster compared
