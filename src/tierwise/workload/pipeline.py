@@ -156,6 +156,11 @@ def parse_layout(
         problem = f"{len(stages)} virtual stages are not a multiple of pp ({pp})"
     elif pp == 1 and len(stages) > 1:
         problem = f"{len(stages)} virtual stages on one pipeline rank; give --pp (pp > 1)"
+    elif schedule in V_SCHEDULES and len(stages) != 2 * pp:
+        problem = (
+            f"{len(stages)} virtual stages; --pipeline-schedule {schedule} runs a V of "
+            f"2*pp = {2 * pp}"
+        )
     elif flat.count("E") != 1 or not flat.startswith("E"):
         problem = "the embedding E must come once, first"
     elif flat.count("L") != 1 or not flat.endswith("L"):
