@@ -208,11 +208,12 @@ def with_split(
     loss: bool = False,
     schedule: str | None = None,
 ) -> tuple[Layout, str | None]:
-    """`layout` with the split a Megatron layout string or the embedding/loss accounting
-    gives (and the rule's name); otherwise unchanged (None: `estimate` picks the standard
-    split where layers do not divide). `schedule`: the pipeline schedule, which maps the
-    string's virtual stages to ranks (`parse_layout`). Conflicting flags are one-line
-    errors."""
+    """`layout` with the split a Megatron layout string, the embedding/loss accounting or,
+    where layers do not divide over pp*vpp, `standard_split` gives (and the rule's name);
+    otherwise unchanged (rule None). The split is stated before any check reads the layout
+    (a framework that cannot state one refuses it). `schedule`: the pipeline schedule, which
+    maps the string's virtual stages to ranks (`parse_layout`). Conflicting flags are
+    one-line errors."""
     chosen = [
         name
         for name, on in (
@@ -233,6 +234,8 @@ def with_split(
             )
     elif embedding or loss:
         split = megatron_split(model.layers, layout.pp, layout.vpp, embedding, loss)
+    elif layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
+        split = standard_split(model.layers, layout.pp, layout.vpp)
     else:
         return layout, None
     update = {"pp_layers": split.stage_layers, "vpp": split.vpp, "mtp_rank": split.mtp_rank}
