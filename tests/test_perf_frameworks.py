@@ -448,3 +448,13 @@ def test_a_split_estimate_picks_is_one_the_framework_must_state() -> None:
     plan = run_cli("plan", "-m", "llama3-70b", "--nodes", "6", "--fix", "pp=3",
                    "--framework", "deepspeed", check=False)  # fmt: skip
     assert_user_error(plan, "--fix pp=3 rules out every layout")
+
+
+def test_the_layouts_own_rules_come_before_a_frameworks() -> None:
+    # gbs 8 does not divide over mbs*dp = 2*8: said so, not Megatron's interleaved groups of
+    # "0 micro-batches per pipeline" (the framework read gbs // (mbs*dp) as met).
+    base = ("estimate", "-m", "llama3-70b", "--nodes", "16", "--tp", "2", "--pp", "8", "--vpp",
+            "2", "--mbs", "2", "--gbs", "8")  # fmt: skip
+    for framework in ("megatron", "deepspeed"):
+        proc = run_cli(*base, "--framework", framework, check=False)
+        assert_user_error(proc, "layout: gbs 8 must be divisible by mbs*dp = 2*8")
