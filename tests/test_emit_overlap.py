@@ -344,6 +344,8 @@ def test_options_that_change_nothing_are_said_and_left_out() -> None:
          "at --dtype bf16"),
         (["--tp", "8", "--pp", "4"], "--enable-cuda-graph", "for a dense model"),
         (["--tp", "8", "--pp", "4"], "--cache-expert-inputs", "for a dense model"),
+        (["--tp", "8", "--pp", "4", "--framework", "deepspeed"], "--no-overlap-grad-reduce",
+         "under DeepSpeed with pp > 1"),
     ],
 )  # fmt: skip
 def test_options_the_price_ignores_are_said(layout: list[str], option: str, said: str) -> None:

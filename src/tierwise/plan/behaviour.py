@@ -76,6 +76,12 @@ def idle_options(
             if given.get(name)
         ]
     runner = flags.runner
+    reduce = given.get("overlap_grad_reduce")
+    if reduce is not None and layout.pp > 1 and runner.pipeline_fp32_grads:
+        notes.append(
+            f"{option_text('overlap_grad_reduce', reduce)} changes nothing under {runner.title} "
+            "with pp > 1: its pipeline engine reduces the gradients after the last micro-batch"
+        )
     gather = given.get("overlap_param_gather")
     if gather is not None and not (layout.distributed_optimizer or layout.zero):
         notes.append(
