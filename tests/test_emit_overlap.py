@@ -329,3 +329,30 @@ def test_options_that_change_nothing_are_said_and_left_out() -> None:
     assert any(
         "--overlap-param-gather changes nothing under DeepSpeed" in n for n in deep["assumed"]
     )
+
+
+@pytest.mark.parametrize(
+    ("layout", "option", "said"),
+    [
+        (["--tp", "8", "--pp", "4"], "--no-overlap-param-gather", "without a sharded optimizer"),
+        (["--tp", "8", "--pp", "4", *MEGATRON, "--use-distributed-optimizer"],
+         "--no-align-param-gather", "here: it aligns"),
+        (["--tp", "1", "--pp", "4"], "--no-async-tensor-model-parallel-allreduce", "at --tp 1"),
+        (["--tp", "8", "--pp", "4", "--framework", "torchtitan", "--zero", "2"],
+         "--no-async-tensor-model-parallel-allreduce", "under torchtitan"),
+        (["--tp", "8", "--pp", "4", "--use-distributed-optimizer"], "--no-fp8-param-gather",
+         "at --dtype bf16"),
+        (["--tp", "8", "--pp", "4"], "--enable-cuda-graph", "for a dense model"),
+        (["--tp", "8", "--pp", "4"], "--cache-expert-inputs", "for a dense model"),
+        (["--tp", "8", "--pp", "4", "--framework", "deepspeed"], "--no-overlap-grad-reduce",
+         "under DeepSpeed with pp > 1"),
+    ],
+)  # fmt: skip
+def test_options_the_price_ignores_are_said(layout: list[str], option: str, said: str) -> None:
+    """Each option changes neither the step nor the memory of a layout that lacks what it
+    acts on (weight gathers, virtual stages, TP, an FP8 layout, MoE layers), and says so."""
+    base = cli_json("estimate", *L70, *layout)
+    given = cli_json("estimate", *L70, *layout, option)
+    for key in ("step_time_s", "memory_gib_per_gpu"):
+        assert given[key] == base[key]
+    assert [n for n in given["assumed"] if n.startswith(f"{option} changes nothing {said}")]

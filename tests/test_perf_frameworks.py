@@ -436,3 +436,25 @@ def test_deepspeed_pipeline_reduces_fp32_gradients_after_the_last_micro_batch() 
     assert r.optimizer_s == pytest.approx(adam + accumulate)
     # The generic model hides the same stage's reduce-scatter and gather behind the compute.
     assert dp_comm(s, fake_comm, compute_s=100.0).comm.exposed_s == 0
+
+
+def test_a_split_estimate_picks_is_one_the_framework_must_state() -> None:
+    # 80 layers on pp 3: estimate splits them 27+27+26 as plan would, and DeepSpeed, whose
+    # config cannot state a split, runs neither (plan found no layout; estimate priced it).
+    base = ("estimate", "-m", "llama3-70b", "--nodes", "6", "--tp", "8", "--pp", "3")
+    assert cli_json(*base, "--framework", "megatron")["layout"]["pp_layers"] == [27, 27, 26]
+    refused = run_cli(*base, "--framework", "deepspeed", check=False)
+    assert_user_error(refused, "--framework deepspeed: pp_layers=27,27,26", "cannot state")
+    plan = run_cli("plan", "-m", "llama3-70b", "--nodes", "6", "--fix", "pp=3",
+                   "--framework", "deepspeed", check=False)  # fmt: skip
+    assert_user_error(plan, "--fix pp=3 rules out every layout")
+
+
+def test_the_layouts_own_rules_come_before_a_frameworks() -> None:
+    # gbs 8 does not divide over mbs*dp = 2*8: said so, not Megatron's interleaved groups of
+    # "0 micro-batches per pipeline" (the framework read gbs // (mbs*dp) as met).
+    base = ("estimate", "-m", "llama3-70b", "--nodes", "16", "--tp", "2", "--pp", "8", "--vpp",
+            "2", "--mbs", "2", "--gbs", "8")  # fmt: skip
+    for framework in ("megatron", "deepspeed"):
+        proc = run_cli(*base, "--framework", framework, check=False)
+        assert_user_error(proc, "layout: gbs 8 must be divisible by mbs*dp = 2*8")

@@ -248,6 +248,10 @@ def test_layout_strings_with_mtp_layers() -> None:
     # A V schedule runs virtual stage s on rank s, then 2pp-1-s: rank 0 the first and last.
     assert parse_layout("Ettt|t|tt|tL", 2, 7, schedule="DualPipeV").stage_layers == (4, 3)
     assert parse_layout("Ettt|t|tt|tL", 2, 7).stage_layers == (5, 2)
+    # A V of other than 2*pp virtual stages is refused in one line (it indexed past the ranks).
+    for text in ("Ett|t|t|t|t|tL", "Et|t|t|t|t|t|t|L"):
+        with pytest.raises(SpecError, match=re.escape("--pipeline-schedule DualPipeV runs a V")):
+            parse_layout(text, 2, 7, schedule="DualPipeV")
 
 
 def test_mtp_rank_keeps_the_mtp_weights_and_an_embedding_copy() -> None:

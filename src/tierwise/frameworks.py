@@ -593,7 +593,8 @@ def interleave_runs(pp: Any, vpp: Any, micro: Any, group: Any = None) -> Any:
 
 
 _OPTION_NAMES = {
-    "microbatch_group_size_per_vp_stage": "microbatch-group-size-per-virtual-pipeline-stage"
+    "microbatch_group_size_per_vp_stage": "microbatch-group-size-per-virtual-pipeline-stage",
+    "cuda_graphs": "enable-cuda-graph",
 }
 """Behaviour flags whose option is not their field's name with dashes."""
 

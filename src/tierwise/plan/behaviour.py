@@ -14,6 +14,7 @@ from tierwise.frameworks import option_text
 from tierwise.perf.flags import Flags
 from tierwise.plan.routing import resolve_routing
 from tierwise.workload.layout import Layout
+from tierwise.workload.precision import GATHER_LOW_DTYPES
 from tierwise.workload.spec import ModelSpec
 
 DEFAULT_HEADROOM = "5%"
@@ -66,14 +67,7 @@ def idle_options(
 ) -> list[str]:
     """One line for each behaviour option in `given` (`Behaviour.given`) that changes nothing
     for `layout` of `model` under `flags`."""
-    notes = []
-    if given.get("tp_comm_overlap") and layout.tp == 1:
-        notes.append("--tp-comm-overlap changes nothing at --tp 1 (no TP collectives)")
-    if given.get("overlap_param_gather") and not (layout.distributed_optimizer or layout.zero):
-        notes.append(
-            "--overlap-param-gather changes nothing without a sharded optimizer (no weight "
-            "gather); the launch leaves it out"
-        )
+    notes = _idle_tp(given, flags, layout) + _idle_precision(given, layout, model)
     if model is not None and model.moe is None:
         notes += [
             f"{option_text(name, given[name])} changes nothing for a dense model; the launch "
@@ -82,8 +76,19 @@ def idle_options(
             if given.get(name)
         ]
     runner = flags.runner
+    reduce = given.get("overlap_grad_reduce")
+    if reduce is not None and layout.pp > 1 and runner.pipeline_fp32_grads:
+        notes.append(
+            f"{option_text('overlap_grad_reduce', reduce)} changes nothing under {runner.title} "
+            "with pp > 1: its pipeline engine reduces the gradients after the last micro-batch"
+        )
     gather = given.get("overlap_param_gather")
-    if gather is not None and not runner.param_gather_overlap:
+    if gather is not None and not (layout.distributed_optimizer or layout.zero):
+        notes.append(
+            f"{option_text('overlap_param_gather', gather)} changes nothing without a sharded "
+            "optimizer (no weight gather); the launch leaves it out"
+        )
+    elif gather is not None and not runner.param_gather_overlap:
         notes.append(
             f"{option_text('overlap_param_gather', gather)} changes nothing under {runner.title}: "
             "its ZeRO weight gather runs after the optimizer step"
@@ -93,6 +98,11 @@ def idle_options(
         notes.append(
             f"{option_text('align_param_gather', align)} changes nothing under {runner.title} "
             "(Megatron's weight buckets only)"
+        )
+    elif align is not None and (layout.vpp == 1 or not layout.distributed_optimizer):
+        notes.append(
+            f"{option_text('align_param_gather', align)} changes nothing here: it aligns the "
+            "distributed optimizer's weight gathers over virtual stages (vpp > 1)"
         )
     p2p = given.get("overlap_p2p_communication")
     if p2p is not None and layout.vpp == 1:
@@ -109,4 +119,43 @@ def idle_options(
         )
     if given.get("cp_comm") is not None and layout.cp == 1:
         notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
+    return notes
+
+
+def _idle_tp(given: Mapping[str, Any], flags: Flags, layout: Layout) -> list[str]:
+    """`idle_options`' lines of the TP collectives' options: none at tp 1, and no
+    asynchronous backward under a framework that never runs one."""
+    notes = []
+    if given.get("tp_comm_overlap") and layout.tp == 1:
+        notes.append("--tp-comm-overlap changes nothing at --tp 1 (no TP collectives)")
+    name = "async_tensor_model_parallel_allreduce"
+    value, runner = given.get(name), flags.runner
+    if value is not None and layout.tp == 1:
+        notes.append(f"{option_text(name, value)} changes nothing at --tp 1 (no TP collectives)")
+    elif value is not None and not runner.async_tp_backward:
+        notes.append(
+            f"{option_text(name, value)} changes nothing under {runner.title}: its TP backward "
+            "collectives are waited on after the GEMMs either way"
+        )
+    return notes
+
+
+def _idle_precision(given: Mapping[str, Any], layout: Layout, model: ModelSpec | None) -> list[str]:
+    """`idle_options`' lines of the options of a precision or of MoE layers that the layout or
+    a dense `model` does not have (the launch keeps them; the price has nothing to change)."""
+    notes = []
+    gather = given.get("fp8_param_gather")
+    if gather is not None and layout.dtype not in GATHER_LOW_DTYPES:
+        notes.append(
+            f"{option_text('fp8_param_gather', gather)} changes nothing at --dtype "
+            f"{layout.dtype} (weights gathered in {', '.join(GATHER_LOW_DTYPES)} only)"
+        )
+    if model is not None and model.moe is None:
+        if given.get("cuda_graphs"):
+            notes.append(
+                "--enable-cuda-graph changes nothing for a dense model: the host time it "
+                "removes is the MoE layers' (tierwise.perf.terms.host)"
+            )
+        if given.get("cache_expert_inputs"):
+            notes.append("--cache-expert-inputs changes nothing for a dense model (no experts)")
     return notes

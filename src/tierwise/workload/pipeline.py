@@ -156,6 +156,11 @@ def parse_layout(
         problem = f"{len(stages)} virtual stages are not a multiple of pp ({pp})"
     elif pp == 1 and len(stages) > 1:
         problem = f"{len(stages)} virtual stages on one pipeline rank; give --pp (pp > 1)"
+    elif schedule in V_SCHEDULES and len(stages) != 2 * pp:
+        problem = (
+            f"{len(stages)} virtual stages; --pipeline-schedule {schedule} runs a V of "
+            f"2*pp = {2 * pp}"
+        )
     elif flat.count("E") != 1 or not flat.startswith("E"):
         problem = "the embedding E must come once, first"
     elif flat.count("L") != 1 or not flat.endswith("L"):
@@ -203,11 +208,12 @@ def with_split(
     loss: bool = False,
     schedule: str | None = None,
 ) -> tuple[Layout, str | None]:
-    """`layout` with the split a Megatron layout string or the embedding/loss accounting
-    gives (and the rule's name); otherwise unchanged (None: `estimate` picks the standard
-    split where layers do not divide). `schedule`: the pipeline schedule, which maps the
-    string's virtual stages to ranks (`parse_layout`). Conflicting flags are one-line
-    errors."""
+    """`layout` with the split a Megatron layout string, the embedding/loss accounting or,
+    where layers do not divide over pp*vpp, `standard_split` gives (and the rule's name);
+    otherwise unchanged (rule None). The split is stated before any check reads the layout
+    (a framework that cannot state one refuses it). `schedule`: the pipeline schedule, which
+    maps the string's virtual stages to ranks (`parse_layout`). Conflicting flags are
+    one-line errors."""
     chosen = [
         name
         for name, on in (
@@ -228,6 +234,8 @@ def with_split(
             )
     elif embedding or loss:
         split = megatron_split(model.layers, layout.pp, layout.vpp, embedding, loss)
+    elif layout.pp_layers is None and model.layers % (layout.pp * layout.vpp):
+        split = standard_split(model.layers, layout.pp, layout.vpp)
     else:
         return layout, None
     update = {"pp_layers": split.stage_layers, "vpp": split.vpp, "mtp_rank": split.mtp_rank}

@@ -117,6 +117,8 @@ per-tensor float8 only)."""
 IS_LOW = ByCode(f.name != "bf16" for f in FORMATS)
 PRIMARY_LOW = ByCode(f.gather_low for f in FORMATS)
 """Formats Megatron can hold the model's weights in (``--fp8-param-gather``: FP8, MXFP8)."""
+GATHER_LOW_DTYPES = tuple(dict.fromkeys(f.peak for f in FORMATS if f.gather_low))
+"""The ``--dtype`` values whose layouts ``--fp8-param-gather`` gathers in their format."""
 
 
 def gather_bytes(code: Any, low: Any) -> Any:

@@ -114,11 +114,12 @@ def estimate_command(
         account_for_loss_in_pipeline_split,
         flags.pipeline_schedule,
     )
+    # The layout's own rules (the world it misses, a batch that does not divide) before a
+    # framework's, which read them as met (micro-batches per pipeline, say).
+    layout.validate_for(spec, cluster_spec.world)
     check_framework(runner, layout, dp_shard, flags, spec)
     assumed += idle_options(behaviour.given, flags, layout, spec) + recompute_cap(layout, spec)
     assumed += overlap_assumed(behaviour, flags, layout, spec)
-    if layout.world != cluster_spec.world:
-        layout.validate_for(spec, cluster_spec.world)  # names the world the layout misses
     result = estimate(spec, cluster_spec, layout, flags, rule)
     result["assumed"] = assumed
     add_run_facts(result, cluster_spec, mem_headroom, train)

@@ -15,6 +15,7 @@ from tierwise.perf.flags import Flags
 from tierwise.plan.emit.common import Launch, check_runs, hf_path, refuse
 from tierwise.workload.layout import Layout
 from tierwise.workload.pipeline import layout_string
+from tierwise.workload.precision import GATHER_LOW_DTYPES
 from tierwise.workload.recompute import spec_modules
 from tierwise.workload.spec import ModelSpec
 
@@ -258,7 +259,7 @@ def _precision_args(layout: Layout, flags: Flags) -> list[str]:
     if layout.fp8_recipe is not None:
         args.append(f"--fp8-recipe {layout.fp8_recipe}")
     sharded = layout.distributed_optimizer or layout.zero >= 1
-    if flags.fp8_param_gather and layout.dtype in ("fp8", "mxfp8") and sharded:
+    if flags.fp8_param_gather and layout.dtype in GATHER_LOW_DTYPES and sharded:
         args.append("--fp8-param-gather")  # the gathers the plan priced in FP8
     return args
 
