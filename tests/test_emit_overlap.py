@@ -346,13 +346,16 @@ def test_options_that_change_nothing_are_said_and_left_out() -> None:
         (["--tp", "8", "--pp", "4"], "--cache-expert-inputs", "for a dense model"),
         (["--tp", "8", "--pp", "4", "--framework", "deepspeed"], "--no-overlap-grad-reduce",
          "under DeepSpeed with pp > 1"),
+        (["--tp", "8", "--pp", "1"], "--pipeline-schedule Interleaved1F1B", "at --pp 1"),
+        (["--tp", "8", "--pp", "4"], "--microbatch-group-size-per-virtual-pipeline-stage 2",
+         "at --vpp 1"),
     ],
 )  # fmt: skip
 def test_options_the_price_ignores_are_said(layout: list[str], option: str, said: str) -> None:
     """Each option changes neither the step nor the memory of a layout that lacks what it
     acts on (weight gathers, virtual stages, TP, an FP8 layout, MoE layers), and says so."""
     base = cli_json("estimate", *L70, *layout)
-    given = cli_json("estimate", *L70, *layout, option)
+    given = cli_json("estimate", *L70, *layout, *option.split())
     for key in ("step_time_s", "memory_gib_per_gpu"):
         assert given[key] == base[key]
     assert [n for n in given["assumed"] if n.startswith(f"{option} changes nothing {said}")]

@@ -119,6 +119,22 @@ def idle_options(
         )
     if given.get("cp_comm") is not None and layout.cp == 1:
         notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
+    return notes + _idle_pipeline(given, layout)
+
+
+def _idle_pipeline(given: Mapping[str, Any], layout: Layout) -> list[str]:
+    """`idle_options`' lines of the pipeline schedule's options: none at pp 1, no micro-batch
+    groups without virtual stages."""
+    notes = []
+    schedule = given.get("pipeline_schedule")
+    if schedule is not None and layout.pp == 1:
+        notes.append(f"--pipeline-schedule {schedule} changes nothing at --pp 1 (no pipeline)")
+    group = given.get("microbatch_group_size_per_vp_stage")
+    if group is not None and layout.vpp == 1 and layout.pp > 1:
+        notes.append(
+            f"--microbatch-group-size-per-virtual-pipeline-stage {group} changes nothing at "
+            "--vpp 1 (it groups the interleaved schedule's micro-batches)"
+        )
     return notes
 
 
