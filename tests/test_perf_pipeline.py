@@ -455,6 +455,12 @@ def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
     r = estimate(m, cluster, layout, dual, rule)
     assert r["fits"] and r["memory_gib_per_gpu"] < 0.95 * cluster.gpu.hbm_gib  # 5% headroom
     assert r["pipeline"]["schedule"] == "DualPipe"
+    # Each recomputed module frees memory: the norms' inputs (MLA's input norm, the MoE
+    # layers' pre-MLP norm) about 3 GiB on the busiest rank, the MLA up-projections' more.
+    for kept in (("mla_up_proj",), ("layernorm",)):
+        fewer = layout.model_copy(update={"recompute_modules": kept})
+        more = estimate(m, cluster, fewer, dual, rule)["memory_gib_per_gpu"]
+        assert more > r["memory_gib_per_gpu"] + 1.0
     # Without the expert caching the activations alone overflow 80 GB; DualPipe doubles the
     # weights and gradients of 1F1B and hides the expert all-to-all.
     plain = estimate(m, cluster, layout, Flags(), rule)
