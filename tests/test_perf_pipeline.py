@@ -165,6 +165,17 @@ def test_dualpipe_memory_holds_both_stages() -> None:
     # 1 and 2: 3 of stage 1, 2 of stage 2), 40 layers' worth: 40/32 of the whole model's one.
     four = memory_batch(m, pp=4, dp=2, gbs=128, schedule="DualPipe", **common)
     assert four.stage == 0 and four.activations == pytest.approx(40 / 32 * one.activations)
+    # 4 + 12 + 12 + 4 layers: rank 1 is the busiest and holds stages 1 and 2 (3 micro-batches
+    # of 12 layers, 2 of 12: 60 layers' worth), twice the weights and gradients of 1F1B's
+    # rank 1 (12 layers, 3 in flight), its optimizer states sharded over both copies.
+    ends = {"first_stage_layers": 4, "last_stage_layers": 4}
+    mid = memory_batch(m, pp=4, dp=2, gbs=128, schedule="DualPipe", **ends, **common)
+    plain = memory_batch(m, pp=4, dp=2, gbs=128, **ends, **common)
+    assert mid.stage == plain.stage == 1
+    assert mid.activations == pytest.approx(60 / 32 * one.activations)
+    assert plain.activations == pytest.approx(36 / 32 * one.activations)
+    for term, copies in (("weights", 2), ("grads", 2), ("optimizer", 1)):
+        assert getattr(mid, term) == pytest.approx(copies * getattr(plain, term))
     # DualPipeV on pp 2 (4 stages): rank 0 holds its two chunks, the embedding and the head,
     # one copy; 2*pp + 1 chunks of half its 16 layers: 2.5 x a micro-batch of its layers.
     v = memory_batch(m, pp=2, dp=4, vpp=2, gbs=128, schedule="DualPipeV", **common)
