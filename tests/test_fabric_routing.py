@@ -379,6 +379,9 @@ def test_gpu_spread_adds_the_expected_slowest_gpu() -> None:
     assert expected_max_normal(512) == pytest.approx(simulated, rel=0.01)
     fleet = FleetSpec(gpu_speed_spread=0.01)
     assert fleet.step_slowdown(64, 512) == pytest.approx(0.01 * expected_max_normal(512))
+    # a slow node and the spread add: 0.25 x 0.02 on one node, 0.01 / sqrt(pi) for 2 GPUs
+    both = FleetSpec(slow_node_share=0.02, slow_node_slowdown=0.25, gpu_speed_spread=0.01)
+    assert both.step_slowdown(1, 2) == pytest.approx(0.005 + 0.01 / math.sqrt(math.pi))
 
 
 def test_straggler_term_in_the_step_time() -> None:
