@@ -191,6 +191,17 @@ def test_uneven_ranks_hand_computed() -> None:
     assert (r.layers, r.embedding, r.loss) == (7, 0, 1)
     assert r.total_s == pytest.approx(30 + 0.5 + 2 + 0.4)
     assert bubble_seconds(r, 4, 1, 8, "1F1B", False) == pytest.approx(32.9 - 9.1)
+    # 8 + 7 + 7 + 8: the first rank (8.6 s) outweighs the middle ones (7.1) but the last
+    # (8 + 2 + 0.1) is the busiest; 6 + 9 + 9 + 6: a middle rank (9 + its sends 0.1) is.
+    heavy_ends = ranks(4, 30, 8, 7, 8, 1.0, 0.5, 2.0, 0.1)
+    assert heavy_ends.busiest_s == pytest.approx(10.1)
+    assert (heavy_ends.layers, heavy_ends.embedding, heavy_ends.loss) == (8, 0, 1)
+    heavy_middle = ranks(4, 30, 6, 9, 6, 1.0, 0.5, 2.0, 0.1)
+    assert heavy_middle.busiest_s == pytest.approx(9.1)
+    assert (heavy_middle.layers, heavy_middle.embedding, heavy_middle.loss) == (9, 0, 0)
+    assert bubble_seconds(heavy_middle, 4, 2, 8, "Interleaved1F1B", False) == pytest.approx(
+        (32.9 - 9.1) / 2
+    )
     # One rank runs everything, embedding and loss included, and never idles.
     one = ranks(1, 30, 30, 0, 30, 1.0, 0.5, 2.0, 0.0)
     assert one.busiest_s == pytest.approx(32.5) and (one.embedding, one.loss) == (1, 1)
