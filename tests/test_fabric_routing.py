@@ -362,6 +362,31 @@ def test_pod_oversubscription_divides_a_ring_that_crosses_pods_often() -> None:
     assert busbw[7.0] < busbw[1.0] / 3
 
 
+def test_ecmp_flows_over_a_pod_boundary_hash_onto_its_fewer_uplinks() -> None:
+    """RoCE (ECMP), 64 nodes in two pods of 2 leaves of 16: a data-parallel ring in block
+    order crosses the pod boundary once per channel, its 2 channels x 8 sibling rings = 16
+    flows leaving a pod hashed onto the pod's uplinks, 2 x 128 at 1:1, 256 / 7 -> 37 at
+    1:7, and into the other pod's downlinks (4 switches). At 1:7 the pod's links, not the
+    leaves', set the ring's pace."""
+    busbw = {}
+    for over, links in ((1.0, 256), (7.0, 37)):
+        c = _roce(routing="ecmp")
+        topo = {"nodes_per_leaf": 16, "leaves_per_pod": 2, "pod_oversubscription": over}
+        c = c.model_copy(update={"topology": c.topology.model_copy(update=topo)})
+        s = _dp_shape(c, False)
+        assert channels(s) == 2
+        leaf, pod = s.busiest_link(channels(s), ring_crossings(s))
+        assert (pod["level"], pod["flows"], pod["switches"]) == ("pod", 16, 2)
+        assert pod["uplinks"] == links
+        assert pod["busiest_link_flows"] == pytest.approx(expected_max_load(16, links, 4))
+        assert leaf["busiest_link_flows"] == pytest.approx(expected_max_load(16, 128, 8))
+        busbw[over] = ring_busbw(s)
+    # one flow per channel at a port's rate over the busiest link's flows
+    port = 2 * s.port_GBps
+    assert busbw[1.0] == pytest.approx(port / expected_max_load(16, 128, 8))
+    assert busbw[7.0] == pytest.approx(port / expected_max_load(16, 37, 4))
+
+
 @pytest.mark.parametrize(("share", "slow"), [(0.005, 0.10), (0.02, 0.25), (0.0, 0.5)])
 @pytest.mark.parametrize("nodes", [1, 16, 512, 3072])
 def test_straggler_fleet_expected_step_slowdown(share: float, slow: float, nodes: int) -> None:
@@ -379,6 +404,9 @@ def test_gpu_spread_adds_the_expected_slowest_gpu() -> None:
     assert expected_max_normal(512) == pytest.approx(simulated, rel=0.01)
     fleet = FleetSpec(gpu_speed_spread=0.01)
     assert fleet.step_slowdown(64, 512) == pytest.approx(0.01 * expected_max_normal(512))
+    # a slow node and the spread add: 0.25 x 0.02 on one node, 0.01 / sqrt(pi) for 2 GPUs
+    both = FleetSpec(slow_node_share=0.02, slow_node_slowdown=0.25, gpu_speed_spread=0.01)
+    assert both.step_slowdown(1, 2) == pytest.approx(0.005 + 0.01 / math.sqrt(math.pi))
 
 
 def test_straggler_term_in_the_step_time() -> None:

@@ -135,6 +135,8 @@ def test_every_overlap_flag_off_leaves_dp_and_tp_whole() -> None:
         assert r["breakdown"]["tp_comm_s"] == pytest.approx(r["comm_total_s"]["tp"])
         assert r["breakdown"]["dp_comm_s"] == pytest.approx(r["comm_total_s"]["dp"])
         assert r["breakdown"]["pp_comm_s"] == pytest.approx(r["comm_total_s"]["pp"])
+        # nothing hidden, so nothing charged as overlap interference either
+        assert r["breakdown"]["overlap_interference_s"] == 0.0
         assert r["overlap"] == dict.fromkeys((*OVERLAP_FLAGS, ASYNC_TP_FLAG), False)
         mid = est(tp=8, pp=2, dp=4, vpp=2, flags=of_2022, **kw)
         assert mid["overlap"][ASYNC_TP_FLAG] and not mid["overlap"]["tp_comm_overlap"]

@@ -165,6 +165,17 @@ def test_dualpipe_memory_holds_both_stages() -> None:
     # 1 and 2: 3 of stage 1, 2 of stage 2), 40 layers' worth: 40/32 of the whole model's one.
     four = memory_batch(m, pp=4, dp=2, gbs=128, schedule="DualPipe", **common)
     assert four.stage == 0 and four.activations == pytest.approx(40 / 32 * one.activations)
+    # 4 + 12 + 12 + 4 layers: rank 1 is the busiest and holds stages 1 and 2 (3 micro-batches
+    # of 12 layers, 2 of 12: 60 layers' worth), twice the weights and gradients of 1F1B's
+    # rank 1 (12 layers, 3 in flight), its optimizer states sharded over both copies.
+    ends = {"first_stage_layers": 4, "last_stage_layers": 4}
+    mid = memory_batch(m, pp=4, dp=2, gbs=128, schedule="DualPipe", **ends, **common)
+    plain = memory_batch(m, pp=4, dp=2, gbs=128, **ends, **common)
+    assert mid.stage == plain.stage == 1
+    assert mid.activations == pytest.approx(60 / 32 * one.activations)
+    assert plain.activations == pytest.approx(36 / 32 * one.activations)
+    for term, copies in (("weights", 2), ("grads", 2), ("optimizer", 1)):
+        assert getattr(mid, term) == pytest.approx(copies * getattr(plain, term))
     # DualPipeV on pp 2 (4 stages): rank 0 holds its two chunks, the embedding and the head,
     # one copy; 2*pp + 1 chunks of half its 16 layers: 2.5 x a micro-batch of its layers.
     v = memory_batch(m, pp=2, dp=4, vpp=2, gbs=128, schedule="DualPipeV", **common)
@@ -180,6 +191,17 @@ def test_uneven_ranks_hand_computed() -> None:
     assert (r.layers, r.embedding, r.loss) == (7, 0, 1)
     assert r.total_s == pytest.approx(30 + 0.5 + 2 + 0.4)
     assert bubble_seconds(r, 4, 1, 8, "1F1B", False) == pytest.approx(32.9 - 9.1)
+    # 8 + 7 + 7 + 8: the first rank (8.6 s) outweighs the middle ones (7.1) but the last
+    # (8 + 2 + 0.1) is the busiest; 6 + 9 + 9 + 6: a middle rank (9 + its sends 0.1) is.
+    heavy_ends = ranks(4, 30, 8, 7, 8, 1.0, 0.5, 2.0, 0.1)
+    assert heavy_ends.busiest_s == pytest.approx(10.1)
+    assert (heavy_ends.layers, heavy_ends.embedding, heavy_ends.loss) == (8, 0, 1)
+    heavy_middle = ranks(4, 30, 6, 9, 6, 1.0, 0.5, 2.0, 0.1)
+    assert heavy_middle.busiest_s == pytest.approx(9.1)
+    assert (heavy_middle.layers, heavy_middle.embedding, heavy_middle.loss) == (9, 0, 0)
+    assert bubble_seconds(heavy_middle, 4, 2, 8, "Interleaved1F1B", False) == pytest.approx(
+        (32.9 - 9.1) / 2
+    )
     # One rank runs everything, embedding and loss included, and never idles.
     one = ranks(1, 30, 30, 0, 30, 1.0, 0.5, 2.0, 0.0)
     assert one.busiest_s == pytest.approx(32.5) and (one.embedding, one.loss) == (1, 1)
@@ -459,6 +481,12 @@ def test_deepseek_v3_layout_fits_on_80gb_with_dualpipe() -> None:
     r = estimate(m, cluster, layout, dual, rule)
     assert r["fits"] and r["memory_gib_per_gpu"] < 0.95 * cluster.gpu.hbm_gib  # 5% headroom
     assert r["pipeline"]["schedule"] == "DualPipe"
+    # Each recomputed module frees memory: the norms' inputs (MLA's input norm, the MoE
+    # layers' pre-MLP norm) about 3 GiB on the busiest rank, the MLA up-projections' more.
+    for kept in (("mla_up_proj",), ("layernorm",)):
+        fewer = layout.model_copy(update={"recompute_modules": kept})
+        more = estimate(m, cluster, fewer, dual, rule)["memory_gib_per_gpu"]
+        assert more > r["memory_gib_per_gpu"] + 1.0
     # Without the expert caching the activations alone overflow 80 GB; DualPipe doubles the
     # weights and gradients of 1F1B and hides the expert all-to-all.
     plain = estimate(m, cluster, layout, Flags(), rule)

@@ -61,6 +61,11 @@ def test_tp_two_collectives_per_layer_and_pass() -> None:
     assert sp.exposed_s == pytest.approx(TP_OVERLAP_EXPOSED * sp.total_s)
 
 
+def slow_reduce_scatter(kind: str, op: str, nbytes: float) -> float:
+    """`fake_comm` with a reduce-scatter 3x an all-gather (AG and RS told apart)."""
+    return (3e-12 if op == "reduce_scatter" else RATE[op]) * nbytes
+
+
 def test_sequence_parallel_regather_is_one_all_gather_per_column_parallel_linear() -> None:
     # Megatron's LinearWithGradAccumulationAndAsyncCommunication.backward: 8 layers x (QKV,
     # fc1) = 16 more all-gathers per micro-batch, whatever the recompute; none without SP.
@@ -80,6 +85,9 @@ def test_sequence_parallel_regather_is_one_all_gather_per_column_parallel_linear
         assert calls.count("all_gather") == 1 and calls.count("reduce_scatter") == 1
         total = tp_comm(s, fake_comm).total_s
         assert total == pytest.approx((pairs * 2e-12 + 16 * 1e-12) * ACT)
+        # each re-gather is an all-gather, not priced as the reduce-scatter beside it
+        total = tp_comm(s, slow_reduce_scatter).total_s
+        assert total == pytest.approx((pairs * 4e-12 + 16 * 1e-12) * ACT)
     assert regather_count(stage(tp=4, sp=False)) == 0
 
 

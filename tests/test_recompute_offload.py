@@ -63,6 +63,17 @@ def test_layernorm_and_moe_act_free_the_norm_outputs_and_the_expert_fc2_inputs()
     assert fp8 == pytest.approx(top_k * ffn * 1.0)
 
 
+def test_mla_layers_recompute_their_input_norm_too() -> None:
+    # MLA's input norm is a module of its own (no Transformer Engine linear to fuse into):
+    # DeepSeek-V3's MoE layers free two 16-bit norm outputs (MLA's and the pre-MLP norm's),
+    # its dense layers one (MLA's; the dense MLP's norm is fused into fc1).
+    ds3 = load_model("tests/data/hf/deepseek-v3.json")
+    h, norms = 7168, modules_mask(["layernorm"])
+    moe, dense = kept(ds3, 0, moe_layer=True), kept(ds3, 0, moe_layer=False)
+    assert moe - kept(ds3, norms, moe_layer=True) == pytest.approx(2 * h * 2)
+    assert dense - kept(ds3, norms, moe_layer=False) == pytest.approx(h * 2)
+
+
 def test_mlp_module_frees_the_dense_mlp_and_reruns_its_gemms() -> None:
     ffn, h = 14336, 4096
     assert kept(L8, 0) - kept(L8, modules_mask(["mlp"])) == pytest.approx(6 * ffn)
