@@ -349,6 +349,9 @@ def test_options_that_change_nothing_are_said_and_left_out() -> None:
         (["--tp", "8", "--pp", "1"], "--pipeline-schedule Interleaved1F1B", "at --pp 1"),
         (["--tp", "8", "--pp", "4"], "--microbatch-group-size-per-virtual-pipeline-stage 2",
          "at --vpp 1"),
+        (["--tp", "8", "--pp", "8"], "--no-overlap-grad-reduce", "with one data-parallel"),
+        (["--tp", "8", "--pp", "8", "--use-distributed-optimizer"], "--no-overlap-param-gather",
+         "with one data-parallel"),
     ],
 )  # fmt: skip
 def test_options_the_price_ignores_are_said(layout: list[str], option: str, said: str) -> None:

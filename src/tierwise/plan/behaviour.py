@@ -119,7 +119,20 @@ def idle_options(
         )
     if given.get("cp_comm") is not None and layout.cp == 1:
         notes.append(f"--cp-comm-type {flags.cp_comm} changes nothing at --cp 1")
-    return notes + _idle_pipeline(given, layout)
+    return notes + _idle_pipeline(given, layout) + _idle_dp(given, layout, model)
+
+
+def _idle_dp(given: Mapping[str, Any], layout: Layout, model: ModelSpec | None) -> list[str]:
+    """`idle_options`' lines of the data-parallel overlaps on a dense model with one
+    replica (dp x cp = 1): no gradient to reduce, no weight to gather."""
+    if layout.dp * layout.cp > 1 or model is None or model.moe is not None:
+        return []
+    return [
+        f"{option_text(name, given[name])} changes nothing with one data-parallel replica "
+        "(dp x cp = 1: nothing to reduce or gather)"
+        for name in ("overlap_grad_reduce", "overlap_param_gather")
+        if given.get(name) is not None
+    ]
 
 
 def _idle_pipeline(given: Mapping[str, Any], layout: Layout) -> list[str]:
