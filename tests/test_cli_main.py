@@ -81,6 +81,17 @@ def test_start_imports_nothing_heavy(args: list[str]) -> None:
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
 
 
+def test_bench_help_imports_no_numpy() -> None:
+    """`bench` reads nccl-tests' size rule (`collectives.sizes`), not the collective model."""
+    code = (
+        "import sys\nfrom tierwise.cli.main import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('numpy' in sys.modules, file=sys.stderr)\n"
+    )
+    proc = _python(code, "bench", "--help")
+    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+
+
 def test_help_lists_every_command_and_the_exit_codes() -> None:
     text = run_cli("--help", timeout=60).stdout
     for name in command_modules():

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from tierwise.collectives.predict import Prediction
+from tierwise.collectives.sizes import SPLIT_OPS
 from tierwise.errors import SpecError
 from tierwise.formats.infer import TYPE_BYTES
 from tierwise.formats.nccl_tests import NcclHalf, NcclRow, NcclTest
@@ -16,27 +15,6 @@ DATATYPES = (
 """nccl-tests' `-d` type names (`test_typenames` in src/common.cu), as its table prints them."""
 _REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
 _ROOTED = {"broadcast", "reduce"}
-SPLIT_OPS: frozenset[str] = frozenset({"all_gather", "reduce_scatter", "alltoall"})
-"""Ops whose `-b/-e` size is the whole buffer, split evenly over the ranks (nccl-tests'
-`*GetCollByteCount` in src/all_gather.cu, reduce_scatter.cu, alltoall.cu); the others'
-size is each rank's buffer."""
-
-
-def whole_element_sizes(
-    op: str, sizes: Iterable[int], nranks: int, elem_bytes: int
-) -> list[tuple[int, int]]:
-    """`(bytes, elements per rank)` that run for each requested size: as nccl-tests, a size
-    is cut to whole elements (whole elements per rank for `SPLIT_OPS`); a size that holds
-    none, or repeats the previous count, is left out."""
-    seen: set[int] = set()
-    runs = []
-    for size in sizes:
-        count = size // elem_bytes // (nranks if op in SPLIT_OPS else 1)
-        if count == 0 or count in seen:
-            continue
-        seen.add(count)
-        runs.append((count * elem_bytes * (nranks if op in SPLIT_OPS else 1), count))
-    return runs
 
 
 def prediction_test(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from tierwise.collectives.as_nccl_tests import whole_element_sizes
+from tierwise.collectives.sizes import whole_element_sizes
 from tierwise.errors import TierwiseError
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]

@@ -9,15 +9,11 @@ import typer
 
 from tierwise.cli.options import JsonOpt, cluster_options
 from tierwise.cli.output import console, print_json, say_notes, table, writable
-from tierwise.collectives.as_nccl_tests import (
-    SPLIT_OPS,
-    element_bytes,
-    prediction_test,
-    whole_element_sizes,
-)
+from tierwise.collectives.as_nccl_tests import element_bytes, prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, link_patterns
 from tierwise.collectives.predict import Prediction, group_shape, idle_for_group, predict
 from tierwise.collectives.shape import Shape
+from tierwise.collectives.sizes import SPLIT_OPS, whole_element_sizes
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
