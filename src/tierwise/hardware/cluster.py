@@ -552,6 +552,21 @@ def idle_overrides(cluster: ClusterSpec, overrides: dict[str, Any]) -> list[str]
     return [override_note(name, overrides[name], why) for name, why in reasons.items()]
 
 
+def unread_overrides(
+    cluster: ClusterSpec, overrides: dict[str, Any], read: Sequence[str], what: str
+) -> list[str]:
+    """The overrides given (not None) that `what` does not read (it reads only the cluster
+    fields named in `read`), each as a note; those idle on the whole cluster are
+    `idle_overrides`' to say."""
+    said = idle_override_reasons(cluster, overrides)
+    why = f"{what} reads only {', '.join('--' + r.replace('_', '-') for r in read)}"
+    return [
+        override_note(name, value, why)
+        for name, value in overrides.items()
+        if value is not None and name not in read and name not in said
+    ]
+
+
 def override_note(name: str, value: Any, why: str, where: str = "") -> str:
     """``--name VALUE changes nothing{where}: {why}``: an override that changes nothing."""
     shown = f"{value:g}" if isinstance(value, float) else str(value)
