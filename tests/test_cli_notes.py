@@ -114,3 +114,21 @@ def test_leaf_size_of_a_cluster_inside_one_nvlink_domain_changes_nothing() -> No
         "--nodes-per-leaf 2 changes nothing: all 8 GPUs share one NVLink domain, so no traffic "
         "uses a NIC"
     ]
+
+
+def test_uplink_options_under_one_leaf_matter_where_rails_meet_at_the_spine() -> None:
+    """A rail-optimized fabric without NVLink sends rail-changing bytes up through the spine
+    under one leaf too: oversubscription slows an alltoall there (4:1 about 3.5x), so neither
+    it nor routing is said to change nothing (they were: 'sit under one leaf switch')."""
+    args = ["collective", "--intra", "pcie5", "--nodes", "2", "--op", "alltoall", *ONE_GB]
+    fabric = ["--oversubscription", "4", "--routing", "ecmp", "--qps-per-connection", "2"]
+    slow = cli_json(*args, *fabric)
+    assert slow["notes"] == []
+    fast = cli_json(*args)
+    assert slow["rows"][0]["time_us"] > 3 * fast["rows"][0]["time_us"]
+    nvlink = cli_json("collective", "--nodes", "2", "--op", "alltoall", *ONE_GB, *fabric)
+    assert [n.split(" changes")[0] for n in nvlink["notes"]] == [
+        "--oversubscription 4",
+        "--routing ecmp",
+        "--qps-per-connection 2",
+    ]

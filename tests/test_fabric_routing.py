@@ -467,6 +467,21 @@ def test_collective_explain_shows_what_the_priced_algorithm_loads() -> None:
     assert one["priced_algos"] and one["busiest_links"] == []
 
 
+def test_alltoall_relayed_through_the_spine_hashes_its_connections() -> None:
+    """Without NVLink a rail-optimized fabric sends rail-changing bytes up through the spine,
+    also when both nodes sit under one leaf: each rank's 7 peers on other rails of the other
+    node climb, 16 x 7 connections over the 8 rail switches = 14 flows a switch, hashed
+    (was a ZeroDivisionError: no connection counted), slower than adaptive routing."""
+    args = ("collective", "--intra", "pcie5", "--nodes", "2", "--op", "alltoall",
+            "-b", "1G", "-e", "1G")  # fmt: skip
+    out = cli_json(*args, "--routing", "ecmp", "--explain")
+    (leaf,) = out["busiest_links"]
+    assert leaf["level"] == "leaf" and leaf["flows"] == 16 * 7 // 8 and leaf["switches"] == 8
+    assert leaf["busiest_link_flows"] == pytest.approx(expected_max_load(14, 2, 16))
+    adaptive = cli_json(*args, "--routing", "adaptive")
+    assert out["rows"][0]["time_us"] > adaptive["rows"][0]["time_us"]
+
+
 def test_sweep_varies_the_fleet_and_routing() -> None:
     out = cli_json(
         "sweep", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "4",

@@ -240,3 +240,32 @@ def test_loading_the_command_again_does_not_grow_it() -> None:
     assert sorted(group.commands) == ["place", "simulate", "slurm", "synth"]
     assert len(schedule.app.registered_commands) == 3
     assert len(schedule.slurm_app.registered_commands) == 3
+
+
+def test_schedule_files_say_the_fabric_options_they_do_not_read(tmp_path: Path) -> None:
+    """A synthetic trace depends on the node count and size only, a hostfile likewise,
+    topology.conf on the switch tree too: the others are said to change nothing (they were
+    taken and ignored), each once; the idle ones on the cluster keep their own reason."""
+    fabric = ["--nic", "roce400", "--routing", "ecmp", "--nodes-per-leaf", "4"]
+    synth = cli_json("schedule", "synth", "8", "-o", str(tmp_path / "t.csv"), "--nodes", "32",
+                     *fabric)  # fmt: skip
+    assert [n.split(" changes")[0] for n in synth["notes"]] == [
+        "--nic roce400",
+        "--nodes-per-leaf 4",
+        "--routing ecmp",
+    ]
+    assert all(n.endswith("a synthetic trace reads only --nodes, --gpus-per-node")
+               for n in synth["notes"])  # fmt: skip
+    topo = cli_json("schedule", "slurm", "topology", "--nodes", "8", "--pod-oversubscription",
+                    "2", *fabric)  # fmt: skip
+    assert [n.split(" changes")[0] for n in topo["notes"]] == [
+        "--pod-oversubscription 2",
+        "--nic roce400",
+        "--routing ecmp",
+    ]
+    assert topo["notes"][0].endswith("dgx-h100 has one pod")
+    hosts = cli_json("schedule", "slurm", "hostfile", "--nodes", "8", "--nodelist",
+                     "gpu[001-002]", "--gpus", "16", *fabric)  # fmt: skip
+    assert len(hosts["notes"]) == 3 and "a hostfile reads only" in hosts["notes"][1]
+    quiet = cli_json("schedule", "synth", "8", "-o", str(tmp_path / "u.csv"), "--nodes", "32")
+    assert quiet["notes"] == []

@@ -779,24 +779,39 @@ def _alltoall_bytes_time_per_byte(s: Shape) -> float:
     t = intra / s.intra_GBps if intra else 0.0
     if s.crosses_domains:
         t = max(t, remote / per_gpu_net)
-    for level, share, per_domain, blocks, local in _alltoall_levels(s):
-        # every rank under the switch holds a connection to each outside it
-        cap = s.flow_cap_GBps(level, blocks, local * (s.p - local))
-        per_gpu = min(per_domain / (s.k * s.nic_share), (s.p - local) * s.qps * cap)
+    for level, share, per_domain, blocks, local, peers in _alltoall_levels(s):
+        # every rank under the switch holds a connection to each peer its bytes climb to
+        cap = s.flow_cap_GBps(level, blocks, math.ceil(local * peers))
+        per_gpu = min(per_domain / (s.k * s.nic_share), peers * s.qps * cap)
         t = max(t, share / per_gpu)
     return t / 1e3
 
 
-def _alltoall_levels(s: Shape) -> list[tuple[str, float, float, int, int]]:
+def _alltoall_levels(s: Shape) -> list[tuple[str, float, float, int, int, float]]:
     """Levels a pairwise alltoall climbs above: (level, share of the bytes that leave it,
-    one domain's share of its uplinks GB/s, blocks (leaves; pods), ranks under one block)."""
-    cross_leaf = (s.p - s.ranks_per_leaf) / s.p if s.n_leaf > 1 else 0.0
-    if s.relay == "spine":
-        cross_leaf += s.cross_rail_share * (s.ranks_per_leaf - s.k) / s.p
+    one domain's share of its uplinks GB/s, blocks (leaves; pods), ranks under one block,
+    peers each of them reaches through the level's uplinks). Through the spine, a rank's
+    rail-changing peers in the other domains of its leaf climb too."""
+    beyond_leaf = s.p - s.ranks_per_leaf if s.n_leaf > 1 else 0
+    relayed = s.cross_rail_share * (s.ranks_per_leaf - s.k) if s.relay == "spine" else 0.0
     per_pod = s.p // s.n_pod
     levels = (
-        ("leaf", cross_leaf, s.uplink_GBps_per_domain, s.n_leaf, s.ranks_per_leaf),
-        ("pod", (s.p - per_pod) / s.p, s.pod_uplink_GBps_per_domain, s.n_pod, per_pod),
+        (
+            "leaf",
+            (beyond_leaf + relayed) / s.p,
+            s.uplink_GBps_per_domain,
+            s.n_leaf,
+            s.ranks_per_leaf,
+            beyond_leaf + relayed,
+        ),
+        (
+            "pod",
+            (s.p - per_pod) / s.p,
+            s.pod_uplink_GBps_per_domain,
+            s.n_pod,
+            per_pod,
+            s.p - per_pod,
+        ),
     )
     return [x for x in levels if x[1] > 0]
 
@@ -885,9 +900,9 @@ def link_patterns(op: str, algo: str, s: Shape) -> list[LinkPattern]:
     if op == "alltoall":
         groups = [s.intra_group(), s.inter_group()] if algo == "hierarchical" else [s]
         return [
-            (g, level, blocks, local * (g.p - local))
+            (g, level, blocks, math.ceil(local * peers))
             for g in groups
-            for level, _, _, blocks, local in _alltoall_levels(g)
+            for level, _, _, blocks, local, peers in _alltoall_levels(g)
         ]
     if op == "sendrecv":
         crossings = [(s, sendrecv_crossings(s), 1)]

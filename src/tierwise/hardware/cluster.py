@@ -363,6 +363,18 @@ class ClusterSpec(_Spec):
         return self.topology.routing or DEFAULT_ROUTING[self.inter.nic.kind]
 
     @property
+    def rails_meet_above_leaf(self) -> bool:
+        """Traffic between different rails climbs above the leaf switches even under one leaf:
+        a rail-optimized fabric without NVLink to relay it (PXN) joins its rail switches
+        only at the spine (`collectives.shape.relay_of`)."""
+        return (
+            self.topology.kind == "rail-optimized"
+            and self.intra.kind != "nvlink"
+            and self.inter.nics_per_node > 1
+            and self.world > self.domain_gpus
+        )
+
+    @property
     def sharp(self) -> bool:
         """SHARP reduction in the IB switches is enabled and supported by the NIC/switch."""
         return "sharp" in self.in_network_reduction and self.inter.nic.sharp
@@ -540,6 +552,21 @@ def idle_overrides(cluster: ClusterSpec, overrides: dict[str, Any]) -> list[str]
     return [override_note(name, overrides[name], why) for name, why in reasons.items()]
 
 
+def unread_overrides(
+    cluster: ClusterSpec, overrides: dict[str, Any], read: Sequence[str], what: str
+) -> list[str]:
+    """The overrides given (not None) that `what` does not read (it reads only the cluster
+    fields named in `read`), each as a note; those idle on the whole cluster are
+    `idle_overrides`' to say."""
+    said = idle_override_reasons(cluster, overrides)
+    why = f"{what} reads only {', '.join('--' + r.replace('_', '-') for r in read)}"
+    return [
+        override_note(name, value, why)
+        for name, value in overrides.items()
+        if value is not None and name not in read and name not in said
+    ]
+
+
 def override_note(name: str, value: Any, why: str, where: str = "") -> str:
     """``--name VALUE changes nothing{where}: {why}``: an override that changes nothing."""
     shown = f"{value:g}" if isinstance(value, float) else str(value)
@@ -550,7 +577,8 @@ def idle_override_reasons(cluster: ClusterSpec, overrides: dict[str, Any]) -> di
     """Each shape override given (not None) that changes nothing on `cluster`, with why."""
     given = {k for k, v in overrides.items() if v is not None}
     reasons = {}
-    if "oversubscription" in given and cluster.leaves == 1:
+    above_leaf = cluster.leaves > 1 or cluster.rails_meet_above_leaf
+    if "oversubscription" in given and not above_leaf:
         reasons["oversubscription"] = (
             f"all {cluster.nodes} node(s) of {cluster.name} sit under one leaf switch, so no "
             "traffic crosses a leaf uplink"
@@ -560,7 +588,7 @@ def idle_override_reasons(cluster: ClusterSpec, overrides: dict[str, Any]) -> di
             reasons[name] = (
                 f"all {cluster.world} GPUs share one NVLink domain, so no traffic uses a NIC"
             )
-    uplinks = cluster.leaves > 1 and cluster.world > cluster.domain_gpus
+    uplinks = above_leaf and cluster.world > cluster.domain_gpus
     for name in ("routing", "qps_per_connection"):
         if name in given and not uplinks:
             reasons[name] = (

@@ -269,6 +269,10 @@ def check_fits(jobs: Iterable[Job], cluster: ClusterSpec, usable_nodes: int) -> 
             )
 
 
+SYNTHETIC_READS = ("nodes", "gpus_per_node")
+"""The cluster overrides a synthetic trace depends on (`synthetic`; the GPU too)."""
+
+
 def synthetic(cluster: ClusterSpec, count: int, seed: int = 0, load: float = 0.9) -> list[Job]:
     """`count` jobs with the documented mix (module docstring), arriving at offered `load`."""
     if count < 1:

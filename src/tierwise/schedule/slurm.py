@@ -23,6 +23,10 @@ from tierwise.schedule.state import node_name
 NODE_PREFIX = re.compile(r"[A-Za-z0-9_.-]{0,63}")
 
 
+HOSTFILE_READS = ("nodes", "gpus_per_node")
+"""The cluster overrides a hostfile or rankfile depends on (`hostfile`, `rankfile`)."""
+
+
 def node_names(cluster: ClusterSpec, nodes: Iterable[int], prefix: str = "gpu") -> list[str]:
     """Names of node indices; a prefix that is not the start of a host name is a SpecError."""
     if not NODE_PREFIX.fullmatch(prefix):

@@ -4,7 +4,7 @@ burst of jobs (and price Slurm's placement of it), emit and read Slurm topology 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import hostlist
 import numpy as np
@@ -12,16 +12,17 @@ import typer
 
 from tierwise.bounds import MAX_JOBS, MAX_SEED
 from tierwise.cli.options import JsonOpt, cluster_options, count_option
-from tierwise.cli.output import console, print_json, table, writable, write_files
+from tierwise.cli.output import console, print_json, say_notes, table, writable, write_files
 from tierwise.errors import ParseError, SpecError
-from tierwise.hardware.cluster import ClusterSpec
+from tierwise.hardware.cluster import ClusterSpec, unread_overrides
 from tierwise.hardware.ingest.slurm_topology import (
+    TOPOLOGY_CONF_READS,
     emit_slurm_nodes,
     emit_topology_conf,
     parse_topology_conf,
 )
 from tierwise.schedule import slurm
-from tierwise.schedule.jobs import Job, read_trace, synthetic, write_trace
+from tierwise.schedule.jobs import SYNTHETIC_READS, Job, read_trace, synthetic, write_trace
 from tierwise.schedule.policies import POLICIES, policy
 from tierwise.schedule.simulate import SimResult, place_all, price, simulate
 from tierwise.schedule.slowdown import DEFAULT_STEP_TIME, SlowdownModel
@@ -197,6 +198,7 @@ def _plot(results: list[SimResult], path: Path) -> None:
 @cluster_options
 def synth_cmd(
     cluster_spec: ClusterSpec,
+    cluster_overrides: dict[str, Any],
     count: Annotated[int, typer.Argument(help="Jobs to generate.", min=1, max=MAX_JOBS)],
     out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write.")],
     seed: SeedOpt = 0,
@@ -205,6 +207,9 @@ def synth_cmd(
 ) -> None:
     """Write a synthetic trace (documented size/TP mix) as CSV."""
     writable(out, "--out")
+    say_notes(
+        unread_overrides(cluster_spec, cluster_overrides, SYNTHETIC_READS, "a synthetic trace")
+    )
     jobs = _jobs(cluster_spec, None, count, seed, load)
     write_trace(jobs, out)
     if as_json:
@@ -306,6 +311,7 @@ def place_cmd(
 @cluster_options
 def topology_cmd(
     cluster_spec: ClusterSpec,
+    cluster_overrides: dict[str, Any],
     out: Annotated[
         Path | None,
         typer.Option(
@@ -330,6 +336,8 @@ def topology_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Emit topology.conf (topology/tree) and the matching slurm.conf node section."""
+    what = "topology.conf"
+    say_notes(unread_overrides(cluster_spec, cluster_overrides, TOPOLOGY_CONF_READS, what))
     hosts = slurm.node_names(cluster_spec, range(cluster_spec.nodes), prefix)
     topo = emit_topology_conf(cluster_spec, hosts)
     nodes = emit_slurm_nodes(
@@ -382,6 +390,7 @@ def parse_cmd(
 @cluster_options
 def hostfile_cmd(
     cluster_spec: ClusterSpec,
+    cluster_overrides: dict[str, Any],
     nodelist: Annotated[
         str, typer.Option("--nodelist", help="Allocation, e.g. gpu[001-004] ($SLURM_JOB_NODELIST).")
     ],
@@ -394,6 +403,7 @@ def hostfile_cmd(
 ) -> None:
     """Print the SLURM_HOSTFILE or rankfile for an allocation, leaf by leaf."""
     writers = {"hostfile": slurm.hostfile, "rankfile": slurm.rankfile}
+    say_notes(unread_overrides(cluster_spec, cluster_overrides, slurm.HOSTFILE_READS, f"a {fmt}"))
     if fmt not in writers:
         raise SpecError(f"--format: {fmt!r}; allowed: {', '.join(writers)}")
     hosts = slurm.node_names(

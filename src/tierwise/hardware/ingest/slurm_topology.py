@@ -400,6 +400,17 @@ def tree_for(cluster: ClusterSpec, hostnames: Sequence[str]) -> SwitchTree:
     return SwitchTree(switches=switches, source=f"cluster {cluster.name}")
 
 
+TOPOLOGY_CONF_READS = (
+    "nodes",
+    "gpus_per_node",
+    "nodes_per_leaf",
+    "leaves_per_pod",
+    "oversubscription",
+)
+"""The cluster overrides topology.conf and the slurm.conf node section depend on (the leaves,
+pods and nodes; the oversubscription in a comment)."""
+
+
 def emit_topology_conf(cluster: ClusterSpec, hostnames: Sequence[str]) -> str:
     """topology.conf text for a cluster spec (`tree_for`); hostnames are the nodes in rank
     order."""
