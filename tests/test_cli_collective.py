@@ -85,6 +85,7 @@ def test_plot_is_written(tmp_path: Path) -> None:
         (["-b", "12Q"], ["--min-bytes", "12Q"]),
         (["-b", "1G", "-e", "8"], ["--min-bytes"]),
         (["--gpus", "100000"], ["--gpus: 100000", "allowed: at most 16 ranks (2 nodes of 8"]),
+        (["--ranks-per-node", "9"], ["--ranks-per-node: 9; allowed: 1 to 8"]),
     ],
 )
 def test_bad_input(args: list[str], needles: list[str]) -> None:

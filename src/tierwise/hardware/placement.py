@@ -55,7 +55,10 @@ class Placement:
         """Ranks fill GPUs node by node (torchrun/Slurm block order) over `nodes` (default 0..)."""
         k = ranks_per_node or cluster.gpus_per_node
         if k > cluster.gpus_per_node:
-            raise SpecError(f"--ranks-per-node: {k} exceeds gpus_per_node={cluster.gpus_per_node}")
+            raise SpecError(
+                f"--ranks-per-node: {k}; allowed: 1 to {cluster.gpus_per_node} (the GPUs of a "
+                "node)"
+            )
         world = (
             world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
         )
