@@ -338,7 +338,13 @@ def test_standard_splits() -> None:
     split = standard_split(126, 16)  # what `plan` picks: 7 + 14 x 8 + 7
     assert split.stage_layers == (7,) + (8,) * 14 + (7,) and "embedding and loss" in split.rule
     assert standard_split(80, 4, 3) == ((20,) * 4, 3, "even, chunks uneven", None)
-    assert standard_split(125, 8).rule.startswith("balanced")
+    # Layers that divide neither way: the ends short and the middle stages equal, as `plan`
+    # splits (Megatron's --decoder-first/last-pipeline-num-layers can state it).
+    assert standard_split(80, 3).stage_layers == (26, 27, 27)
+    assert standard_split(125, 8).stage_layers == (14,) + (16,) * 6 + (15,)
+    assert standard_split(61, 8, 2) == ((6,) + (8,) * 6 + (7,), 2, "first and last stages "
+                                        "short, chunks uneven", None)  # fmt: skip
+    assert standard_split(5, 4).rule.startswith("balanced")  # the ends' share would be 0 + 1
     assert balanced_split(31, 4) == (8, 8, 8, 7)  # the loss rank keeps the fewest
     assert balanced_split(125, 8) == (15, 16, 16, 16, 16, 16, 15, 15)
     with pytest.raises(SpecError, match="127 must be divisible by pp\\*vpp = 16\\*1"):

@@ -328,6 +328,19 @@ def test_fix_with_two_values_of_one_key_is_a_user_error() -> None:
     assert parse_fix("tp=8,tp=8") == {"tp": "8"}  # the same value twice says one thing
 
 
+def test_fix_given_once_per_pair_pins_every_pair() -> None:
+    """`--fix tp=8 --fix pp=3` kept only pp=3 (the option took one value, the last); each
+    pair now pins, and 80 layers over pp 3 split as estimate splits them (26/27/27)."""
+    base = ("plan", "-m", "llama3-70b", "--nodes", "6")
+    plans = cli_json(*base, "--fix", "tp=8", "--fix", "pp=3")["plans"]
+    assert {(p["tp"], p["pp"]) for p in plans} == {(8, 3)}
+    assert all(p["pp_layers"] == [26, 27, 27] for p in plans)
+    est = cli_json("estimate", "-m", "llama3-70b", "--nodes", "6", "--tp", "8", "--pp", "3")
+    assert est["pipeline"]["stage_layers"] == [26, 27, 27]
+    assert parse_fix(["tp=8", "pp=3,mbs=1"]) == {"tp": "8", "pp": "3", "mbs": "1"}
+    assert_user_error(run_cli(*base, "--fix", "tp=8", "--fix", "tp=4", check=False), "tp=4")
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [

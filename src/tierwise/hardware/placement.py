@@ -56,8 +56,7 @@ class Placement:
         k = ranks_per_node or cluster.gpus_per_node
         if k > cluster.gpus_per_node:
             raise SpecError(
-                f"--ranks-per-node: {k}; allowed: 1 to {cluster.gpus_per_node} (the GPUs of a "
-                "node)"
+                f"--ranks-per-node: {k}; allowed: 1 to {cluster.gpus_per_node} (the GPUs of a node)"
             )
         world = (
             world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k

@@ -8,7 +8,7 @@ same flags; the CLI only parses options and prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,7 @@ def plan_request(
     *,
     gbs: int | None,
     seq: int,
-    fix: str | None = None,
+    fix: str | Sequence[str] | None = None,
     objective: str = "step_time",
     top: int = 5,
     emit: list[str] | tuple[str, ...] = (),

@@ -24,6 +24,7 @@ from tierwise.frameworks import (
     launched,
 )
 from tierwise.hardware.cluster import ClusterSpec
+from tierwise.workload.pipeline import uneven_split
 from tierwise.workload.precision import (
     DTYPES,
     FP8_RECIPES,
@@ -43,7 +44,8 @@ BLOCK_LAYERS = (1, 2)
 recomputed; the rest keep their activations)."""
 FRAMEWORK_NAMES = FRAMEWORK_CHOICES
 FIX_HELP = (
-    "Pin KEY=VALUE pairs, comma-separated: tp, cp, ep, pp, vpp, dp, mbs (integers); "
+    "Pin KEY=VALUE pairs, comma-separated or one --fix each: tp, cp, ep, pp, vpp, dp, mbs "
+    "(integers); "
     f"recompute={'|'.join(RECOMPUTE)}; recompute_method=uniform|block (full recompute of "
     "every layer, or of the first 1-2 of each virtual stage); zero=0|1|2|3 (1 includes "
     f"Megatron's distributed optimizer); sharding={'|'.join(SHARDING)}; "
@@ -92,10 +94,12 @@ class Space:
         return cls(arrays, sum(s.product for s in spaces))
 
 
-def parse_fix(text: str | None) -> dict[str, str]:
-    """`tp=8,pp=4` -> {"tp": "8", "pp": "4"}; unknown keys are an error."""
-    if not text:
+def parse_fix(given: str | Sequence[str] | None) -> dict[str, str]:
+    """`tp=8,pp=4` (or `--fix` given once per pair: ["tp=8", "pp=4"]) -> {"tp": "8", "pp":
+    "4"}; unknown keys are an error."""
+    if not given:
         return {}
+    text = given if isinstance(given, str) else ",".join(given)
     out = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
@@ -528,18 +532,6 @@ def _precision_codes(cluster: ClusterSpec, fix: Mapping[str, str], fw: Framework
         )
     recipe = fix.get("fp8_recipe")
     return [precision_code(d, recipe if d == "fp8" else None) for d in dtypes]
-
-
-def uneven_split(layers: int, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first, last) stage layers of the uneven split where `pp` does not divide `layers`:
-    every middle stage holds ceil(layers / pp) and the first and last (the embedding's and the
-    loss's) share the rest, the first one fewer when it is odd: 80 layers over 3 stages
-    26/27/27, Llama 3 405B's 126 over 16 7/8.../7, DeepSeek-V3's 61 over 8 6/8.../7 (what
-    Megatron's --decoder-first/last-pipeline-num-layers state)."""
-    middle = -(-layers // pp)
-    rest = layers - np.maximum(pp - 2, 0) * middle
-    first = rest // 2
-    return first, rest - first
 
 
 def searched_dtypes(fix: Mapping[str, str], allowed: tuple[str, ...]) -> tuple[str, ...]:

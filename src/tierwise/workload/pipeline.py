@@ -28,6 +28,7 @@ from typing import NamedTuple
 from tierwise.bounds import MAX_LAYERS
 from tierwise.errors import SpecError
 from tierwise.frameworks import DUAL_SCHEDULES, V_SCHEDULES
+from tierwise.workload.flops import Array, maximum
 from tierwise.workload.layout import Layout
 from tierwise.workload.spec import ModelSpec
 
@@ -83,9 +84,22 @@ def balanced_split(layers: int, pp: int) -> tuple[int, ...]:
     return tuple(stages)
 
 
+def uneven_split(layers: int, pp: Array) -> tuple[Array, Array]:
+    """(first, last) stage layers of the uneven split where `pp` (an int or an array) does not
+    divide `layers`: every middle stage holds ceil(layers / pp) and the first and last (the
+    embedding's and the loss's) share the rest, the first one fewer when it is odd: 80 layers
+    over 3 stages 26/27/27, Llama 3 405B's 126 over 16 7/8.../7, DeepSeek-V3's 61 over 8
+    6/8.../7 (what Megatron's --decoder-first/last-pipeline-num-layers state)."""
+    middle = -(-layers // pp)
+    rest = layers - maximum(pp - 2, 0) * middle
+    first = rest // 2
+    return first, rest - first
+
+
 def standard_split(layers: int, pp: int, vpp: int = 1) -> Split:
-    """Even when it divides; else embedding and loss counted as layers when that divides (as
-    `plan` splits); else balanced with the ends lightest. Over pp*vpp chunks first, then
+    """Even when it divides; else embedding and loss counted as layers when that divides;
+    else the first and last stages short (`uneven_split`), as `plan` splits; else (an end
+    stage would be empty) balanced with the ends lightest. Over pp*vpp chunks first, then
     over the pp ranks with chunks of a rank uneven."""
     if layers < pp:
         raise SpecError(f"layout: pp {pp} must be <= layers ({layers})")
@@ -95,6 +109,11 @@ def standard_split(layers: int, pp: int, vpp: int = 1) -> Split:
         if (layers + 2) % chunks == 0:
             split = megatron_split(layers, pp, chunks // pp, embedding=True, loss=True)
             return Split(split.stage_layers, vpp, split.rule + uneven)
+    first, last = uneven_split(layers, pp)
+    if min(first, last) >= 1:
+        middle = [-(-layers // pp)] * (pp - 2)
+        rule = "first and last stages short" + (", chunks uneven" if vpp > 1 else "")
+        return Split((first, *middle, last), vpp, rule)
     return Split(balanced_split(layers, pp), vpp, "balanced, first and last stages lightest")
 
 

@@ -48,7 +48,7 @@ def plan_command(
     gbs: L.GbsOpt = None,
     seq: L.SeqOpt = 4096,
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
-    fix: Annotated[str | None, typer.Option("--fix", help=FIX_HELP)] = None,
+    fix: Annotated[list[str] | None, typer.Option("--fix", help=FIX_HELP)] = None,
     objective: Annotated[
         str,
         typer.Option(

@@ -50,7 +50,9 @@ def sweep_command(
     within: Annotated[
         float, typer.Option("--within", help="Bandwidth needed to stay within this % of the best.")
     ] = 10.0,
-    fix: Annotated[str | None, typer.Option("--fix", help=f"In every search: {FIX_HELP}")] = None,
+    fix: Annotated[
+        list[str] | None, typer.Option("--fix", help=f"In every search: {FIX_HELP}")
+    ] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write tokens/s per value.")] = None,
     train_tokens: T.TrainTokensOpt = None,
     node_failure_rate: T.NodeFailureRateOpt = None,
