@@ -451,12 +451,12 @@ def test_deepspeed_pipeline_reduces_fp32_gradients_after_the_last_micro_batch() 
 
 
 def test_a_split_estimate_picks_is_one_the_framework_must_state() -> None:
-    # 80 layers on pp 3: estimate splits them 27+27+26 as plan would, and DeepSpeed, whose
+    # 80 layers on pp 3: estimate splits them 26+27+27 as plan does, and DeepSpeed, whose
     # config cannot state a split, runs neither (plan found no layout; estimate priced it).
     base = ("estimate", "-m", "llama3-70b", "--nodes", "6", "--tp", "8", "--pp", "3")
-    assert cli_json(*base, "--framework", "megatron")["layout"]["pp_layers"] == [27, 27, 26]
+    assert cli_json(*base, "--framework", "megatron")["layout"]["pp_layers"] == [26, 27, 27]
     refused = run_cli(*base, "--framework", "deepspeed", check=False)
-    assert_user_error(refused, "--framework deepspeed: pp_layers=27,27,26", "cannot state")
+    assert_user_error(refused, "--framework deepspeed: pp_layers=26,27,27", "cannot state")
     plan = run_cli("plan", "-m", "llama3-70b", "--nodes", "6", "--fix", "pp=3",
                    "--framework", "deepspeed", check=False)  # fmt: skip
     assert_user_error(plan, "--fix pp=3 rules out every layout")
