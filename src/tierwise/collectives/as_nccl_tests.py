@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tierwise.collectives.predict import Prediction
-from tierwise.collectives.sizes import SPLIT_OPS
+from tierwise.collectives.sizes import ranks_sharing
 from tierwise.errors import SpecError
 from tierwise.formats.infer import TYPE_BYTES
 from tierwise.formats.nccl_tests import NcclHalf, NcclRow, NcclTest
@@ -23,7 +23,7 @@ def prediction_test(
     """nccl-tests rows for a prediction (in-place = out-of-place), with `algo`/`proto` columns
     and the runner-up candidate (`next`) with its `margin` (how much slower it is); the count
     column is each rank's elements, as nccl-tests prints it."""
-    per_rank = element_bytes(dtype) * (pred.nranks if pred.op in SPLIT_OPS else 1)
+    per_rank = element_bytes(dtype) * ranks_sharing(pred.op, pred.nranks)
     rows = []
     for r in pred.rows():
         half = NcclHalf(

@@ -51,8 +51,10 @@ class Placement:
         world: int | None = None,
         nodes: Sequence[int] | None = None,
         ranks_per_node: int | None = None,
+        world_name: str = "world size",
     ) -> Placement:
-        """Ranks fill GPUs node by node (torchrun/Slurm block order) over `nodes` (default 0..)."""
+        """Ranks fill GPUs node by node (torchrun/Slurm block order) over `nodes` (default 0..);
+        a `world` that does not fit is an error naming it as `world_name` (a flag, say)."""
         k = ranks_per_node or cluster.gpus_per_node
         if k > cluster.gpus_per_node:
             raise SpecError(
@@ -62,11 +64,10 @@ class Placement:
             world if world is not None else (len(nodes) if nodes is not None else cluster.nodes) * k
         )
         node_list = tuple(nodes) if nodes is not None else range(cluster.nodes)
-        needed = -(-world // k)
-        if needed > len(node_list):
+        if world > len(node_list) * k:
             raise SpecError(
-                f"world size {world} needs {needed} nodes of {k} ranks; the cluster has "
-                f"{len(node_list)}; allowed: at most {len(node_list) * k} ranks"
+                f"{world_name}: {world}; allowed: at most {len(node_list) * k} ranks "
+                f"({len(node_list)} nodes of {k} ranks)"
             )
         if world <= SMALL_WORLD:
             ranks = range(world)

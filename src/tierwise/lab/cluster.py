@@ -29,11 +29,12 @@ def host_memory_bytes() -> int:
 
 def check_buffers_fit(size_bytes: int, ranks: int, buffers: int, flag: str) -> None:
     """Refuse a size whose `buffers` buffers on each of `ranks` ranks exceed host memory."""
-    limit = host_memory_bytes() // (ranks * buffers)
+    memory = host_memory_bytes()
+    limit = memory // (ranks * buffers)
     if size_bytes > limit:
         raise TierwiseError(
             f"{flag}: {size_bytes} B; allowed: at most {limit} B ({ranks} ranks x {buffers} "
-            f"buffers in {host_memory_bytes() / 2**30:.1f} GiB of host memory)"
+            f"buffers in {memory / 2**30:.1f} GiB of host memory)"
         )
 
 

@@ -29,7 +29,7 @@ from tierwise.bounds import MAX_LAYERS
 from tierwise.errors import SpecError
 from tierwise.frameworks import DUAL_SCHEDULES, V_SCHEDULES
 from tierwise.workload.flops import Array, maximum
-from tierwise.workload.layout import Layout
+from tierwise.workload.layout import Layout, middle_stage_layers
 from tierwise.workload.spec import ModelSpec
 
 LAYOUT_FLAG = "--pp-layout"
@@ -111,7 +111,7 @@ def standard_split(layers: int, pp: int, vpp: int = 1) -> Split:
             return Split(split.stage_layers, vpp, split.rule + uneven)
     first, last = uneven_split(layers, pp)
     if min(first, last) >= 1:
-        middle = [-(-layers // pp)] * (pp - 2)
+        middle = [int(middle_stage_layers(layers, pp, first, last))] * (pp - 2)
         rule = "first and last stages short" + (", chunks uneven" if vpp > 1 else "")
         return Split((first, *middle, last), vpp, rule)
     return Split(balanced_split(layers, pp), vpp, "balanced, first and last stages lightest")

@@ -13,7 +13,7 @@ from tierwise.collectives.as_nccl_tests import element_bytes, prediction_test
 from tierwise.collectives.model import auto_candidates, candidates, link_patterns
 from tierwise.collectives.predict import Prediction, group_shape, idle_for_group, predict
 from tierwise.collectives.shape import Shape
-from tierwise.collectives.sizes import SPLIT_OPS, whole_element_sizes
+from tierwise.collectives.sizes import ranks_sharing, whole_element_sizes
 from tierwise.errors import SpecError
 from tierwise.formats.nccl_writer import format_test
 from tierwise.formats.ops import canonical_op
@@ -80,12 +80,7 @@ def collective(
     writable(plot, "--plot")
     k = ranks_per_node or cluster_spec.gpus_per_node
     world = gpus if gpus is not None else cluster_spec.nodes * k
-    if world > cluster_spec.nodes * k:
-        raise SpecError(
-            f"--gpus: {world}; allowed: at most {cluster_spec.nodes * k} ranks "
-            f"({cluster_spec.nodes} nodes of {k} ranks)"
-        )
-    placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k)
+    placement = Placement.contiguous(cluster_spec, world, ranks_per_node=k, world_name="--gpus")
     shape = group_shape(cluster_spec, placement=placement)
     say_notes(idle_for_group(cluster_spec, shape, cluster_overrides))  # --json: its notes
     memory = int(cluster_spec.gpu.hbm_gib * (1 << 30))
@@ -94,12 +89,12 @@ def collective(
         parse_size(max_bytes, "--max-bytes", memory),
         factor,
     )
-    sizes = [size for size, _ in whole_element_sizes(op, requested, world, element_bytes(datatype))]
+    elem = element_bytes(datatype)
+    sizes = [size for size, _ in whole_element_sizes(op, requested, world, elem)]
     if not sizes:
         raise SpecError(
             f"--max-bytes: {max_bytes}; allowed: at least one {datatype} element per rank "
-            f"({element_bytes(datatype) * (world if op in SPLIT_OPS else 1)} B for {op} "
-            f"on {world} ranks)"
+            f"({elem * ranks_sharing(op, world)} B for {op} on {world} ranks)"
         )
     if len(sizes) < len(requested):
         say_notes(
